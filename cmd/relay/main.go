@@ -1,0 +1,49 @@
+// Command relay is the Urbit packet relay and the operator's tools around it.
+//
+// Usage:
+//
+//	relay decode [--json] [HEX ...]   decode mesa and legacy ames packets
+//	relay ship [--json] [SHIP ...]    print ships: @p, number, class, sponsorship chain
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// exitUsage is the exit code for a bad command line or configuration.
+const exitUsage = 2
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run dispatches to a subcommand and returns the process exit code.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "decode":
+		return runDecode(args[1:], stdin, stdout, stderr)
+	case "ship":
+		return runShip(args[1:], stdin, stdout, stderr)
+	case "help", "-h", "--help":
+		usage(stdout)
+		return 0
+	}
+	fmt.Fprintf(stderr, "relay: unknown command %q\n", args[0])
+	usage(stderr)
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage: relay COMMAND [ARGS]
+
+commands:
+  decode [--json] [HEX ...]   decode mesa and legacy ames packets (hex, one per line on stdin)
+  ship [--json] [SHIP ...]    print ships (@p or decimal, one per line on stdin)
+`)
+}

@@ -1,0 +1,28 @@
+package scry
+
+import "testing"
+
+// TestMugVectors checks Mug against the values in vere's
+// pkg/noun/retrieve_tests.c, as quoted in ../shared/reference/mesa/README.md.
+func TestMugVectors(t *testing.T) {
+	for _, tc := range []struct {
+		in   []byte
+		want uint32
+	}{
+		{nil, 0x79ff04e8},
+		{[]byte{1}, 0x715c2a60},
+		{[]byte{2}, 0x718b9468},
+		{[]byte("Hello, world!"), 0x4d441035},
+	} {
+		if got := Mug(tc.in); got != tc.want {
+			t.Errorf("Mug(%q) = %#x, want %#x", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestMugAllocatesNothing(t *testing.T) {
+	b := make([]byte, 1464)
+	if n := testing.AllocsPerRun(100, func() { Mug(b) }); n != 0 {
+		t.Fatalf("Mug allocates %v times per call", n)
+	}
+}
