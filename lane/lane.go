@@ -1,6 +1,11 @@
 package lane
 
-import "net/netip"
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+)
 
 // Key is a lane in a compact, comparable, pointer-free form: the 16-byte
 // address (IPv4 stored IPv4-mapped) and the port. Tables that hold many lanes
@@ -25,3 +30,58 @@ func (k Key) AddrPort() netip.AddrPort {
 
 // IsValid reports whether k is a usable lane (not the zero Key).
 func (k Key) IsValid() bool { return k != Key{} }
+
+// Canon returns the canonical form of a lane: an IPv4-mapped IPv6 address
+// becomes plain IPv4 and any IPv6 zone is dropped, so that the same peer
+// always compares equal (and equals KeyOf(ap).AddrPort()). An invalid ap is
+// returned unchanged.
+func Canon(ap netip.AddrPort) netip.AddrPort {
+	if !ap.IsValid() {
+		return ap
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap().WithZone(""), ap.Port())
+}
+
+// ShortLen is the size of the SHORT lane encoding.
+const ShortLen = 6
+
+// EncodeShort returns ap in the 6-byte SHORT form: the IPv4 address as a
+// host-order u32 written little-endian (127.0.0.1 is 01 00 00 7f), then the
+// port as a little-endian u16 (13337 is 19 34). IPv4-mapped addresses are
+// unmapped first. ok is false, and b is zero, when ap is not IPv4 (IPv6
+// cannot be carried and is never truncated) or is invalid.
+func EncodeShort(ap netip.AddrPort) (b [ShortLen]byte, ok bool) {
+	addr := ap.Addr().Unmap()
+	if !addr.Is4() {
+		return b, false
+	}
+	a4 := addr.As4() // network order: a4[0] is the first octet
+	binary.LittleEndian.PutUint32(b[0:4], binary.BigEndian.Uint32(a4[:]))
+	binary.LittleEndian.PutUint16(b[4:6], ap.Port())
+	return b, true
+}
+
+// DecodeShort returns the lane held in a 6-byte SHORT encoding (see
+// EncodeShort). Every 6-byte value decodes to an IPv4 lane.
+func DecodeShort(b [ShortLen]byte) netip.AddrPort {
+	var a4 [4]byte
+	binary.BigEndian.PutUint32(a4[:], binary.LittleEndian.Uint32(b[0:4]))
+	return netip.AddrPortFrom(netip.AddrFrom4(a4), binary.LittleEndian.Uint16(b[4:6]))
+}
+
+// ErrInvalidLane is wrapped by the errors ParseLane returns.
+var ErrInvalidLane = errors.New("lane: invalid lane")
+
+// ParseLane parses "a.b.c.d:port" or "[ipv6]:port" and returns the lane in
+// canonical form (see Canon). Port 0 is rejected: nothing can be reached
+// there.
+func ParseLane(s string) (netip.AddrPort, error) {
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("%w: %w", ErrInvalidLane, err)
+	}
+	if ap.Port() == 0 {
+		return netip.AddrPort{}, fmt.Errorf("%w %q: port 0", ErrInvalidLane, s)
+	}
+	return Canon(ap), nil
+}

@@ -2,6 +2,7 @@
 //
 // Usage:
 //
+//	relay run --ship ~SHIP [flags]     run the relay (see relay run -h)
 //	relay decode [--json] [HEX ...]   decode mesa and legacy ames packets
 //	relay ship [--json] [SHIP ...]    print ships: @p, number, class, sponsorship chain
 package main
@@ -26,6 +27,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	switch args[0] {
+	case "run":
+		return runRun(args[1:], stdout, stderr)
 	case "decode":
 		return runDecode(args[1:], stdin, stdout, stderr)
 	case "ship":
@@ -43,6 +46,7 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `usage: relay COMMAND [ARGS]
 
 commands:
+  run --ship ~SHIP [flags]    run the relay on one UDP socket (relay run -h for flags)
   decode [--json] [HEX ...]   decode mesa and legacy ames packets (hex, one per line on stdin)
   ship [--json] [SHIP ...]    print ships (@p or decimal, one per line on stdin)
 `)

@@ -1,0 +1,148 @@
+package lane
+
+import (
+	"encoding/hex"
+	"errors"
+	"net/netip"
+	"testing"
+)
+
+// TestShortMesaVectors checks EncodeShort and DecodeShort against every
+// SHORT next hop vere wrote into testdata/mesa.
+func TestShortMesaVectors(t *testing.T) {
+	seen := 0
+	for _, v := range readJSONL[mesaVector](t, mesaVectorsPath) {
+		if v.Next == nil || v.Next.Type != "short" {
+			continue
+		}
+		seen++
+		checkShort(t, v.ID, v.Next.Raw, v.Next.IP, v.Next.Port)
+	}
+	if seen == 0 {
+		t.Fatal("no SHORT next hops in the mesa vectors")
+	}
+}
+
+// TestShortAmesOrigins checks the legacy ames origin, which has the SHORT
+// layout, against every relayed vere-made ames packet.
+func TestShortAmesOrigins(t *testing.T) {
+	seen := 0
+	for _, v := range readJSONL[amesVector](t, amesVectorsPath) {
+		if !v.Relayed || v.Origin == nil {
+			continue
+		}
+		seen++
+		checkShort(t, v.ID, v.OriginHex, v.Origin.IP, v.Origin.Port)
+	}
+	if seen == 0 {
+		t.Fatal("no relayed packets in the ames vectors")
+	}
+}
+
+func checkShort(t *testing.T, id int, rawHex, ip string, port uint16) {
+	t.Helper()
+	raw, err := hex.DecodeString(rawHex)
+	if err != nil || len(raw) != ShortLen {
+		t.Fatalf("vector %d: bad raw %q", id, rawHex)
+	}
+	want := netip.AddrPortFrom(netip.MustParseAddr(ip), port)
+	var b [ShortLen]byte
+	copy(b[:], raw)
+	if got := DecodeShort(b); got != want {
+		t.Errorf("vector %d: DecodeShort(%x) = %v, want %v", id, raw, got, want)
+	}
+	enc, ok := EncodeShort(want)
+	if !ok || enc != b {
+		t.Errorf("vector %d: EncodeShort(%v) = %x, %v; want %x", id, want, enc, ok, raw)
+	}
+	mapped := netip.AddrPortFrom(netip.AddrFrom16(want.Addr().As16()), port)
+	if enc, ok := EncodeShort(mapped); !ok || enc != b {
+		t.Errorf("vector %d: EncodeShort(%v) = %x, %v; want %x", id, mapped, enc, ok, raw)
+	}
+}
+
+func TestShortLayout(t *testing.T) {
+	b, ok := EncodeShort(netip.MustParseAddrPort("127.0.0.1:13337"))
+	if want := [ShortLen]byte{0x01, 0x00, 0x00, 0x7f, 0x19, 0x34}; !ok || b != want {
+		t.Errorf("EncodeShort(127.0.0.1:13337) = %x, %v; want %x", b, ok, want)
+	}
+	// The origin a forwarding galaxy inserts for 1.2.3.4:13337 (ames README).
+	b, ok = EncodeShort(netip.MustParseAddrPort("1.2.3.4:13337"))
+	if want := [ShortLen]byte{0x04, 0x03, 0x02, 0x01, 0x19, 0x34}; !ok || b != want {
+		t.Errorf("EncodeShort(1.2.3.4:13337) = %x, %v; want %x", b, ok, want)
+	}
+	for _, ap := range []netip.AddrPort{
+		netip.MustParseAddrPort("[2001:db8::1]:13337"),
+		netip.MustParseAddrPort("[::1]:1"),
+		{},
+	} {
+		if b, ok := EncodeShort(ap); ok || b != ([ShortLen]byte{}) {
+			t.Errorf("EncodeShort(%v) = %x, %v; want zero, false", ap, b, ok)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		b, _ := EncodeShort(netip.MustParseAddrPort("10.1.2.3:4"))
+		_ = DecodeShort(b)
+	}); n != 0 {
+		t.Errorf("EncodeShort/DecodeShort: %v allocs per run, want 0", n)
+	}
+}
+
+func TestCanon(t *testing.T) {
+	for _, v := range []struct{ in, want string }{
+		{"[::ffff:1.2.3.4]:5", "1.2.3.4:5"},
+		{"1.2.3.4:5", "1.2.3.4:5"},
+		{"[2001:db8::1]:5", "[2001:db8::1]:5"},
+		{"[fe80::1%eth0]:5", "[fe80::1]:5"},
+	} {
+		got := Canon(netip.MustParseAddrPort(v.in))
+		if got != netip.MustParseAddrPort(v.want) {
+			t.Errorf("Canon(%s) = %v, want %s", v.in, got, v.want)
+		}
+		if KeyOf(got).AddrPort() != got {
+			t.Errorf("KeyOf(Canon(%s)).AddrPort() = %v, want %v", v.in, KeyOf(got).AddrPort(), got)
+		}
+	}
+	if got := Canon(netip.AddrPort{}); got.IsValid() {
+		t.Errorf("Canon(invalid) = %v", got)
+	}
+}
+
+func TestParseLane(t *testing.T) {
+	for _, v := range []struct{ in, want string }{
+		{"127.0.0.1:13337", "127.0.0.1:13337"},
+		{"[::ffff:127.0.0.1]:13337", "127.0.0.1:13337"},
+		{"[2001:db8::1]:443", "[2001:db8::1]:443"},
+	} {
+		got, err := ParseLane(v.in)
+		if err != nil || got != netip.MustParseAddrPort(v.want) {
+			t.Errorf("ParseLane(%q) = %v, %v; want %s", v.in, got, err, v.want)
+		}
+	}
+	for _, in := range []string{"", "1.2.3.4", "1.2.3.4:0", "1.2.3.4:65536", "host:1", "1.2.3.4:x"} {
+		if got, err := ParseLane(in); !errors.Is(err, ErrInvalidLane) {
+			t.Errorf("ParseLane(%q) = %v, %v; want ErrInvalidLane", in, got, err)
+		}
+	}
+}
+
+func FuzzShortRoundTrip(f *testing.F) {
+	f.Add([]byte{0x01, 0x00, 0x00, 0x7f, 0x19, 0x34})
+	f.Add([]byte{0, 0, 0, 0, 0, 0})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if len(raw) < ShortLen {
+			return
+		}
+		var b [ShortLen]byte
+		copy(b[:], raw)
+		ap := DecodeShort(b)
+		if !ap.Addr().Is4() {
+			t.Fatalf("DecodeShort(%x) = %v, not IPv4", b, ap)
+		}
+		again, ok := EncodeShort(ap)
+		if !ok || again != b {
+			t.Fatalf("EncodeShort(DecodeShort(%x)) = %x, %v", b, again, ok)
+		}
+	})
+}

@@ -1,0 +1,75 @@
+package relay
+
+import "time"
+
+// Every timing and cap of the relay's decision core, with its reason. The
+// pending table's own caps (entries, requesters per entry, TTL, suppression
+// window) live in package pit; Config repeats them so an operator sets them in
+// one place. cmd/relay exposes each as a flag.
+
+const (
+	// MaxHops is the highest hop count the 3-bit mesa field holds. A request
+	// that arrives with this many hops is dropped: it has crossed more relays
+	// than any sponsorship chain has (comet/moon, planet, star, galaxy, plus a
+	// requester-side relay), so it is looping between misconfigured relays
+	// (urbit/urbit#2078, #3778).
+	MaxHops = 7
+
+	// DefaultMaxRoutes caps the ships the relay keeps routing state for
+	// (learned direct lanes and next-hop candidates). A galaxy fronts tens of
+	// thousands of ships; 1<<20 routes at about 200 bytes each stay under
+	// 256 MiB. Past the cap the least recently used route is dropped: a
+	// dropped route costs one round trip up the sponsorship chain, never
+	// correctness.
+	DefaultMaxRoutes = 1 << 20
+
+	// DefaultDirectLaneExpiry is how long a lane learned from a hop-0 packet
+	// stays usable without being heard from again. Ships ping their sponsor
+	// every 25 s to keep NAT pinholes open, so a sponsee that talks keeps its
+	// lane; 2 minutes allows four lost pings before we stop using a lane
+	// whose NAT binding has probably gone.
+	DefaultDirectLaneExpiry = 2 * time.Minute
+
+	// DefaultProbeTimeout is how long a route that was sent a request may
+	// stay unanswered before the request counts as a failure against it. It
+	// is longer than any sane round trip through a relay chain (the seed's
+	// measurements put the slow path near 270 ms one way), short enough that
+	// a dead tight route is noticed within a few requests.
+	DefaultProbeTimeout = 2 * time.Second
+
+	// DefaultCandidateFailures is how many unanswered probes discard an
+	// unproven candidate lane (typically one behind a firewall). Requests
+	// keep going to the looser, known-good route meanwhile, so nothing is
+	// lost; three probes tolerate some packet loss before giving up.
+	DefaultCandidateFailures = 3
+
+	// DefaultProvenFailures is how many unanswered probes demote a proven
+	// route back to unproven, so that the looser route is used again beside
+	// it (fall back when it stops answering). One unanswered probe is not
+	// enough: the request itself may have been lost.
+	DefaultProvenFailures = 2
+
+	// DefaultBadLaneHold is how long a discarded candidate lane is not tried
+	// again for the same ship. Every page through the looser route carries
+	// the same next-hop hint; without a hold the dead lane would be re-tried
+	// on every round trip.
+	DefaultBadLaneHold = 2 * time.Minute
+
+	// DefaultExpiryInterval is how often the relay loop advances the pending
+	// table's timer wheel and its other timers.
+	DefaultExpiryInterval = 100 * time.Millisecond
+
+	// MaxTargets is the most lanes one request is sent to: the tightest
+	// untried route and the tightest known-good one.
+	MaxTargets = 2
+
+	// GrowRoom is the spare capacity a packet buffer handed to Handle must
+	// have beyond its length: setting a page's next-hop adds 6 bytes, as does
+	// inserting a legacy ames origin.
+	GrowRoom = 6
+
+	// MaxPacket is the largest datagram the relay reads. Mesa packets are at
+	// most 1472 bytes (larger ones are dropped); legacy ames has no limit of
+	// its own, but a UDP payload on an Ethernet path is at most this.
+	MaxPacket = 1472 + 128
+)

@@ -1,0 +1,164 @@
+package relay
+
+import "sync/atomic"
+
+// Drop is why the relay dropped a datagram. Every datagram the relay reads is
+// forwarded, answered, aggregated or dropped with exactly one Drop reason.
+type Drop uint8
+
+// Drop reasons. Their String values are stable metric labels.
+const (
+	DropMalformedMesa  Drop = iota // mesa cookie present, but vere's parser would reject it
+	DropMalformedAmes              // no mesa cookie, and not a well-formed legacy ames packet
+	DropTooLarge                   // mesa packet over 1472 bytes (vere's receive gate)
+	DropSTUN                       // a STUN binding request; the relay is not a STUN server
+	DropReservedType               // mesa type 0, which carries no request or response
+	DropHopLimit                   // request arrived with MaxHops hops: a forwarding loop
+	DropLoop                       // the only route leads back to the lane it came from
+	DropNoRoute                    // no lane known for the receiver nor any of its sponsors
+	DropSponseeUnknown             // receiver is under the fronted ship, and its lane is not known
+	DropOwnShipNoLane              // addressed to the fronted ship, and no --ship-lane is set
+	DropUnsolicited                // a page that no pending request asked for
+	DropRequestersFull             // a new requester on an entry already at its requester cap
+	DropPendingFull                // pending table full and its policy refuses new entries
+	DropSelf                       // a packet from one of this process's own lanes
+	numDrops
+)
+
+var dropNames = [numDrops]string{
+	DropMalformedMesa:  "malformed_mesa",
+	DropMalformedAmes:  "malformed_ames",
+	DropTooLarge:       "too_large",
+	DropSTUN:           "stun",
+	DropReservedType:   "reserved_type",
+	DropHopLimit:       "hop_limit",
+	DropLoop:           "loop",
+	DropNoRoute:        "no_route",
+	DropSponseeUnknown: "sponsee_unknown",
+	DropOwnShipNoLane:  "own_ship_no_lane",
+	DropUnsolicited:    "unsolicited_page",
+	DropRequestersFull: "requesters_full",
+	DropPendingFull:    "pending_full",
+	DropSelf:           "from_self",
+}
+
+// String returns the reason's metric label.
+func (d Drop) String() string {
+	if d < numDrops {
+		return dropNames[d]
+	}
+	return "unknown"
+}
+
+// Drops lists every drop reason, for metrics registration and docs.
+func Drops() []Drop {
+	out := make([]Drop, numDrops)
+	for i := range out {
+		out[i] = Drop(i)
+	}
+	return out
+}
+
+// Kind is the class of a datagram the relay read.
+type Kind uint8
+
+// Datagram kinds, as metric labels by String.
+const (
+	KindPeek Kind = iota
+	KindPoke
+	KindPage
+	KindAmes  // legacy ames (and fine) packet
+	KindOther // rejected before its kind was known
+	numKinds
+)
+
+var kindNames = [numKinds]string{"peek", "poke", "page", "ames", "other"}
+
+// String returns the kind's metric label.
+func (k Kind) String() string {
+	if k < numKinds {
+		return kindNames[k]
+	}
+	return "unknown"
+}
+
+// Kinds lists every kind.
+func Kinds() []Kind {
+	out := make([]Kind, numKinds)
+	for i := range out {
+		out[i] = Kind(i)
+	}
+	return out
+}
+
+// Counters are the relay's event counts. They are atomics: the decision core
+// writes them, any goroutine may read a Snapshot.
+type Counters struct {
+	in       [numKinds]atomic.Uint64
+	out      [numKinds]atomic.Uint64
+	drops    [numDrops]atomic.Uint64
+	forwards atomic.Uint64 // requests forwarded upstream (each target counts)
+	dual     atomic.Uint64 // requests sent on two routes at once
+	aggr     atomic.Uint64 // requests aggregated into an existing entry
+	retrans  atomic.Uint64 // repeats from a requester already on the entry, forwarded again
+	answered atomic.Uint64 // pages sent to requesters
+	evicted  atomic.Uint64 // pending entries shed to make room
+	toShip   atomic.Uint64 // datagrams handed to the fronted ship's own lane
+	origins  atomic.Uint64 // legacy ames origins inserted
+	noShort  atomic.Uint64 // pages whose next-hop could not be written (IPv6 lane)
+}
+
+// Snapshot is a copy of the counters at one moment.
+type Snapshot struct {
+	In, Out            [numKinds]uint64
+	Drops              [numDrops]uint64
+	Forwards           uint64
+	DualSends          uint64
+	Aggregated         uint64
+	Retransmits        uint64
+	Answered           uint64
+	Evicted            uint64
+	ToShip             uint64
+	OriginsInserted    uint64
+	NextHopUnencodable uint64
+}
+
+// Snapshot returns the current counts.
+func (c *Counters) Snapshot() Snapshot {
+	var s Snapshot
+	for i := range c.in {
+		s.In[i] = c.in[i].Load()
+		s.Out[i] = c.out[i].Load()
+	}
+	for i := range c.drops {
+		s.Drops[i] = c.drops[i].Load()
+	}
+	s.Forwards = c.forwards.Load()
+	s.DualSends = c.dual.Load()
+	s.Aggregated = c.aggr.Load()
+	s.Retransmits = c.retrans.Load()
+	s.Answered = c.answered.Load()
+	s.Evicted = c.evicted.Load()
+	s.ToShip = c.toShip.Load()
+	s.OriginsInserted = c.origins.Load()
+	s.NextHopUnencodable = c.noShort.Load()
+	return s
+}
+
+// TotalIn returns the datagrams read, of every kind.
+func (s *Snapshot) TotalIn() uint64 {
+	var n uint64
+	for _, v := range s.In {
+		n += v
+	}
+	return n
+}
+
+// TotalDrops returns the datagrams dropped, for every reason.
+func (s *Snapshot) TotalDrops() uint64 {
+	var n uint64
+	for _, v := range s.Drops {
+		n += v
+	}
+	return n
+}

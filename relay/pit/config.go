@@ -1,0 +1,171 @@
+package pit
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"time"
+)
+
+// FullPolicy says what Add does when a new name arrives and its shard is full
+// of live entries.
+type FullPolicy uint8
+
+const (
+	// ShedOldest evicts the entry nearest expiry to make room; Add reports
+	// the eviction. The default: a full table under a flood keeps admitting
+	// fresh requests, and the entry shed is the one closest to being given up
+	// anyway.
+	ShedOldest FullPolicy = iota
+	// RefuseNew refuses the new name (VerdictRefused) and keeps every
+	// existing entry.
+	RefuseNew
+)
+
+// String returns the policy's name.
+func (p FullPolicy) String() string {
+	switch p {
+	case ShedOldest:
+		return "shed-oldest"
+	case RefuseNew:
+		return "refuse-new"
+	}
+	return fmt.Sprintf("FullPolicy(%d)", uint8(p))
+}
+
+// Config configures a Table. A zero field takes the default named in
+// constants.go; New rejects out-of-range values.
+type Config struct {
+	// MaxEntries is the total capacity across shards; each shard holds at
+	// most MaxEntries/Shards entries (so the table holds at most
+	// MaxEntries, and a shard can be full while the table as a whole is a
+	// fraction of a percent short of it). Default DefaultMaxEntries. Must be
+	// at least Shards and at most Shards*MaxEntriesPerShard.
+	MaxEntries int
+
+	// MaxRequestersPerEntry caps the distinct requester lanes per entry.
+	// Default DefaultMaxRequestersPerEntry; 1..MaxRequestersLimit.
+	MaxRequestersPerEntry int
+
+	// MaxOverflowRequesters caps, across the table, the requester lanes held
+	// beyond each entry's first. Default MaxEntries/DefaultOverflowDivisor
+	// (rounded up). Each shard gets an equal share, rounded up to whole
+	// chunks of 3 lanes. When a shard's share is used up, new requesters on
+	// its existing entries are refused as VerdictRequesterCapped.
+	MaxOverflowRequesters int
+
+	// TTL is how long an entry lives after the last Add that bumped it;
+	// expiry is rounded up to a whole Tick. Default DefaultTTL; at least
+	// Tick and at most MaxTTLTicks ticks.
+	TTL time.Duration
+
+	// SuppressWindow is how long after an upstream forward a new requester
+	// is aggregated without forwarding. Default DefaultSuppressWindow; at
+	// most MaxSuppressWindow. It is kept in whole milliseconds: a window
+	// under 1 ms (e.g. time.Nanosecond) forwards for every new requester.
+	SuppressWindow time.Duration
+
+	// Tick is the expiry clock's granularity. Default DefaultTick; at least
+	// MinTick.
+	Tick time.Duration
+
+	// Shards is the number of independently locked shards, a power of two.
+	// Default DefaultShards; at most MaxShards.
+	Shards int
+
+	// FullPolicy says what to do with a new name when its shard is full.
+	// Default (zero) ShedOldest.
+	FullPolicy FullPolicy
+}
+
+// withDefaults returns c with zero fields replaced by their defaults.
+func (c Config) withDefaults() Config {
+	if c.MaxEntries == 0 {
+		c.MaxEntries = DefaultMaxEntries
+	}
+	if c.MaxRequestersPerEntry == 0 {
+		c.MaxRequestersPerEntry = DefaultMaxRequestersPerEntry
+	}
+	if c.MaxOverflowRequesters == 0 && c.MaxEntries > 0 {
+		c.MaxOverflowRequesters = (c.MaxEntries + DefaultOverflowDivisor - 1) / DefaultOverflowDivisor
+	}
+	if c.TTL == 0 {
+		c.TTL = DefaultTTL
+	}
+	if c.SuppressWindow == 0 {
+		c.SuppressWindow = DefaultSuppressWindow
+	}
+	if c.Tick == 0 {
+		c.Tick = DefaultTick
+	}
+	if c.Shards == 0 {
+		c.Shards = DefaultShards
+	}
+	return c
+}
+
+var errConfig = errors.New("pit: invalid config")
+
+// validate reports the first out-of-range field of a defaulted config.
+func (c Config) validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{errConfig}, a...)...)
+	}
+	switch {
+	case c.Shards < 1 || c.Shards > MaxShards || bits.OnesCount(uint(c.Shards)) != 1:
+		return bad("Shards %d is not a power of two in [1, %d]", c.Shards, MaxShards)
+	case c.MaxEntries < c.Shards:
+		return bad("MaxEntries %d is below Shards %d", c.MaxEntries, c.Shards)
+	case c.MaxEntries/c.Shards > MaxEntriesPerShard:
+		return bad("MaxEntries %d exceeds %d per shard", c.MaxEntries, MaxEntriesPerShard)
+	case c.MaxRequestersPerEntry < 1 || c.MaxRequestersPerEntry > MaxRequestersLimit:
+		return bad("MaxRequestersPerEntry %d not in [1, %d]", c.MaxRequestersPerEntry, MaxRequestersLimit)
+	case c.MaxOverflowRequesters < 0:
+		return bad("MaxOverflowRequesters %d is negative", c.MaxOverflowRequesters)
+	case c.MaxOverflowRequesters/c.Shards/lanesPerChunk >= MaxEntriesPerShard:
+		return bad("MaxOverflowRequesters %d too large", c.MaxOverflowRequesters)
+	case c.Tick < MinTick:
+		return bad("Tick %v below %v", c.Tick, MinTick)
+	case c.TTL < c.Tick:
+		return bad("TTL %v below Tick %v", c.TTL, c.Tick)
+	case c.TTL/c.Tick > MaxTTLTicks:
+		return bad("TTL %v is more than %d ticks of %v", c.TTL, MaxTTLTicks, c.Tick)
+	case c.SuppressWindow < 0 || c.SuppressWindow > MaxSuppressWindow:
+		return bad("SuppressWindow %v not in [0, %v]", c.SuppressWindow, MaxSuppressWindow)
+	case c.FullPolicy != ShedOldest && c.FullPolicy != RefuseNew:
+		return bad("unknown FullPolicy %d", c.FullPolicy)
+	}
+	return nil
+}
+
+// params are a shard's immutable copy of the validated config, in the units
+// the hot path uses.
+type params struct {
+	tickNs    int64  // Tick in nanoseconds
+	ttlNs     int64  // TTL in nanoseconds
+	windowMs  int32  // SuppressWindow in whole milliseconds
+	wheelMask uint32 // wheel buckets - 1; buckets is a power of two > TTL/Tick + 1
+	entryCap  int    // MaxEntries / Shards
+	chunkCap  int    // overflow chunks per shard
+	maxReq    uint8  // MaxRequestersPerEntry
+	policy    FullPolicy
+}
+
+func newParams(c Config) params {
+	ttlTicks := (c.TTL + c.Tick - 1) / c.Tick
+	// An entry's expiry tick is at most floor(now/Tick) + ttlTicks + 1, so
+	// ttlTicks + 2 buckets keep every fresh schedule in a distinct bucket
+	// from the one being processed.
+	buckets := uint32(1) << bits.Len32(uint32(ttlTicks)+1)
+	overflowPerShard := (c.MaxOverflowRequesters + c.Shards - 1) / c.Shards
+	return params{
+		tickNs:    int64(c.Tick),
+		ttlNs:     int64(c.TTL),
+		windowMs:  int32(c.SuppressWindow / time.Millisecond),
+		wheelMask: buckets - 1,
+		entryCap:  c.MaxEntries / c.Shards,
+		chunkCap:  (overflowPerShard + lanesPerChunk - 1) / lanesPerChunk,
+		maxReq:    uint8(c.MaxRequestersPerEntry),
+		policy:    c.FullPolicy,
+	}
+}

@@ -1,0 +1,119 @@
+package pit
+
+import "time"
+
+// Defaults applied by New to zero Config fields, and the hard limits New
+// enforces. Every cap and timing of the package is here.
+const (
+	// DefaultMaxEntries is the total number of pending entries across all
+	// shards. A relay in front of a galaxy sees on the order of a million
+	// requests in flight (tens of thousands of sponsees, each with many
+	// outstanding peeks and pokes, each living up to TTL); at about 65 bytes
+	// an entry this costs ~65 MB, which a relay host affords, while an
+	// uncapped table (vere's mesa.c has no cap) lets a flood of unique names
+	// exhaust memory.
+	DefaultMaxEntries = 1_000_000
+
+	// DefaultMaxRequestersPerEntry bounds the requester lanes remembered per
+	// request name. Many requesters share a name when a path is popular (an
+	// OTA update or a widely read scry path under one galaxy); beyond 16 the
+	// extra requesters are refused and retry after the current response has
+	// been delivered. The cap bounds an entry's memory (1 inline lane plus 5
+	// overflow chunks), the linear de-duplication scan on every Add, and the
+	// fan-out of one response (16 copies of a <=1472-byte page), so a single
+	// upstream page cannot be amplified into an unbounded burst.
+	DefaultMaxRequestersPerEntry = 16
+
+	// DefaultOverflowDivisor sets the default size of the shared pool of
+	// overflow requester slots (every requester of an entry after its first)
+	// to MaxEntries/DefaultOverflowDivisor. Most requests in flight have a
+	// single requester (ship-to-ship pokes and acks); aggregation is the
+	// exception, so a quarter slot per entry (about 5 MB at the defaults)
+	// covers it while keeping total memory bounded however a flood spreads
+	// requesters over entries.
+	DefaultOverflowDivisor = 4
+
+	// DefaultTTL is how long an entry lives after its last Add. UIP-0102's
+	// discussion says thirty seconds ("every request must be satisfied within
+	// thirty seconds"; many HTTP systems live with the same bound); its spec
+	// body says three minutes with a two-minute re-send backoff. Requesters
+	// retransmit far more often than every 30 s while a request is live, and
+	// each retransmission bumps the expiry, so 30 s only drops requests whose
+	// requester has given up. Configurable for the 3-minute reading.
+	DefaultTTL = 30 * time.Second
+
+	// DefaultSuppressWindow is how long after forwarding a request upstream a
+	// new requester for the same name is aggregated without forwarding again.
+	// 500 ms covers the round trip to the receiver on nearly every Internet
+	// path (intercontinental RTTs are ~150-300 ms), so within it the first
+	// copy's response is most likely still coming; after it, the first copy
+	// may have been lost and forwarding the newcomer's copy is a free retry.
+	DefaultSuppressWindow = 500 * time.Millisecond
+
+	// DefaultTick is the granularity of the expiry clock and of the timer
+	// wheel. Expiry is rounded up to a whole tick, so an entry lives between
+	// TTL and TTL+Tick (at most 0.33% late at the defaults). 100 ms matches
+	// the fastest ticker the relay runs Expire on; a coarser tick would let
+	// lazily-called Expire do less work per call but hold entries longer.
+	DefaultTick = 100 * time.Millisecond
+
+	// DefaultShards is the number of independently locked shards. A relay runs
+	// at most a handful of socket goroutines (SO_REUSEPORT, one per core); 16
+	// shards make two of them meeting on one lock rare while keeping the
+	// per-shard fixed cost (wheel heads, initial slabs) negligible. Raise it
+	// to the next power of two at or above the socket count on bigger hosts.
+	DefaultShards = 16
+
+	// MaxShards bounds Config.Shards; more shards than this only add fixed
+	// cost.
+	MaxShards = 1024
+
+	// MaxRequestersLimit bounds Config.MaxRequestersPerEntry: the count is
+	// held in one byte of the entry.
+	MaxRequestersLimit = 255
+
+	// MaxEntriesPerShard bounds MaxEntries/Shards: the index packs a slab
+	// slot (plus one) into the low 24 bits of a 32-bit word, the high 8 bits
+	// holding a hash tag.
+	MaxEntriesPerShard = 1<<24 - 2
+
+	// MaxTTLTicks bounds TTL/Tick. The wheel has one bucket per tick of the
+	// TTL (rounded up to a power of two), 4 bytes each per shard; 65536
+	// ticks is 6.5 s at 100 µs or 109 min at 100 ms.
+	MaxTTLTicks = 1 << 16
+
+	// MaxSuppressWindow bounds Config.SuppressWindow: last-forward times are
+	// kept as 32-bit millisecond counters compared modulo 2^32, which is
+	// exact for differences below 2^31 ms (24.8 days); one hour is far more
+	// than any useful window.
+	MaxSuppressWindow = time.Hour
+
+	// MinTick bounds Config.Tick from below: a finer clock would make the
+	// 32-bit tick counters wrap (modulo arithmetic stays correct only for
+	// differences below 2^31 ticks) within 25 days of idle Expire.
+	MinTick = time.Millisecond
+)
+
+// Internal layout constants.
+const (
+	// lanesPerChunk is the number of overflow requester lanes per chunk: three
+	// 18-byte lane keys and a 4-byte link make a 60-byte chunk, under one
+	// cache line.
+	lanesPerChunk = 3
+
+	// initialEntrySlots, initialIndexSlots and initialChunkSlots size a
+	// shard's slabs on first use; they then double up to the shard's cap.
+	initialEntrySlots = 64
+	initialIndexSlots = 128
+	initialChunkSlots = 16
+
+	// indexLoadNum/indexLoadDen is the maximum load factor of the
+	// open-addressing index before it doubles. Linear probing stays short
+	// (expected ~2.5 probes on a miss) at 3/4.
+	indexLoadNum = 3
+	indexLoadDen = 4
+
+	// cacheLinePad separates shards so one shard's lock and counters do not
+	// share a cache line with its neighbour's.
+	cacheLinePad = 64
+)

@@ -1,0 +1,346 @@
+package pit
+
+import (
+	"sync"
+
+	"github.com/urbit-relay/relay/lane"
+)
+
+// nilIdx marks the end of a list (wheel bucket, free list, chunk list).
+const nilIdx = ^uint32(0)
+
+// entry is one pending request: 56 bytes, no pointers. A slab slot is live
+// when nreq > 0 and free otherwise.
+type entry struct {
+	hash   uint64   // mix(key); mix is a bijection, so equal hashes mean equal keys
+	expiry uint32   // tick at which the entry expires (modulo 2^32)
+	sched  uint32   // tick of the wheel bucket the entry is linked in; sched <= expiry but for clock skew
+	fwdMs  uint32   // millisecond (modulo 2^32) of the last upstream forward
+	next   uint32   // next entry in the wheel bucket, or in the free list
+	prev   uint32   // previous entry in the wheel bucket; nilIdx at the head
+	chunk  uint32   // first overflow chunk, or nilIdx
+	first  lane.Key // the first requester
+	nreq   uint8    // requesters: first plus nreq-1 in the chunk list
+}
+
+// chunk holds overflow requesters of one entry: 60 bytes, no pointers.
+type chunk struct {
+	lanes [lanesPerChunk]lane.Key
+	next  uint32 // next chunk of the same entry, or in the free list
+}
+
+// shard is an independently locked part of the table.
+type shard struct {
+	p params // static after New
+
+	mu sync.Mutex
+
+	// entries is the entry slab; it grows by doubling up to p.entryCap.
+	// Guarded by mu.
+	entries []entry
+	// freeEntry heads the list of free slots in entries, linked by next.
+	// Guarded by mu.
+	freeEntry uint32
+	// n is the number of live entries. Guarded by mu.
+	n int
+
+	// slots is the key index: open addressing with linear probing, a power
+	// of two long, kept at most 3/4 full. A slot is 0 when empty, else
+	// tag<<24 | (entry slot + 1), the tag being the hash's top byte.
+	// Guarded by mu.
+	slots []uint32
+
+	// chunks is the overflow requester slab; it grows by doubling up to
+	// p.chunkCap. Guarded by mu.
+	chunks []chunk
+	// freeChunk heads the list of free chunks, linked by next. Guarded by mu.
+	freeChunk uint32
+	// nChunks is the number of chunks in use. Guarded by mu.
+	nChunks int
+
+	// heads are the timer wheel's buckets: heads[t&p.wheelMask] is the first
+	// entry scheduled at tick t, linked by next/prev. Guarded by mu.
+	heads []uint32
+	// done is the last tick the wheel has processed: every linked entry has
+	// sched > done (modulo 2^32). Guarded by mu.
+	done uint32
+	// low is a lower bound on the sched of every linked entry, low > done:
+	// the buckets of ticks done+1 .. low-1 are empty. Guarded by mu.
+	low uint32
+	// started is false until the first operation sets done. Guarded by mu.
+	started bool
+
+	// c are the shard's counters, written with mu held, read anywhere.
+	c counters
+
+	_ [cacheLinePad]byte
+}
+
+func (s *shard) init(p params) {
+	s.p = p
+	s.freeEntry = nilIdx
+	s.freeChunk = nilIdx
+	s.heads = make([]uint32, p.wheelMask+1)
+	for i := range s.heads {
+		s.heads[i] = nilIdx
+	}
+}
+
+// mix is the 64-bit finalizer of MurmurHash3, a bijection that spreads every
+// key bit over the hash so that the shard, index position and tag, taken
+// from different bits, are independent even for non-random keys.
+func mix(k uint64) uint64 {
+	k ^= k >> 33
+	k *= 0xff51afd7ed558ccd
+	k ^= k >> 33
+	k *= 0xc4ceb9fe1a85ec53
+	k ^= k >> 33
+	return k
+}
+
+// expired reports whether an entry expiring at tick exp is expired at tick
+// now, comparing modulo 2^32.
+func expired(exp, now uint32) bool { return int32(now-exp) >= 0 }
+
+// startLocked initialises the wheel clock on the shard's first operation.
+func (s *shard) startLocked(nowTick uint32) {
+	if !s.started {
+		s.started = true
+		s.done = nowTick - 1
+		s.low = nowTick
+	}
+}
+
+// addLocked implements Table.Add on this shard.
+func (s *shard) addLocked(h uint64, r lane.Key, nowTick, expTick, nowMs uint32) (Verdict, bool) {
+	s.startLocked(nowTick)
+	pos, i, found := s.findLocked(h)
+	if found {
+		e := &s.entries[i]
+		if expired(e.expiry, nowTick) {
+			// A dead entry not yet reached by the wheel: restart it. Its
+			// wheel link (sched <= old expiry < new expiry) stays valid.
+			s.c.expired.Add(1)
+			s.freeChunksLocked(e)
+			e.first = r
+			e.nreq = 1
+			e.expiry = expTick
+			e.fwdMs = nowMs
+			s.c.added.Add(1)
+			return VerdictForwardNew, false
+		}
+		if s.hasRequesterLocked(e, r) {
+			s.bump(e, expTick)
+			e.fwdMs = nowMs
+			s.c.retransmits.Add(1)
+			return VerdictForwardRetransmit, false
+		}
+		if e.nreq >= s.p.maxReq || !s.appendRequesterLocked(i, r) {
+			s.c.requesterCapped.Add(1)
+			return VerdictRequesterCapped, false
+		}
+		e = &s.entries[i]
+		s.bump(e, expTick)
+		if int32(nowMs-e.fwdMs) < s.p.windowMs {
+			s.c.aggregated.Add(1)
+			return VerdictAggregated, false
+		}
+		e.fwdMs = nowMs
+		s.c.joined.Add(1)
+		return VerdictForwardJoined, false
+	}
+
+	evicted := false
+	if s.n >= s.p.entryCap {
+		s.c.expired.Add(uint64(s.expireLocked(nowTick)))
+		if s.n >= s.p.entryCap {
+			if s.p.policy == RefuseNew {
+				s.c.refused.Add(1)
+				return VerdictRefused, false
+			}
+			evicted = s.evictLocked(nowTick)
+		}
+		// Removals may have moved the insertion point.
+		pos, _, _ = s.findLocked(h)
+	}
+	if s.growIndexLocked() {
+		pos, _, _ = s.findLocked(h)
+	}
+	i = s.allocEntryLocked()
+	s.entries[i] = entry{
+		hash:   h,
+		expiry: expTick,
+		fwdMs:  nowMs,
+		chunk:  nilIdx,
+		first:  r,
+		nreq:   1,
+	}
+	s.slots[pos] = uint32(h>>56)<<24 | (i + 1)
+	s.n++
+	s.scheduleLocked(i, expTick)
+	s.c.added.Add(1)
+	return VerdictForwardNew, evicted
+}
+
+// bump moves e's expiry to expTick unless it is already later (an Add
+// carrying an older clock reading from another goroutine).
+func (s *shard) bump(e *entry, expTick uint32) {
+	if int32(expTick-e.expiry) > 0 {
+		e.expiry = expTick
+	}
+}
+
+// takeLocked implements Table.Take on this shard.
+func (s *shard) takeLocked(h uint64, dst []lane.Key, nowTick uint32) ([]lane.Key, bool) {
+	s.startLocked(nowTick)
+	pos, i, found := s.findLocked(h)
+	if !found {
+		return dst, false
+	}
+	e := &s.entries[i]
+	if expired(e.expiry, nowTick) {
+		s.unlinkLocked(i)
+		s.dropLocked(pos, i)
+		s.c.expired.Add(1)
+		return dst, false
+	}
+	dst = append(dst, e.first)
+	left := int(e.nreq) - 1
+	for c := e.chunk; left > 0; c = s.chunks[c].next {
+		n := min(left, lanesPerChunk)
+		dst = append(dst, s.chunks[c].lanes[:n]...)
+		left -= n
+	}
+	s.unlinkLocked(i)
+	s.dropLocked(pos, i)
+	s.c.taken.Add(1)
+	return dst, true
+}
+
+// hasRequesterLocked reports whether r is among e's requesters.
+func (s *shard) hasRequesterLocked(e *entry, r lane.Key) bool {
+	if e.first == r {
+		return true
+	}
+	left := int(e.nreq) - 1
+	for c := e.chunk; left > 0; c = s.chunks[c].next {
+		ch := &s.chunks[c]
+		n := min(left, lanesPerChunk)
+		for k := range n {
+			if ch.lanes[k] == r {
+				return true
+			}
+		}
+		left -= n
+	}
+	return false
+}
+
+// appendRequesterLocked adds r to entry i's requesters, taking a chunk from
+// the pool when the last one is full. It reports false, changing nothing,
+// when the pool is exhausted.
+func (s *shard) appendRequesterLocked(i uint32, r lane.Key) bool {
+	e := &s.entries[i]
+	k := int(e.nreq) - 1 // overflow requesters already held
+	if k%lanesPerChunk == 0 {
+		c, ok := s.allocChunkLocked()
+		if !ok {
+			return false
+		}
+		s.chunks[c].lanes[0] = r
+		s.chunks[c].next = nilIdx
+		if k == 0 {
+			e.chunk = c
+		} else {
+			tail := e.chunk
+			for range k/lanesPerChunk - 1 {
+				tail = s.chunks[tail].next
+			}
+			s.chunks[tail].next = c
+		}
+		e.nreq++
+		return true
+	}
+	c := e.chunk
+	for range k / lanesPerChunk {
+		c = s.chunks[c].next
+	}
+	s.chunks[c].lanes[k%lanesPerChunk] = r
+	e.nreq++
+	return true
+}
+
+// freeChunksLocked returns e's overflow chunks to the pool and leaves e with
+// no overflow requesters.
+func (s *shard) freeChunksLocked(e *entry) {
+	if e.chunk == nilIdx {
+		return
+	}
+	tail := e.chunk
+	s.nChunks--
+	for s.chunks[tail].next != nilIdx {
+		tail = s.chunks[tail].next
+		s.nChunks--
+	}
+	s.chunks[tail].next = s.freeChunk
+	s.freeChunk = e.chunk
+	e.chunk = nilIdx
+}
+
+func (s *shard) allocChunkLocked() (uint32, bool) {
+	if s.freeChunk != nilIdx {
+		c := s.freeChunk
+		s.freeChunk = s.chunks[c].next
+		s.nChunks++
+		return c, true
+	}
+	if len(s.chunks) == cap(s.chunks) {
+		if len(s.chunks) >= s.p.chunkCap {
+			return 0, false
+		}
+		grown := make([]chunk, len(s.chunks), min(max(2*cap(s.chunks), initialChunkSlots), s.p.chunkCap))
+		copy(grown, s.chunks)
+		s.chunks = grown
+	}
+	c := uint32(len(s.chunks))
+	s.chunks = s.chunks[:c+1]
+	s.nChunks++
+	return c, true
+}
+
+// allocEntryLocked returns a free slab slot. The caller has ensured
+// s.n < s.p.entryCap, so a slot exists or the slab can grow.
+func (s *shard) allocEntryLocked() uint32 {
+	if s.freeEntry != nilIdx {
+		i := s.freeEntry
+		s.freeEntry = s.entries[i].next
+		return i
+	}
+	if len(s.entries) == cap(s.entries) {
+		grown := make([]entry, len(s.entries), min(max(2*cap(s.entries), initialEntrySlots), s.p.entryCap))
+		copy(grown, s.entries)
+		s.entries = grown
+	}
+	i := uint32(len(s.entries))
+	s.entries = s.entries[:i+1]
+	return i
+}
+
+// dropLocked deletes live entry i, found at index position pos, from the
+// index and frees its slot and chunks. The caller has unlinked it from the
+// wheel.
+func (s *shard) dropLocked(pos int, i uint32) {
+	s.deleteSlotLocked(pos)
+	e := &s.entries[i]
+	s.freeChunksLocked(e)
+	e.nreq = 0
+	e.next = s.freeEntry
+	s.freeEntry = i
+	s.n--
+}
+
+// removeLocked deletes live entry i: wheel, index, slab.
+func (s *shard) removeLocked(i uint32) {
+	s.unlinkLocked(i)
+	s.dropLocked(s.posOfLocked(i), i)
+}

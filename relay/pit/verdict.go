@@ -1,0 +1,65 @@
+package pit
+
+import "fmt"
+
+// Verdict is Add's instruction to the relay. The zero Verdict is never
+// returned.
+type Verdict uint8
+
+const (
+	// VerdictForwardNew: no live entry had this name; one was created with
+	// the requester and the request must be forwarded upstream.
+	VerdictForwardNew Verdict = iota + 1
+
+	// VerdictForwardRetransmit: the requester was already on the entry, so
+	// this is its retransmission (the upstream copy or the response may have
+	// been lost). Expiry bumped; forward again.
+	VerdictForwardRetransmit
+
+	// VerdictAggregated: a new requester joined a live entry within
+	// SuppressWindow of the last upstream forward. Requester recorded,
+	// expiry bumped; do not forward — the response on its way will be sent
+	// to every requester.
+	VerdictAggregated
+
+	// VerdictForwardJoined: a new requester joined a live entry more than
+	// SuppressWindow after the last upstream forward. Requester recorded,
+	// expiry bumped; forward, since the earlier copy may have been lost.
+	VerdictForwardJoined
+
+	// VerdictRequesterCapped: a new requester for a live entry that already
+	// has MaxRequestersPerEntry requesters (or whose shard has used its
+	// share of MaxOverflowRequesters). Not recorded, expiry not bumped, the
+	// entry is unchanged; drop the request: a response could not be sent
+	// back to it. The requester will retransmit and be served by a later
+	// round.
+	VerdictRequesterCapped
+
+	// VerdictRefused: a new name whose shard is full of live entries under
+	// the RefuseNew policy. Nothing recorded; drop the request.
+	VerdictRefused
+)
+
+// Forward reports whether the caller must send the request upstream.
+func (v Verdict) Forward() bool {
+	return v == VerdictForwardNew || v == VerdictForwardRetransmit || v == VerdictForwardJoined
+}
+
+// String returns the verdict's name, for logs and metric labels.
+func (v Verdict) String() string {
+	switch v {
+	case VerdictForwardNew:
+		return "forward-new"
+	case VerdictForwardRetransmit:
+		return "forward-retransmit"
+	case VerdictAggregated:
+		return "aggregated"
+	case VerdictForwardJoined:
+		return "forward-joined"
+	case VerdictRequesterCapped:
+		return "requester-capped"
+	case VerdictRefused:
+		return "refused"
+	}
+	return fmt.Sprintf("Verdict(%d)", uint8(v))
+}

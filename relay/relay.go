@@ -1,0 +1,496 @@
+// Package relay is the heart of the project: the decision core of a UDP relay
+// for Urbit's network, after UIP-0102 "symmetric routing" (shared/seeds/002).
+//
+// A relay fronts one ship (a galaxy, a star, or a planet that sponsors moons)
+// on one UDP socket. For every datagram it reads it decides, as a function of
+// (datagram, lane it came from, now), which datagrams to send to which lanes:
+//
+//   - A request (mesa peek or poke) for receiver R is sent on R's tightest
+//     known-good route and, until it proves itself, on the route one step
+//     tighter (see Routes). Its hop count is bumped; a request at MaxHops, or
+//     one whose only route leads back where it came from, is dropped. The
+//     requester is recorded in the pending table under the request's name
+//     (hashed with a per-process seed): repeats bump the entry, a repeat from
+//     a new requester within the suppression window is aggregated.
+//   - A response (mesa page) is sent only to the lanes in its pending entry,
+//     which is then deleted: a page nobody asked for is dropped, so the relay
+//     is not a reflector. For each requester the hop count is bumped and the
+//     next-hop set to the lane the page came from, so the requester can skip
+//     us next time; a requester that is one of our own sponsors gets the page
+//     with no next-hop (the seed's rule against a galaxy fraternizing with
+//     our sponsees).
+//   - A legacy ames packet is forwarded statelessly toward its receiver, with
+//     the origin lane inserted when the sender is not a galaxy and none is
+//     present, as galaxies do today.
+//   - Datagrams for the fronted ship itself go to its own process at
+//     ShipLane, untouched; what that process sends through us is treated as
+//     the fronted ship speaking (no hop is added, and its pages carry no
+//     next-hop: we are its public lane).
+//
+// Lanes are learned from traffic: a hop-0 packet whose sender is known (a
+// page's publisher, a poke's payload ship, a legacy packet's sender) gives
+// that ship's direct lane; a solicited page's next-hop gives a candidate
+// tighter lane for its publisher.
+//
+// The core holds only soft state: a restart loses pending entries and learned
+// lanes, never correctness. Relay.Handle is safe for concurrent use; the
+// socket loop that calls it is in server.go.
+package relay
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/urbit-relay/relay/lane"
+	"github.com/urbit-relay/relay/relay/pit"
+	"github.com/urbit-relay/relay/scry"
+)
+
+// Config is the decision core's configuration, built once (in cmd/relay) and
+// validated by New.
+type Config struct {
+	// Ship is the fronted ship.
+	Ship lane.Ship
+	// ShipLane is where the fronted ship's own process listens; invalid
+	// means datagrams for it are dropped (DropOwnShipNoLane).
+	ShipLane netip.AddrPort
+	// Self lists this relay's own public lanes, never used as targets.
+	Self []netip.AddrPort
+	// Galaxies are the configured galaxy lanes.
+	Galaxies map[lane.Ship]netip.AddrPort
+	// Pinned are operator-configured lanes of other ships (sponsees or
+	// sponsors at fixed addresses). Like galaxy lanes they are always
+	// considered known-good.
+	Pinned map[lane.Ship]netip.AddrPort
+	// Sponsors overrides default sponsorship (escaped ships); nil for none.
+	// It must not be changed after New.
+	Sponsors *lane.Sponsors
+	// Pending configures the pending-request table.
+	Pending pit.Config
+	// Routes configures the route table.
+	Routes RouteConfig
+}
+
+// Relay is the decision core. Create it with New.
+type Relay struct {
+	// Static after construction.
+	ship     lane.Ship
+	shipLane netip.AddrPort
+	shipKey  lane.Key
+	sponsors *lane.Sponsors
+	ourChain []lane.Ship // our sponsors, above the fronted ship
+	hashSeed uint64
+	pending  *pit.Table
+	routes   *Routes
+	counters Counters
+}
+
+// New returns a relay core for cfg.
+func New(cfg Config) (*Relay, error) {
+	if cfg.ShipLane.IsValid() && cfg.ShipLane.Port() == 0 {
+		return nil, errors.New("relay: ship lane has port 0")
+	}
+	for g, ap := range cfg.Galaxies {
+		if g.Class() != lane.Galaxy {
+			return nil, fmt.Errorf("relay: %s is not a galaxy", g)
+		}
+		if !ap.IsValid() || ap.Port() == 0 {
+			return nil, fmt.Errorf("relay: galaxy %s has an invalid lane %v", g, ap)
+		}
+	}
+	pt, err := pit.New(cfg.Pending)
+	if err != nil {
+		return nil, fmt.Errorf("relay: %w", err)
+	}
+	rt, err := NewRoutes(cfg.Ship, cfg.Sponsors, cfg.Routes)
+	if err != nil {
+		return nil, fmt.Errorf("relay: %w", err)
+	}
+	var seed [8]byte
+	if _, err := rand.Read(seed[:]); err != nil {
+		return nil, fmt.Errorf("relay: seed: %w", err)
+	}
+	r := &Relay{
+		ship:     cfg.Ship,
+		shipLane: lane.Canon(cfg.ShipLane),
+		sponsors: cfg.Sponsors,
+		hashSeed: binary.LittleEndian.Uint64(seed[:]),
+		pending:  pt,
+		routes:   rt,
+	}
+	if r.shipLane.IsValid() {
+		r.shipKey = lane.KeyOf(r.shipLane)
+	}
+	chain := r.sponsors.AppendChain(nil, cfg.Ship)
+	r.ourChain = chain[1:]
+	for s, ap := range cfg.Pinned {
+		if !ap.IsValid() || ap.Port() == 0 {
+			return nil, fmt.Errorf("relay: pinned lane of %s is invalid: %v", s, ap)
+		}
+	}
+	r.SetLanes(cfg.Galaxies, cfg.Pinned)
+	for _, s := range cfg.Self {
+		rt.AddSelf(lane.KeyOf(lane.Canon(s)))
+	}
+	return r, nil
+}
+
+// SetLanes replaces the configured galaxy and pinned lanes (on SIGHUP, or
+// when DNS answers change).
+func (r *Relay) SetLanes(galaxies, pinned map[lane.Ship]netip.AddrPort) {
+	m := make(map[lane.Ship]lane.Key, len(galaxies)+len(pinned)+1)
+	for s, ap := range pinned {
+		m[s] = lane.KeyOf(lane.Canon(ap))
+	}
+	for s, ap := range galaxies {
+		m[s] = lane.KeyOf(lane.Canon(ap))
+	}
+	if r.shipLane.IsValid() {
+		m[r.ship] = r.shipKey
+	}
+	r.routes.SetStatic(m)
+}
+
+// AddSelf records another lane of this process (for example the public
+// address an operator configures, or a second socket).
+func (r *Relay) AddSelf(ap netip.AddrPort) { r.routes.AddSelf(lane.KeyOf(lane.Canon(ap))) }
+
+// Routes returns the relay's route table.
+func (r *Relay) Routes() *Routes { return r.routes }
+
+// Pending returns the relay's pending-request table.
+func (r *Relay) Pending() *pit.Table { return r.pending }
+
+// Counters returns the relay's counters.
+func (r *Relay) Counters() *Counters { return &r.counters }
+
+// Expire advances the pending table's timers to now; the loop calls it every
+// DefaultExpiryInterval.
+func (r *Relay) Expire(now time.Duration) { r.pending.Expire(now) }
+
+// Send is one datagram the relay decided to send.
+type Send struct {
+	Buf []byte
+	To  netip.AddrPort
+}
+
+// Out collects the datagrams Handle decides to send. Buffers in Sends alias
+// the datagram passed to Handle or Out's own scratch buffers, so they are
+// valid until that datagram's buffer is reused or Reset is called. An Out
+// belongs to one goroutine.
+type Out struct {
+	Sends []Send
+	// scratch buffers for second variants of a page (to a sponsor).
+	scratch [][]byte
+	used    int
+	reqs    []lane.Key
+}
+
+// NewOut returns an Out sized for batches of up to batch input datagrams.
+func NewOut(batch int) *Out {
+	o := &Out{Sends: make([]Send, 0, batch*2), scratch: make([][]byte, batch)}
+	for i := range o.scratch {
+		o.scratch[i] = make([]byte, 0, MaxPacket+GrowRoom)
+	}
+	return o
+}
+
+// Reset empties o for the next batch.
+func (o *Out) Reset() {
+	o.Sends = o.Sends[:0]
+	o.used = 0
+}
+
+func (o *Out) add(b []byte, to netip.AddrPort) { o.Sends = append(o.Sends, Send{Buf: b, To: to}) }
+
+// scratchCopy returns a copy of b in a scratch buffer, or nil if none is left.
+func (o *Out) scratchCopy(b []byte) []byte {
+	if o.used == len(o.scratch) {
+		o.scratch = append(o.scratch, make([]byte, 0, MaxPacket+GrowRoom))
+	}
+	s := append(o.scratch[o.used][:0], b...)
+	o.scratch[o.used] = s[:0]
+	o.used++
+	return s
+}
+
+// Handle decides what to do with datagram b, heard from lane from at now,
+// and appends the datagrams to send to out. It may rewrite b in place and
+// grow it by up to GrowRoom bytes: cap(b) must be at least len(b)+GrowRoom.
+// Every datagram is counted once in In and, unless forwarded or answered,
+// once under a Drop reason.
+func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Out) {
+	from = lane.Canon(from)
+	if scry.IsMesa(b) {
+		var p scry.Packet
+		if err := p.Parse(b); err != nil {
+			if err == scry.ErrMesaTooLarge {
+				r.drop(KindOther, DropTooLarge)
+			} else {
+				r.drop(KindOther, DropMalformedMesa)
+			}
+			return
+		}
+		switch p.Header.Type {
+		case scry.TypePeek:
+			r.counters.in[KindPeek].Add(1)
+			r.request(b, &p, KindPeek, from, now, out)
+		case scry.TypePoke:
+			r.counters.in[KindPoke].Add(1)
+			r.request(b, &p, KindPoke, from, now, out)
+		case scry.TypePage:
+			r.counters.in[KindPage].Add(1)
+			r.page(b, &p, from, now, out)
+		default:
+			r.drop(KindOther, DropReservedType)
+		}
+		return
+	}
+	if scry.IsSTUN(b) {
+		r.drop(KindOther, DropSTUN)
+		return
+	}
+	var a scry.AmesPacket
+	if err := a.Parse(b); err != nil {
+		r.drop(KindOther, DropMalformedAmes)
+		return
+	}
+	r.counters.in[KindAmes].Add(1)
+	r.ames(b, &a, from, now, out)
+}
+
+// drop counts a datagram of kind k (not yet counted in In when k is
+// KindOther) dropped for reason d.
+func (r *Relay) drop(k Kind, d Drop) {
+	if k == KindOther {
+		r.counters.in[KindOther].Add(1)
+	}
+	r.counters.drops[d].Add(1)
+}
+
+func (r *Relay) key(name []byte) uint64 {
+	var d xxhash.Digest
+	d.ResetWithSeed(r.hashSeed)
+	d.Write(name)
+	return d.Sum64()
+}
+
+// request handles a peek or poke.
+func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, now time.Duration, out *Out) {
+	fromKey := lane.KeyOf(from)
+	fromShip := r.shipLane.IsValid() && from == r.shipLane
+	if !fromShip && r.routes.isSelf(fromKey) {
+		r.counters.drops[DropSelf].Add(1)
+		return
+	}
+	// A poke names its sender: at hop 0 it was sent by that ship itself.
+	if k == KindPoke && p.Header.Hops == 0 && !fromShip {
+		r.routes.Heard(p.PayloadName.Ship, fromKey, now)
+	}
+	rcvr := p.Name.Ship
+	if rcvr == r.ship {
+		if !r.shipLane.IsValid() {
+			r.counters.drops[DropOwnShipNoLane].Add(1)
+			return
+		}
+		if fromShip {
+			r.counters.drops[DropLoop].Add(1)
+			return
+		}
+		if !r.remember(p, fromKey, now) {
+			return
+		}
+		r.counters.toShip.Add(1)
+		r.counters.out[k].Add(1)
+		out.add(b, r.shipLane)
+		return
+	}
+	if p.Header.Hops >= MaxHops {
+		r.counters.drops[DropHopLimit].Add(1)
+		return
+	}
+	t := r.routes.Select(rcvr, fromKey, now)
+	if t.N == 0 {
+		r.dropUnrouted(&t)
+		return
+	}
+	if !r.remember(p, fromKey, now) {
+		return
+	}
+	if !fromShip {
+		scry.SetHops(b, int(p.Header.Hops)+1)
+	}
+	r.forward(b, k, &t, out)
+}
+
+// remember records the request in the pending table and reports whether it
+// is to be forwarded.
+func (r *Relay) remember(p *scry.Packet, from lane.Key, now time.Duration) bool {
+	v, evicted := r.pending.Add(r.key(p.NameBytes()), from, now)
+	if evicted {
+		r.counters.evicted.Add(1)
+	}
+	switch v {
+	case pit.VerdictForwardRetransmit:
+		r.counters.retrans.Add(1)
+	case pit.VerdictAggregated:
+		r.counters.aggr.Add(1)
+	case pit.VerdictRequesterCapped:
+		r.counters.drops[DropRequestersFull].Add(1)
+	case pit.VerdictRefused:
+		r.counters.drops[DropPendingFull].Add(1)
+	}
+	return v.Forward()
+}
+
+// page handles a response.
+func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Duration, out *Out) {
+	fromKey := lane.KeyOf(from)
+	fromShip := r.shipLane.IsValid() && from == r.shipLane
+	reqs, ok := r.pending.Take(r.key(p.NameBytes()), out.reqs[:0], now)
+	out.reqs = reqs[:0]
+	publisher := p.Name.Ship
+	if !fromShip {
+		// Route knowledge is taken from solicited pages only, so that
+		// unsolicited traffic cannot steer the route table; a late
+		// duplicate still proves the lane it came through.
+		var next lane.Key
+		if ok {
+			if ap, has := p.NextHopAddr(); has {
+				next = lane.KeyOf(lane.Canon(ap))
+			}
+			if p.Header.Hops == 0 {
+				r.routes.Heard(publisher, fromKey, now)
+			}
+		}
+		r.routes.Answered(publisher, fromKey, next, now)
+	}
+	if !ok {
+		r.counters.drops[DropUnsolicited].Add(1)
+		return
+	}
+	// Variant for requesters that are our sponsors: no next-hop. Made
+	// first, from the bytes as they came.
+	var bare []byte
+	var hopShort [6]byte
+	canShort := false
+	if !fromShip {
+		hopShort, canShort = lane.EncodeShort(from)
+		if !canShort {
+			r.counters.noShort.Add(1)
+		}
+	}
+	hops := int(p.Header.Hops)
+	if !fromShip && hops < MaxHops {
+		hops++
+	}
+	var sponsorBuf [2 * 4]lane.Key
+	sponsors := r.routes.appendLanesOf(sponsorBuf[:0], r.ourChain)
+	for _, q := range reqs {
+		if bare == nil && slices.Contains(sponsors, q) {
+			bare = out.scratchCopy(b)
+			bare = r.editPage(bare, hops, [6]byte{}, false)
+		}
+	}
+	main := r.editPage(b, hops, hopShort, canShort)
+	for _, q := range reqs {
+		buf := main
+		if bare != nil && slices.Contains(sponsors, q) {
+			buf = bare
+		}
+		out.add(buf, q.AddrPort())
+	}
+	r.counters.out[KindPage].Add(uint64(len(reqs)))
+	r.counters.answered.Add(uint64(len(reqs)))
+}
+
+// editPage sets a page's hop count and next-hop (cleared when !set) and
+// fixes its mug, in place.
+func (r *Relay) editPage(b []byte, hops int, hop [6]byte, set bool) []byte {
+	scry.SetHops(b, hops)
+	var err error
+	if set {
+		b, err = scry.SetNextHop(b, hop)
+	} else {
+		b, err = scry.ClearNextHop(b)
+	}
+	if err != nil {
+		// Unreachable for a page Parse accepted with GrowRoom spare
+		// capacity; keep the bytes as they are rather than panic.
+		return b
+	}
+	scry.FixMug(b)
+	return b
+}
+
+// ames forwards a legacy ames packet statelessly.
+func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time.Duration, out *Out) {
+	fromKey := lane.KeyOf(from)
+	fromShip := r.shipLane.IsValid() && from == r.shipLane
+	if !fromShip && r.routes.isSelf(fromKey) {
+		r.counters.drops[DropSelf].Add(1)
+		return
+	}
+	if !a.Relayed && !fromShip {
+		r.routes.Heard(a.Sndr, fromKey, now)
+	}
+	if a.Rcvr == r.ship {
+		if !r.shipLane.IsValid() {
+			r.counters.drops[DropOwnShipNoLane].Add(1)
+			return
+		}
+		if fromShip {
+			r.counters.drops[DropLoop].Add(1)
+			return
+		}
+		r.counters.toShip.Add(1)
+		r.counters.out[KindAmes].Add(1)
+		out.add(b, r.shipLane)
+		return
+	}
+	t := r.routes.Select(a.Rcvr, fromKey, now)
+	if t.N == 0 {
+		r.dropUnrouted(&t)
+		return
+	}
+	if !fromShip && scry.NeedsOrigin(a) {
+		if o, ok := lane.EncodeShort(from); ok {
+			if nb, err := scry.InsertOrigin(b, o); err == nil {
+				b = nb
+				r.counters.origins.Add(1)
+			}
+		}
+	}
+	r.forward(b, KindAmes, &t, out)
+}
+
+// dropUnrouted counts a datagram for which Select found no target.
+func (r *Relay) dropUnrouted(t *Targets) {
+	switch {
+	case t.Looped:
+		r.counters.drops[DropLoop].Add(1)
+	case t.Sponsee:
+		r.counters.drops[DropSponseeUnknown].Add(1)
+	default:
+		r.counters.drops[DropNoRoute].Add(1)
+	}
+}
+
+// forward sends b, a datagram of kind k, on every target.
+func (r *Relay) forward(b []byte, k Kind, t *Targets, out *Out) {
+	for i := 0; i < t.N; i++ {
+		out.add(b, t.Lanes[i].AddrPort())
+	}
+	r.counters.out[k].Add(uint64(t.N))
+	r.counters.forwards.Add(uint64(t.N))
+	if t.N > 1 {
+		r.counters.dual.Add(1)
+	}
+}

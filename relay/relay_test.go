@@ -1,0 +1,435 @@
+package relay_test
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/urbit-relay/relay/lane"
+	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/relay/pit"
+	"github.com/urbit-relay/relay/scry"
+)
+
+// Lanes of the decision tests.
+var (
+	selfLane   = netip.MustParseAddrPort("198.51.100.1:13338") // this relay (fronting ~marzod, a star)
+	zodLane    = netip.MustParseAddrPort("198.51.100.2:13337") // galaxy ~zod, our sponsor
+	necLane    = netip.MustParseAddrPort("198.51.100.3:13338") // galaxy ~nec
+	shipLane   = netip.MustParseAddrPort("127.0.0.1:40000")    // ~marzod's own process
+	alice      = netip.MustParseAddrPort("203.0.113.10:5000")  // a requester
+	bob        = netip.MustParseAddrPort("203.0.113.11:5000")  // another requester
+	sponseeLn  = netip.MustParseAddrPort("203.0.113.20:6000")  // a planet under ~marzod
+	publisher2 = netip.MustParseAddrPort("203.0.113.30:7000")
+)
+
+// fixture drives a relay's decision function directly: no sockets, time
+// passed in.
+type fixture struct {
+	t   *testing.T
+	r   *relay.Relay
+	out *relay.Out
+	now time.Duration
+}
+
+func newFixture(t *testing.T, mod func(*relay.Config)) *fixture {
+	t.Helper()
+	cfg := relay.Config{
+		Ship:     ship(t, "~marzod"),
+		Self:     []netip.AddrPort{selfLane},
+		Galaxies: map[lane.Ship]netip.AddrPort{ship(t, "~zod"): zodLane, ship(t, "~nec"): necLane},
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	r, err := relay.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{t: t, r: r, out: relay.NewOut(4), now: time.Second}
+}
+
+// handle runs one datagram through the relay and returns copies of what it
+// decided to send.
+func (f *fixture) handle(pkt []byte, from netip.AddrPort) []relay.Send {
+	f.t.Helper()
+	buf := make([]byte, len(pkt), len(pkt)+relay.GrowRoom)
+	copy(buf, pkt)
+	f.out.Reset()
+	f.r.Handle(buf, from, f.now, f.out)
+	var sends []relay.Send
+	for _, s := range f.out.Sends {
+		sends = append(sends, relay.Send{Buf: append([]byte(nil), s.Buf...), To: s.To})
+	}
+	return sends
+}
+
+func (f *fixture) snap() relay.Snapshot { return f.r.Counters().Snapshot() }
+
+func (f *fixture) wantDrop(d relay.Drop, n uint64) {
+	f.t.Helper()
+	if got := f.snap().Drops[d]; got != n {
+		f.t.Errorf("drops[%v] = %d, want %d (all: %+v)", d, got, n, f.snap().Drops)
+	}
+}
+
+func name(t testing.TB, s, path string) scry.Name {
+	return scry.Name{Ship: ship(t, s), Bloq: scry.DefaultBloq, Path: []byte(path)}
+}
+
+func peek(t testing.TB, rcvr, path string, hops int) []byte {
+	p := scry.NewPeek(name(t, rcvr, path))
+	p.Header.Hops = uint8(hops)
+	return p.Append(nil)
+}
+
+func poke(t testing.TB, sndr, rcvr, path string) []byte {
+	p := scry.NewPoke(name(t, rcvr, path), name(t, sndr, path), scry.Data{AuthKind: scry.AuthNone, Frag: []byte("hi")})
+	return p.Append(nil)
+}
+
+func page(t testing.TB, pub, path string, hops int, next netip.AddrPort) []byte {
+	p := scry.NewPage(name(t, pub, path), scry.Data{Total: 5, AuthKind: scry.AuthNone, Frag: []byte("value")})
+	p.Header.Hops = uint8(hops)
+	if next.IsValid() && !p.SetNextHopAddr(next) {
+		t.Fatal("next-hop not encodable")
+	}
+	return p.Append(nil)
+}
+
+func parse(t testing.TB, b []byte) scry.Packet {
+	t.Helper()
+	var p scry.Packet
+	if err := p.Parse(b); err != nil {
+		t.Fatalf("relay sent a packet that does not parse: %v", err)
+	}
+	return p
+}
+
+func oneSend(t *testing.T, sends []relay.Send, to netip.AddrPort) []byte {
+	t.Helper()
+	if len(sends) != 1 || sends[0].To != to {
+		t.Fatalf("sends = %v, want one to %v", sendsTo(sends), to)
+	}
+	return sends[0].Buf
+}
+
+func sendsTo(s []relay.Send) []netip.AddrPort {
+	var out []netip.AddrPort
+	for _, x := range s {
+		out = append(out, x.To)
+	}
+	return out
+}
+
+func TestRequestGoesUpTheChainToTheGalaxy(t *testing.T) {
+	f := newFixture(t, nil)
+	// ~sampel-palnet's sponsor is ~talpur, under galaxy ~pur; we know
+	// neither, so nothing routes it.
+	if s := f.handle(peek(t, "~sampel-palnet", "a", 0), alice); len(s) != 0 {
+		t.Fatalf("sent %v with no route", sendsTo(s))
+	}
+	f.wantDrop(relay.DropNoRoute, 1)
+	// A planet under ~nec (default sponsorship: low 16 bits) goes to ~nec.
+	var pl lane.Ship
+	pl.Lo = 0x0001_0101 // star ~marnec's planet
+	p := scry.NewPeek(scry.Name{Ship: pl, Bloq: 13, Path: []byte("x")})
+	b := oneSend(t, f.handle(p.Append(nil), alice), necLane)
+	if got := parse(t, b).Header.Hops; got != 1 {
+		t.Errorf("forwarded hops = %d, want 1", got)
+	}
+	if f.snap().Forwards != 1 || f.r.Pending().Len() != 1 {
+		t.Errorf("forwards %d, pending %d", f.snap().Forwards, f.r.Pending().Len())
+	}
+}
+
+func TestDirectLaneBeatsSponsor(t *testing.T) {
+	f := newFixture(t, nil)
+	// A hop-0 poke from ~sampel-palnet teaches its direct lane.
+	f.handle(poke(t, "~sampel-palnet", "~zod", "ping"), sponseeLn)
+	oneSend(t, f.handle(peek(t, "~sampel-palnet", "b", 0), alice), sponseeLn)
+	// A relayed poke (hop 1) teaches nothing.
+	f.handle(append([]byte(nil), relayedPoke(t, "~dapnep-ronmyl", "~zod")...), bob)
+	if _, ok := f.r.Routes().Info(ship(t, "~dapnep-ronmyl")); ok {
+		t.Error("learned a direct lane from a relayed poke")
+	}
+}
+
+func relayedPoke(t *testing.T, sndr, rcvr string) []byte {
+	b := poke(t, sndr, rcvr, "r")
+	scry.SetHops(b, 1)
+	return b
+}
+
+func TestHopLimitAndLoops(t *testing.T) {
+	f := newFixture(t, nil)
+	if s := f.handle(peek(t, "~nec", "a", relay.MaxHops), alice); len(s) != 0 {
+		t.Fatal("forwarded a request at the hop limit")
+	}
+	f.wantDrop(relay.DropHopLimit, 1)
+	// The only route to ~nec is the lane the request came from.
+	if s := f.handle(peek(t, "~nec", "a", 1), necLane); len(s) != 0 {
+		t.Fatal("sent a request back where it came from")
+	}
+	f.wantDrop(relay.DropLoop, 1)
+	// A request at hop 6 goes out at hop 7.
+	b := oneSend(t, f.handle(peek(t, "~nec", "b", 6), alice), necLane)
+	if parse(t, b).Header.Hops != 7 {
+		t.Error("hop count not bumped to 7")
+	}
+}
+
+func TestSponseeUnknownIsDropped(t *testing.T) {
+	f := newFixture(t, nil)
+	// A planet whose default sponsor is ~marzod (low 16 bits 0x0100).
+	var pl lane.Ship
+	pl.Lo = 0x0005_0100
+	p := scry.NewPeek(scry.Name{Ship: pl, Bloq: 13, Path: []byte("x")})
+	if s := f.handle(p.Append(nil), alice); len(s) != 0 {
+		t.Fatalf("sent %v for an unknown sponsee", sendsTo(s))
+	}
+	f.wantDrop(relay.DropSponseeUnknown, 1)
+	// Once it pings, it is reachable.
+	ping := scry.NewPoke(scry.Name{Ship: ship(t, "~marzod"), Bloq: 13, Path: []byte("ping")},
+		scry.Name{Ship: pl, Bloq: 13, Path: []byte("ping")}, scry.Data{AuthKind: scry.AuthNone})
+	f.handle(ping.Append(nil), sponseeLn)
+	f.wantDrop(relay.DropOwnShipNoLane, 1) // no --ship-lane: the ping itself goes nowhere
+	oneSend(t, f.handle(p.Append(nil), alice), sponseeLn)
+}
+
+func TestPageFollowsPendingEntryAndRewritesNext(t *testing.T) {
+	f := newFixture(t, nil)
+	if s := f.handle(page(t, "~nec", "a", 0, netip.AddrPort{}), necLane); len(s) != 0 {
+		t.Fatal("sent an unsolicited page")
+	}
+	f.wantDrop(relay.DropUnsolicited, 1)
+
+	oneSend(t, f.handle(peek(t, "~nec", "a", 0), alice), necLane)
+	b := oneSend(t, f.handle(page(t, "~nec", "a", 0, netip.AddrPort{}), necLane), alice)
+	p := parse(t, b)
+	if p.Header.Hops != 1 {
+		t.Errorf("page hops %d, want 1", p.Header.Hops)
+	}
+	if next, ok := p.NextHopAddr(); !ok || next != necLane {
+		t.Errorf("next-hop %v %v, want %v", next, ok, necLane)
+	}
+	// The entry is gone: a duplicate page is unsolicited.
+	if s := f.handle(page(t, "~nec", "a", 0, netip.AddrPort{}), necLane); len(s) != 0 {
+		t.Fatal("answered twice")
+	}
+	f.wantDrop(relay.DropUnsolicited, 2)
+}
+
+func TestPageToOurSponsorCarriesNoNextHop(t *testing.T) {
+	f := newFixture(t, nil)
+	// Our sponsor ~zod and a stranger both ask for the same name.
+	f.handle(peek(t, "~nec", "a", 1), zodLane)
+	f.now += 5 * time.Second // past the suppression window, so alice's is forwarded too
+	f.handle(peek(t, "~nec", "a", 0), alice)
+	sends := f.handle(page(t, "~nec", "a", 0, netip.MustParseAddrPort("192.0.2.1:1")), necLane)
+	if len(sends) != 2 {
+		t.Fatalf("sends %v", sendsTo(sends))
+	}
+	for _, s := range sends {
+		p := parse(t, s.Buf)
+		next, has := p.NextHopAddr()
+		switch s.To {
+		case zodLane:
+			if has {
+				t.Errorf("page to our sponsor has next-hop %v", next)
+			}
+		case alice:
+			if !has || next != necLane {
+				t.Errorf("page to alice has next-hop %v %v", next, has)
+			}
+		default:
+			t.Errorf("page sent to %v", s.To)
+		}
+		if p.Header.Hops != 1 {
+			t.Errorf("hops %d", p.Header.Hops)
+		}
+	}
+}
+
+func TestAggregationAndRetransmission(t *testing.T) {
+	f := newFixture(t, nil)
+	oneSend(t, f.handle(peek(t, "~nec", "a", 0), alice), necLane)
+	// A new requester within the suppression window: aggregated.
+	if s := f.handle(peek(t, "~nec", "a", 0), bob); len(s) != 0 {
+		t.Fatal("forwarded an aggregated request")
+	}
+	// The same requester again: a retransmission, forwarded.
+	oneSend(t, f.handle(peek(t, "~nec", "a", 0), alice), necLane)
+	sn := f.snap()
+	if sn.Aggregated != 1 || sn.Retransmits != 1 {
+		t.Errorf("aggregated %d retransmits %d", sn.Aggregated, sn.Retransmits)
+	}
+	got := sendsTo(f.handle(page(t, "~nec", "a", 0, netip.AddrPort{}), necLane))
+	if len(got) != 2 || !(got[0] == alice && got[1] == bob || got[0] == bob && got[1] == alice) {
+		t.Errorf("page went to %v, want alice and bob", got)
+	}
+}
+
+func TestPendingExpiryAndBump(t *testing.T) {
+	f := newFixture(t, nil)
+	f.handle(peek(t, "~nec", "a", 0), alice)
+	f.now += 20 * time.Second
+	f.handle(peek(t, "~nec", "a", 0), alice) // bumps the expiry to 50 s
+	f.now += 20 * time.Second
+	f.r.Expire(f.now)
+	oneSend(t, f.handle(page(t, "~nec", "a", 0, netip.AddrPort{}), necLane), alice)
+
+	f.handle(peek(t, "~nec", "b", 0), alice)
+	f.now += pit.DefaultTTL + time.Second
+	f.r.Expire(f.now)
+	if s := f.handle(page(t, "~nec", "b", 0, netip.AddrPort{}), necLane); len(s) != 0 {
+		t.Fatal("answered an expired entry")
+	}
+}
+
+func TestFullTables(t *testing.T) {
+	f := newFixture(t, func(c *relay.Config) {
+		c.Pending.MaxEntries = 64
+		c.Pending.Shards = 1
+		c.Pending.MaxRequestersPerEntry = 2
+	})
+	for i := 0; i < 200; i++ {
+		f.handle(peek(t, "~nec", string(rune('a'+i%26))+string(rune('a'+i/26)), 0), alice)
+		f.now += time.Millisecond
+	}
+	if n := f.r.Pending().Len(); n > 64 {
+		t.Fatalf("pending %d entries, cap 64", n)
+	}
+	if f.snap().Evicted == 0 {
+		t.Error("no evictions counted")
+	}
+	// Requesters per entry are capped.
+	for i := 0; i < 5; i++ {
+		f.handle(peek(t, "~nec", "cap", 0), netip.AddrPortFrom(alice.Addr(), uint16(6000+i)))
+	}
+	f.wantDrop(relay.DropRequestersFull, 3)
+}
+
+func TestOwnShip(t *testing.T) {
+	f := newFixture(t, nil)
+	f.handle(peek(t, "~marzod", "a", 0), alice)
+	f.wantDrop(relay.DropOwnShipNoLane, 1)
+
+	f = newFixture(t, func(c *relay.Config) { c.ShipLane = shipLane })
+	in := peek(t, "~marzod", "a", 0)
+	b := oneSend(t, f.handle(in, alice), shipLane)
+	if string(b) != string(in) {
+		t.Error("datagram for the fronted ship was altered")
+	}
+	// Its answer goes out as if from the ship itself: hop 0, no next-hop.
+	out := oneSend(t, f.handle(page(t, "~marzod", "a", 0, netip.AddrPort{}), shipLane), alice)
+	p := parse(t, out)
+	if _, has := p.NextHopAddr(); has || p.Header.Hops != 0 {
+		t.Errorf("page from the ship: hops %d next %v", p.Header.Hops, has)
+	}
+	// The ship's own requests go out unbumped.
+	b = oneSend(t, f.handle(peek(t, "~nec", "q", 0), shipLane), necLane)
+	if parse(t, b).Header.Hops != 0 {
+		t.Error("request from the fronted ship was bumped")
+	}
+}
+
+func TestDualSendUntilTighterRouteAnswers(t *testing.T) {
+	f := newFixture(t, nil)
+	pub := "~sampel-palnet"
+	f.handle(poke(t, "~talpur", "~zod", "ping"), publisher2) // the sponsor's direct lane
+	oneSend(t, f.handle(peek(t, pub, "1", 0), alice), publisher2)
+	// The page through ~talpur names the lane past it.
+	tight := netip.MustParseAddrPort("203.0.113.99:9999")
+	f.handle(page(t, pub, "1", 1, tight), publisher2)
+	// Next request: the tight candidate and the known-good route at once.
+	got := sendsTo(f.handle(peek(t, pub, "2", 0), alice))
+	if len(got) != 2 || got[0] != tight || got[1] != publisher2 {
+		t.Fatalf("sent to %v, want [%v %v]", got, tight, publisher2)
+	}
+	// A late duplicate through the looser route changes nothing...
+	f.handle(page(t, pub, "2", 1, tight), publisher2)
+	// ...the tight lane's answer proves it; from then on it alone is used.
+	f.handle(page(t, pub, "2", 0, netip.AddrPort{}), tight)
+	got = sendsTo(f.handle(peek(t, pub, "3", 0), alice))
+	if len(got) != 1 || got[0] != tight {
+		t.Fatalf("after proof sent to %v, want [%v]", got, tight)
+	}
+}
+
+func TestLegacyAmesForwarding(t *testing.T) {
+	f := newFixture(t, nil)
+	// From a planet, not relayed: origin inserted.
+	a := scry.NewAmes(ship(t, "~sampel-palnet"), ship(t, "~nec"), 1, 2, []byte{1, 2, 3})
+	in := a.Append(nil)
+	b := oneSend(t, f.handle(in, alice), necLane)
+	var got scry.AmesPacket
+	if err := got.Parse(b); err != nil {
+		t.Fatal(err)
+	}
+	if !got.Relayed || got.Origin != alice || len(b) != len(in)+6 {
+		t.Errorf("relayed %v origin %v len %d", got.Relayed, got.Origin, len(b))
+	}
+	// From a galaxy: forwarded as is.
+	g := scry.NewAmes(ship(t, "~zod"), ship(t, "~nec"), 1, 2, []byte{1, 2, 3})
+	in = g.Append(nil)
+	if b := oneSend(t, f.handle(in, alice), necLane); string(b) != string(in) {
+		t.Error("galaxy's packet altered")
+	}
+	// Already relayed: forwarded as is.
+	p := scry.NewAmes(ship(t, "~sampel-palnet"), ship(t, "~nec"), 1, 2, []byte{9})
+	pb := p.Append(make([]byte, 0, 64))
+	pb, err := scry.InsertOrigin(pb, [6]byte{1, 2, 3, 4, 0x39, 0x30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := oneSend(t, f.handle(pb, alice), necLane); string(b) != string(pb) {
+		t.Error("relayed packet altered")
+	}
+	if f.snap().OriginsInserted != 1 {
+		t.Errorf("origins inserted %d", f.snap().OriginsInserted)
+	}
+}
+
+func TestMalformedInputIsCounted(t *testing.T) {
+	f := newFixture(t, nil)
+	good := peek(t, "~nec", "a", 0)
+	bad := append([]byte(nil), good...)
+	bad[len(bad)-1] ^= 0xff // body corrupt: bad mug
+	f.handle(bad, alice)
+	f.wantDrop(relay.DropMalformedMesa, 1)
+	f.handle([]byte{0, 0, 0, 0}, alice) // crashes vere; we drop it
+	f.handle([]byte{1, 2, 3}, alice)
+	f.wantDrop(relay.DropMalformedAmes, 2)
+	big := make([]byte, 1500)
+	copy(big, good)
+	f.handle(big, alice)
+	f.wantDrop(relay.DropTooLarge, 1)
+	sn := f.snap()
+	if sn.TotalIn() != 4 || sn.TotalDrops() != 4 {
+		t.Errorf("in %d drops %d", sn.TotalIn(), sn.TotalDrops())
+	}
+}
+
+func TestHandleAllocatesNothing(t *testing.T) {
+	f := newFixture(t, nil)
+	req := peek(t, "~nec", "steady/state/path", 0)
+	resp := page(t, "~nec", "steady/state/path", 0, netip.AddrPort{})
+	rb := make([]byte, len(req), len(req)+relay.GrowRoom)
+	pb := make([]byte, len(resp), len(resp)+relay.GrowRoom)
+	cycle := func() {
+		copy(rb, req)
+		f.out.Reset()
+		f.r.Handle(rb[:len(req)], alice, f.now, f.out)
+		copy(pb, resp)
+		f.out.Reset()
+		f.r.Handle(pb[:len(resp)], necLane, f.now, f.out)
+	}
+	cycle()
+	if n := testing.AllocsPerRun(1000, cycle); n != 0 {
+		t.Fatalf("request+response cycle allocates %v times", n)
+	}
+	if f.snap().Answered < 1000 {
+		t.Fatalf("answered %d", f.snap().Answered)
+	}
+}

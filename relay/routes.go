@@ -1,0 +1,481 @@
+package relay
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+
+	"github.com/urbit-relay/relay/lane"
+)
+
+// Routes is what a relay or an endpoint knows about reaching ships, and the
+// rubric it chooses lanes by. It is shared by the relay's decision core and
+// the requester endpoint, so both tighten routes the same way.
+//
+// For a receiver R the candidate lanes, tightest first, are:
+//
+//  1. R's direct lane: where R itself was heard (a hop-0 packet naming R as
+//     sender), while fresh (DirectLaneExpiry);
+//  2. the hint: a lane learned from a page's next-hop field, one step tighter
+//     than the lane that page came through; unproven until a page comes back
+//     from it;
+//  3. the base: the hint that proved itself before the current hint arrived;
+//  4. the lanes of R's sponsors, up the sponsorship chain to R's galaxy: a
+//     sponsor's direct lane, or for a galaxy its configured (static) lane.
+//     The walk stops at the fronted ship itself: we are R's sponsor, and
+//     R is reachable only through lanes we learned below us.
+//
+// Select sends on the tightest known-good lane and on the candidate just
+// tighter than it, until the tighter one answers; then on that one alone.
+// A lane that stays unanswered (ProbeTimeout, counted per lane) is demoted if
+// it had proved itself and dropped if it had not; a dropped hint is not
+// retried for BadLaneHold. Only a page coming from a lane changes that lane's
+// standing, so a late duplicate through a looser route never undoes a working
+// tighter one (urbit/urbit#2025).
+//
+// Routes is safe for concurrent use.
+type Routes struct {
+	// Static after construction.
+	self     lane.Ship
+	sponsors *lane.Sponsors
+	cfg      RouteConfig
+
+	mu      sync.Mutex
+	table   *simplelru.LRU[lane.Ship, *route] // guarded by mu
+	static  map[lane.Ship]lane.Key            // guarded by mu; galaxy (and operator-pinned) lanes
+	selfKey map[lane.Key]bool                 // guarded by mu; lanes that are this process; never targets
+	free    []*route                          // guarded by mu; evicted routes for reuse
+	changes uint64                            // guarded by mu; route changes, for metrics
+}
+
+// RouteConfig holds the route table's caps and timings; zero fields take the
+// defaults in constants.go.
+type RouteConfig struct {
+	MaxRoutes         int
+	DirectLaneExpiry  time.Duration
+	ProbeTimeout      time.Duration
+	CandidateFailures int
+	ProvenFailures    int
+	BadLaneHold       time.Duration
+}
+
+func (c *RouteConfig) fill() {
+	if c.MaxRoutes <= 0 {
+		c.MaxRoutes = DefaultMaxRoutes
+	}
+	if c.DirectLaneExpiry <= 0 {
+		c.DirectLaneExpiry = DefaultDirectLaneExpiry
+	}
+	if c.ProbeTimeout <= 0 {
+		c.ProbeTimeout = DefaultProbeTimeout
+	}
+	if c.CandidateFailures <= 0 {
+		c.CandidateFailures = DefaultCandidateFailures
+	}
+	if c.ProvenFailures <= 0 {
+		c.ProvenFailures = DefaultProvenFailures
+	}
+	if c.BadLaneHold <= 0 {
+		c.BadLaneHold = DefaultBadLaneHold
+	}
+}
+
+// path is one lane toward a receiver and what we know of it.
+type path struct {
+	lane   lane.Key
+	proven bool          // a page came back from this lane
+	fails  uint8         // probe timeouts since the last answer
+	heard  time.Duration // last answer (or, for a direct lane, last packet) from it
+	// waiting is when the oldest unanswered request to this lane was sent;
+	// zero when none is outstanding.
+	waiting time.Duration
+}
+
+func (p *path) valid() bool { return p.lane.IsValid() }
+
+// route is the per-receiver state. It holds no pointers.
+type route struct {
+	direct   path
+	hint     path
+	base     path
+	bad      lane.Key      // the last hint dropped as dead
+	badUntil time.Duration // bad is not retried before this
+}
+
+// NewRoutes returns an empty route table for a process fronting self (for an
+// endpoint, the endpoint's own ship). sponsors may be nil for the default
+// sponsorship.
+func NewRoutes(self lane.Ship, sponsors *lane.Sponsors, cfg RouteConfig) (*Routes, error) {
+	cfg.fill()
+	if sponsors == nil {
+		sponsors = &lane.Sponsors{}
+	}
+	r := &Routes{self: self, sponsors: sponsors, cfg: cfg, static: map[lane.Ship]lane.Key{}, selfKey: map[lane.Key]bool{}}
+	t, err := simplelru.NewLRU[lane.Ship, *route](cfg.MaxRoutes, func(_ lane.Ship, v *route) {
+		// Called with mu held, from Add.
+		if len(r.free) < 64 {
+			r.free = append(r.free, v)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("routes: %w", err)
+	}
+	r.table = t
+	return r, nil
+}
+
+// SetStatic replaces the operator-configured lanes (galaxies from --galaxy or
+// DNS, pinned ships). They are always considered known-good.
+func (r *Routes) SetStatic(lanes map[lane.Ship]lane.Key) {
+	m := make(map[lane.Ship]lane.Key, len(lanes))
+	for s, k := range lanes {
+		m[s] = k
+	}
+	r.mu.Lock()
+	r.static = m
+	r.mu.Unlock()
+}
+
+// SetStaticLane sets or, with an invalid key, removes one configured lane.
+func (r *Routes) SetStaticLane(s lane.Ship, k lane.Key) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !k.IsValid() {
+		delete(r.static, s)
+		return
+	}
+	if r.static[s] == k {
+		return
+	}
+	// Copy on write: SetStatic hands out no references, but keep the map
+	// private to this mutex either way.
+	r.static[s] = k
+}
+
+// StaticLane returns the configured lane of s.
+func (r *Routes) StaticLane(s lane.Ship) (lane.Key, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k, ok := r.static[s]
+	return k, ok
+}
+
+// AddSelf records a lane that belongs to this process (its listening
+// address as seen by others). Such a lane is never chosen as a target.
+func (r *Routes) AddSelf(k lane.Key) {
+	r.mu.Lock()
+	r.selfKey[k] = true
+	r.mu.Unlock()
+}
+
+// Len returns the number of ships with routing state.
+func (r *Routes) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.table.Len()
+}
+
+// Changes returns how many times a route's best lane changed.
+func (r *Routes) Changes() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.changes
+}
+
+// getLocked returns s's route, creating it when create is set.
+func (r *Routes) getLocked(s lane.Ship, create bool) *route {
+	if v, ok := r.table.Get(s); ok {
+		return v
+	}
+	if !create {
+		return nil
+	}
+	var v *route
+	if n := len(r.free); n > 0 {
+		v = r.free[n-1]
+		r.free = r.free[:n-1]
+		*v = route{}
+	} else {
+		v = new(route)
+	}
+	r.table.Add(s, v)
+	return v
+}
+
+// Heard records that ship s was heard directly (a hop-0 packet naming s as
+// its sender) from lane k. It makes k s's direct lane.
+func (r *Routes) Heard(s lane.Ship, k lane.Key, now time.Duration) {
+	if !k.IsValid() {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.selfKey[k] {
+		return
+	}
+	rt := r.getLocked(s, true)
+	if rt.direct.lane != k {
+		r.changes++
+		rt.direct = path{lane: k}
+	}
+	rt.direct.proven = true
+	rt.direct.heard = now
+	rt.direct.fails = 0
+	rt.direct.waiting = 0
+}
+
+// DirectLane returns s's fresh direct lane, if any.
+func (r *Routes) DirectLane(s lane.Ship, now time.Duration) (lane.Key, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rt := r.getLocked(s, false)
+	if rt == nil || !r.directFreshLocked(rt, now) {
+		return lane.Key{}, false
+	}
+	return rt.direct.lane, true
+}
+
+func (r *Routes) directFreshLocked(rt *route, now time.Duration) bool {
+	return rt.direct.valid() && now-rt.direct.heard < r.cfg.DirectLaneExpiry
+}
+
+// Answered records that a page published by s (a response to a request sent
+// toward s) arrived from lane from, carrying next-hop next (invalid when the
+// page had none). The lane it came from proves itself; next becomes the
+// candidate one step tighter than from.
+func (r *Routes) Answered(s lane.Ship, from, next lane.Key, now time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rt := r.getLocked(s, next.IsValid())
+	if rt == nil {
+		return
+	}
+	// A lane's standing changes only on an answer to a request we sent it
+	// (or one it had already earned), so spoofed pages cannot promote it.
+	switch from {
+	case rt.direct.lane:
+		rt.direct.answer(now)
+		return // nothing is tighter than direct
+	case rt.hint.lane:
+		if rt.hint.waiting != 0 || rt.hint.proven {
+			rt.hint.answer(now)
+		}
+	case rt.base.lane:
+		if rt.base.waiting != 0 || rt.base.proven {
+			rt.base.answer(now)
+		}
+	}
+	if !next.IsValid() || r.selfKey[next] || next == from || next == rt.direct.lane ||
+		next == rt.hint.lane || next == rt.base.lane ||
+		(next == rt.bad && now < rt.badUntil) {
+		return
+	}
+	switch {
+	case from == rt.hint.lane && rt.hint.valid() && rt.hint.proven:
+		// The hint proved itself and offers the next step.
+		rt.base = rt.hint
+		rt.hint = path{lane: next}
+	case from == rt.base.lane && rt.base.valid() && !rt.hint.proven:
+		// Replace an unproven hint with the newer one.
+		rt.hint = path{lane: next}
+	case !rt.hint.valid() && !rt.base.valid():
+		// The page came up the sponsorship chain: start tightening.
+		rt.hint = path{lane: next}
+	default:
+		// A page through a lane looser than what we are trying (a late
+		// duplicate, say) must not undo a tighter route (#2025).
+		return
+	}
+	r.changes++
+}
+
+func (p *path) answer(now time.Duration) {
+	p.proven = true
+	p.fails = 0
+	p.waiting = 0
+	p.heard = now
+}
+
+// candidate is one lane considered by Select.
+type candidate struct {
+	lane   lane.Key
+	proven bool
+	p      *path // nil for sponsor and static lanes, which are not probed
+}
+
+// Targets is the result of Select: up to MaxTargets lanes, tightest first.
+type Targets struct {
+	Lanes [MaxTargets]lane.Key
+	N     int
+	// Looped is set when a candidate was skipped because it is the lane the
+	// request came from.
+	Looped bool
+	// Sponsee is set when the walk reached the fronted ship itself: the
+	// receiver is below us and no lane below us is known.
+	Sponsee bool
+}
+
+// Select chooses the lanes a request for receiver s, heard from lane from,
+// is sent on at now, and records the sends as probes of those lanes. It
+// never returns from, nor a lane of this process.
+func (r *Routes) Select(s lane.Ship, from lane.Key, now time.Duration) Targets {
+	var t Targets
+	var cands [8]candidate
+	n := 0
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	add := func(k lane.Key, proven bool, p *path) {
+		if !k.IsValid() || r.selfKey[k] || n == len(cands) {
+			return
+		}
+		if k == from {
+			t.Looped = true
+			return
+		}
+		for i := 0; i < n; i++ {
+			if cands[i].lane == k {
+				return
+			}
+		}
+		cands[n] = candidate{lane: k, proven: proven, p: p}
+		n++
+	}
+	if rt := r.getLocked(s, false); rt != nil {
+		r.expireProbesLocked(rt, now)
+		if r.directFreshLocked(rt, now) {
+			add(rt.direct.lane, rt.direct.proven, &rt.direct)
+		}
+		add(rt.hint.lane, rt.hint.proven, &rt.hint)
+		add(rt.base.lane, rt.base.proven, &rt.base)
+	}
+	if s != r.self {
+		if k, ok := r.static[s]; ok {
+			add(k, true, nil)
+		}
+		var chainBuf [8]lane.Ship
+		chain := r.sponsors.AppendChain(chainBuf[:0], s)
+		for _, sp := range chain {
+			if sp == s {
+				continue
+			}
+			if sp == r.self {
+				t.Sponsee = n == 0
+				break
+			}
+			if k, ok := r.static[sp]; ok {
+				add(k, true, nil)
+				continue
+			}
+			if rt := r.getLocked(sp, false); rt != nil && r.directFreshLocked(rt, now) {
+				add(rt.direct.lane, true, nil)
+			}
+		}
+	}
+	if n == 0 {
+		return t
+	}
+	// The tightest known-good candidate, or the loosest if none is.
+	good := n - 1
+	for i := 0; i < n; i++ {
+		if cands[i].proven {
+			good = i
+			break
+		}
+	}
+	if good > 0 {
+		t.Lanes[t.N] = cands[good-1].lane
+		t.N++
+		cands[good-1].probe(now)
+	}
+	t.Lanes[t.N] = cands[good].lane
+	t.N++
+	cands[good].probe(now)
+	return t
+}
+
+func (c *candidate) probe(now time.Duration) {
+	if c.p != nil && c.p.waiting == 0 {
+		c.p.waiting = now
+	}
+}
+
+// expireProbesLocked counts probes unanswered for ProbeTimeout as failures,
+// demoting a proven lane after ProvenFailures and dropping an unproven one
+// after CandidateFailures.
+func (r *Routes) expireProbesLocked(rt *route, now time.Duration) {
+	for _, p := range [...]*path{&rt.direct, &rt.hint, &rt.base} {
+		if !p.valid() || p.waiting == 0 || now-p.waiting < r.cfg.ProbeTimeout {
+			continue
+		}
+		p.fails++
+		p.waiting = 0
+		if p.proven && int(p.fails) >= r.cfg.ProvenFailures {
+			p.proven = false
+			p.fails = 0
+			r.changes++
+		} else if !p.proven && int(p.fails) >= r.cfg.CandidateFailures {
+			// The lane is dead: forget it in every role it holds, and
+			// do not take it back from next-hop hints for a while.
+			dead := p.lane
+			rt.bad, rt.badUntil = dead, now+r.cfg.BadLaneHold
+			for _, q := range [...]*path{&rt.direct, &rt.hint, &rt.base} {
+				if q.lane == dead {
+					*q = path{}
+				}
+			}
+			r.changes++
+		}
+	}
+	if !rt.hint.valid() && rt.base.valid() {
+		rt.hint, rt.base = rt.base, path{}
+	}
+}
+
+// RouteInfo is a snapshot of one ship's route, for logs, tests and tools.
+type RouteInfo struct {
+	Direct, Hint, Base       lane.Key
+	DirectProven, HintProven bool
+	BaseProven               bool
+	DirectHeard              time.Duration
+}
+
+// Info returns a snapshot of s's route.
+func (r *Routes) Info(s lane.Ship) (RouteInfo, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v, ok := r.table.Peek(s)
+	if !ok {
+		return RouteInfo{}, false
+	}
+	return RouteInfo{
+		Direct: v.direct.lane, DirectProven: v.direct.proven, DirectHeard: v.direct.heard,
+		Hint: v.hint.lane, HintProven: v.hint.proven,
+		Base: v.base.lane, BaseProven: v.base.proven,
+	}, true
+}
+
+// isSelf reports whether k is a lane of this process.
+func (r *Routes) isSelf(k lane.Key) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.selfKey[k]
+}
+
+// appendLanesOf appends to dst the known lanes of ships: each one's static
+// lane and its direct lane (fresh or not: a sponsor that has gone quiet is
+// still our sponsor).
+func (r *Routes) appendLanesOf(dst []lane.Key, ships []lane.Ship) []lane.Key {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range ships {
+		if k, ok := r.static[s]; ok {
+			dst = append(dst, k)
+		}
+		if v, ok := r.table.Peek(s); ok && v.direct.valid() {
+			dst = append(dst, v.direct.lane)
+		}
+	}
+	return dst
+}
