@@ -3,6 +3,7 @@ package relay
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,22 +38,29 @@ type ServerConfig struct {
 	Clock Clock
 	// Log defaults to a no-op logger.
 	Log *zap.Logger
+	// Tap, if set, is called from the reader goroutines for every datagram
+	// read (in: remote sent it to local) and sent (!in: local to remote).
+	// It must not retain b. It is for packet capture; it costs a call per
+	// datagram.
+	Tap func(in bool, local, remote netip.AddrPort, b []byte)
 }
 
 // Server runs a Relay on one or more sockets: one reader goroutine per
 // socket (RoutineRead) and one timer goroutine (RoutineExpire).
 type Server struct {
 	// Static after construction.
-	relay *Relay
-	conns []transport.Conn
-	cfg   ServerConfig
-	log   *zap.Logger
+	relay   *Relay
+	conns   []transport.Conn
+	readers []*reader
+	cfg     ServerConfig
+	log     *zap.Logger
 
 	closing  atomic.Bool
 	done     chan struct{}
 	wg       sync.WaitGroup
 	once     sync.Once
 	writeErr atomic.Uint64 // datagrams the socket refused to send
+	readErr  atomic.Uint64 // failed reads other than closure
 	batches  atomic.Uint64 // read batches
 	batchSum atomic.Uint64 // datagrams over all read batches
 }
@@ -71,31 +79,45 @@ func NewServer(r *Relay, conns []transport.Conn, cfg ServerConfig) *Server {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
-	return &Server{relay: r, conns: conns, cfg: cfg, log: cfg.Log, done: make(chan struct{})}
+	s := &Server{relay: r, conns: conns, cfg: cfg, log: cfg.Log, done: make(chan struct{})}
+	for _, c := range conns {
+		s.readers = append(s.readers, &reader{conn: c})
+	}
+	return s
+}
+
+// reader is one socket's read loop.
+type reader struct {
+	conn transport.Conn
+	// batchMu is held while a batch is decided and sent, so that Close
+	// can wait for the batch in hand before closing the socket.
+	batchMu sync.Mutex
 }
 
 // Start launches the server's goroutines and returns at once.
 func (s *Server) Start() {
-	for _, c := range s.conns {
+	for _, rd := range s.readers {
 		s.wg.Add(1)
-		go s.RoutineRead(c)
+		go s.RoutineRead(rd)
 	}
 	s.wg.Add(1)
 	go s.RoutineExpire()
 }
 
-// Close stops the server: it closes its sockets, which ends the readers
-// after the batch in hand is sent, and waits for every goroutine to return.
-// Close is idempotent.
+// Close stops the server: it stops reading, lets each reader finish
+// deciding and sending the batch in hand, closes the sockets, and waits for
+// every goroutine to return. Close is idempotent.
 func (s *Server) Close() error {
 	var err error
 	s.once.Do(func() {
 		s.closing.Store(true)
 		close(s.done)
-		for _, c := range s.conns {
-			if e := c.Close(); e != nil && err == nil {
+		for _, rd := range s.readers {
+			rd.batchMu.Lock() // waits out the batch in hand
+			if e := rd.conn.Close(); e != nil && err == nil {
 				err = e
 			}
+			rd.batchMu.Unlock()
 		}
 	})
 	s.wg.Wait()
@@ -104,6 +126,24 @@ func (s *Server) Close() error {
 
 // WriteErrors returns how many datagrams the sockets refused to send.
 func (s *Server) WriteErrors() uint64 { return s.writeErr.Load() }
+
+// ReadErrors returns how many reads failed for reasons other than closure.
+func (s *Server) ReadErrors() uint64 { return s.readErr.Load() }
+
+// KernelDrops returns the datagrams the sockets' receive queues dropped, for
+// sockets that can tell (transport.DropCounter).
+func (s *Server) KernelDrops() uint64 {
+	var n uint64
+	for _, c := range s.conns {
+		if d, ok := c.(transport.DropCounter); ok {
+			n += d.Drops()
+		}
+	}
+	return n
+}
+
+// Relay returns the server's decision core.
+func (s *Server) Relay() *Relay { return s.relay }
 
 // BatchStats returns the number of read batches and the datagrams in them.
 func (s *Server) BatchStats() (batches, datagrams uint64) {
@@ -125,11 +165,14 @@ func (s *Server) RoutineExpire() {
 	}
 }
 
-// RoutineRead reads batches from c, decides each datagram and sends the
-// results, until c is closed. Socket errors other than closure are counted
-// and the loop goes on; bad datagrams are the relay's to count.
-func (s *Server) RoutineRead(c transport.Conn) {
+// RoutineRead reads batches from rd's socket, decides each datagram and
+// sends the results, until the socket is closed. Socket errors other than
+// closure are counted and the loop goes on; bad datagrams are the relay's to
+// count.
+func (s *Server) RoutineRead(rd *reader) {
 	defer s.wg.Done()
+	c := rd.conn
+	local := c.LocalAddr()
 	in := make([]transport.Message, s.cfg.Batch)
 	for i := range in {
 		// Leave GrowRoom spare so Handle can add a next-hop or origin.
@@ -143,8 +186,15 @@ func (s *Server) RoutineRead(c transport.Conn) {
 			if errors.Is(err, net.ErrClosed) || s.closing.Load() {
 				return
 			}
+			s.readErr.Add(1)
 			s.log.Warn("read failed", zap.Error(err))
 			continue
+		}
+		rd.batchMu.Lock()
+		if s.closing.Load() {
+			// Read after shutdown began: not ours to handle.
+			rd.batchMu.Unlock()
+			return
 		}
 		s.batches.Add(1)
 		s.batchSum.Add(uint64(n))
@@ -152,20 +202,25 @@ func (s *Server) RoutineRead(c transport.Conn) {
 		out.Reset()
 		for i := 0; i < n; i++ {
 			m := &in[i]
+			if s.cfg.Tap != nil {
+				s.cfg.Tap(true, local, m.Addr, m.Buf[:m.N])
+			}
 			s.relay.Handle(m.Buf[:m.N:cap(m.Buf)], m.Addr, now, out)
-		}
-		if len(out.Sends) == 0 {
-			continue
 		}
 		outMsgs = outMsgs[:0]
 		for _, snd := range out.Sends {
+			if s.cfg.Tap != nil {
+				s.cfg.Tap(false, local, snd.To, snd.Buf)
+			}
 			outMsgs = append(outMsgs, transport.Message{Buf: snd.Buf, N: len(snd.Buf), Addr: snd.To})
 		}
-		if !s.writeAll(c, outMsgs) {
-			return
-		}
+		ok := s.writeAll(c, outMsgs)
 		// Drop references to datagram buffers before the next read.
 		clear(outMsgs)
+		rd.batchMu.Unlock()
+		if !ok {
+			return
+		}
 	}
 }
 

@@ -1,0 +1,288 @@
+package endpoint
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/urbit-relay/relay/lane"
+	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/scry"
+)
+
+// Datagram is one datagram an endpoint decided to send. Buf is the Core's
+// (or the request's) and must not be modified; it stays valid until the
+// request it belongs to completes, and for replies until the next call.
+type Datagram struct {
+	Buf []byte
+	To  netip.AddrPort
+}
+
+// Core is an endpoint's protocol state machine: no goroutines, no sockets,
+// no clock. Every input (a datagram heard, a timer tick, a new request) is a
+// method call with the time passed in, and the datagrams to send are
+// appended to the slice the caller passes. The Endpoint wraps a Core with a
+// socket and goroutines; the simulator drives Cores directly in virtual
+// time. A Core is not safe for concurrent use.
+type Core struct {
+	cfg    Config
+	routes *relay.Routes
+
+	published map[string][]byte   // path → value
+	pending   map[string]*request // request name bytes → request
+	nextPing  time.Duration
+	seq       uint64
+	pingWire  []byte
+	replyBuf  []byte
+}
+
+type request struct {
+	rcvr    lane.Ship
+	path    string
+	wire    []byte // the datagram
+	due     time.Duration
+	tries   int
+	waiters []func(Response)
+}
+
+// NewCore returns the state machine for cfg. self is the endpoint's own lane
+// (never used as a target); it may be the zero AddrPort.
+func NewCore(cfg Config, self netip.AddrPort) (*Core, error) {
+	if cfg.RetryInterval <= 0 {
+		cfg.RetryInterval = DefaultRetryInterval
+	}
+	if cfg.PingInterval == 0 {
+		cfg.PingInterval = DefaultPingInterval
+	}
+	if cfg.Tick <= 0 {
+		cfg.Tick = DefaultTick
+	}
+	rt, err := relay.NewRoutes(cfg.Ship, cfg.Sponsors, cfg.Routes)
+	if err != nil {
+		return nil, fmt.Errorf("endpoint: %w", err)
+	}
+	static := map[lane.Ship]lane.Key{}
+	for s, ap := range cfg.Lanes {
+		if !ap.IsValid() {
+			return nil, fmt.Errorf("endpoint: invalid lane for %s", s)
+		}
+		static[s] = lane.KeyOf(lane.Canon(ap))
+	}
+	rt.SetStatic(static)
+	if self.IsValid() {
+		rt.AddSelf(lane.KeyOf(lane.Canon(self)))
+	}
+	return &Core{
+		cfg: cfg, routes: rt,
+		published: map[string][]byte{},
+		pending:   map[string]*request{},
+	}, nil
+}
+
+// Ship returns the core's ship.
+func (c *Core) Ship() lane.Ship { return c.cfg.Ship }
+
+// Routes returns the core's route table.
+func (c *Core) Routes() *relay.Routes { return c.routes }
+
+// Pending returns the number of requests in flight.
+func (c *Core) Pending() int { return len(c.pending) }
+
+// Publish makes value the answer to peeks for path on this ship.
+func (c *Core) Publish(path string, value []byte) {
+	c.published[path] = append([]byte(nil), value...)
+}
+
+// Peek starts (or joins) a request for the value at path on rcvr; done is
+// called, from a later Handle, with the answer. It appends the first sends.
+func (c *Core) Peek(rcvr lane.Ship, path string, now time.Duration, done func(Response), out []Datagram) ([]Datagram, error) {
+	name := scry.Name{Ship: rcvr, Bloq: scry.DefaultBloq, Path: []byte(path)}
+	pkt := scry.NewPeek(name)
+	return c.start(rcvr, path, &pkt, now, done, out)
+}
+
+// Poke sends data to rcvr; done is called with its ack.
+func (c *Core) Poke(rcvr lane.Ship, data []byte, now time.Duration, done func(Response), out []Datagram) ([]Datagram, error) {
+	c.seq++
+	path := fmt.Sprintf("ack/%s/%d", c.cfg.Ship, c.seq)
+	pkt := c.pokePacket(rcvr, path, data)
+	return c.start(rcvr, path, &pkt, now, done, out)
+}
+
+// Cancel abandons the request for path on rcvr, if any: its waiters are
+// not called.
+func (c *Core) Cancel(rcvr lane.Ship, path string) {
+	for k, r := range c.pending {
+		if r.rcvr == rcvr && r.path == path {
+			delete(c.pending, k)
+		}
+	}
+}
+
+func (c *Core) pokePacket(rcvr lane.Ship, path string, data []byte) scry.Packet {
+	name := scry.Name{Ship: rcvr, Bloq: scry.DefaultBloq, Path: []byte(path)}
+	payload := scry.Name{Ship: c.cfg.Ship, Bloq: scry.DefaultBloq, Path: []byte(path)}
+	return scry.NewPoke(name, payload, scry.Data{Total: uint64(len(data)), AuthKind: scry.AuthNone, Frag: data})
+}
+
+func (c *Core) start(rcvr lane.Ship, path string, pkt *scry.Packet, now time.Duration, done func(Response), out []Datagram) ([]Datagram, error) {
+	wire := pkt.Append(nil)
+	var parsed scry.Packet
+	if err := parsed.Parse(wire); err != nil {
+		return out, fmt.Errorf("endpoint: request does not encode: %w", err)
+	}
+	key := string(parsed.NameBytes())
+	if r, ok := c.pending[key]; ok {
+		r.waiters = append(r.waiters, done)
+		return out, nil
+	}
+	if len(c.pending) >= MaxPending {
+		return out, ErrTooManyRequests
+	}
+	r := &request{rcvr: rcvr, path: path, wire: wire, waiters: []func(Response){done}}
+	c.pending[key] = r
+	return c.send(r, now, out), nil
+}
+
+// send transmits r on the lanes Routes selects and schedules its retry.
+func (c *Core) send(r *request, now time.Duration, out []Datagram) []Datagram {
+	t := c.routes.Select(r.rcvr, lane.Key{}, now)
+	r.tries++
+	r.due = now + c.cfg.RetryInterval
+	var targets []netip.AddrPort
+	for i := 0; i < t.N; i++ {
+		ap := t.Lanes[i].AddrPort()
+		out = append(out, Datagram{Buf: r.wire, To: ap})
+		if c.cfg.Observe != nil {
+			targets = append(targets, ap)
+		}
+	}
+	if c.cfg.Observe != nil && t.N > 0 {
+		c.cfg.Observe(Event{Kind: EventSend, Rcvr: r.rcvr, Path: r.path, Targets: targets, Try: r.tries})
+	}
+	return out
+}
+
+// NextDeadline returns the earliest time Tick has work to do.
+func (c *Core) NextDeadline() time.Duration {
+	d := c.nextPing
+	if c.cfg.PingInterval < 0 || c.cfg.Ship.Class() == lane.Galaxy {
+		d = 1<<63 - 1
+	}
+	for _, r := range c.pending {
+		d = min(d, r.due)
+	}
+	return d
+}
+
+// Tick re-sends requests whose retry time has come and pings the sponsor
+// when due.
+func (c *Core) Tick(now time.Duration, out []Datagram) []Datagram {
+	for _, r := range c.pending {
+		if now >= r.due {
+			out = c.send(r, now, out)
+		}
+	}
+	if c.cfg.PingInterval > 0 && c.cfg.Ship.Class() != lane.Galaxy && now >= c.nextPing {
+		out = c.ping(now, out)
+	}
+	return out
+}
+
+// ping pokes the sponsor at hop 0 so its relay learns (and keeps) our lane.
+// The poke expects no answer.
+func (c *Core) ping(now time.Duration, out []Datagram) []Datagram {
+	c.nextPing = now + c.cfg.PingInterval
+	sp := c.cfg.Sponsors.Sponsor(c.cfg.Ship)
+	if c.pingWire == nil {
+		pkt := c.pokePacket(sp, pingPath, nil)
+		c.pingWire = pkt.Append(nil)
+	}
+	t := c.routes.Select(sp, lane.Key{}, now)
+	for i := 0; i < t.N; i++ {
+		out = append(out, Datagram{Buf: c.pingWire, To: t.Lanes[i].AddrPort()})
+	}
+	return out
+}
+
+// Handle processes the datagram b heard from lane from at now: it answers
+// peeks and pokes addressed to this ship, and completes requests with the
+// pages that answer them.
+func (c *Core) Handle(b []byte, from netip.AddrPort, now time.Duration, out []Datagram) []Datagram {
+	var p scry.Packet
+	if err := p.Parse(b); err != nil {
+		return out
+	}
+	from = lane.Canon(from)
+	switch p.Header.Type {
+	case scry.TypePeek:
+		if p.Name.Ship != c.cfg.Ship {
+			return out
+		}
+		v, ok := c.published[string(p.Name.Path)]
+		if !ok {
+			return out
+		}
+		return c.reply(&p, v, from, out)
+	case scry.TypePoke:
+		if p.Name.Ship != c.cfg.Ship {
+			return out
+		}
+		if p.Header.Hops == 0 {
+			c.routes.Heard(p.PayloadName.Ship, lane.KeyOf(from), now)
+		}
+		return c.reply(&p, nil, from, out)
+	case scry.TypePage:
+		c.page(&p, from, now)
+	}
+	return out
+}
+
+// reply answers request p with a hop-0 page carrying v, sent to the lane
+// the request came from. The page's name is the request's, byte for byte.
+func (c *Core) reply(p *scry.Packet, v []byte, to netip.AddrPort, out []Datagram) []Datagram {
+	page := scry.Packet{
+		Header: scry.Header{Version: scry.MesaVersion, Type: scry.TypePage},
+		Name:   p.Name,
+		Data:   scry.Data{Total: uint64(len(v)), AuthKind: scry.AuthNone, Frag: v},
+	}
+	wire := page.Append(nil)
+	return append(out, Datagram{Buf: wire, To: to})
+}
+
+func (c *Core) page(p *scry.Packet, from netip.AddrPort, now time.Duration) {
+	fromKey := lane.KeyOf(from)
+	publisher := p.Name.Ship
+	next, hasNext := p.NextHopAddr()
+	var nextKey lane.Key
+	if hasNext {
+		nextKey = lane.KeyOf(lane.Canon(next))
+	}
+	req, fresh := c.pending[string(p.NameBytes())]
+	if fresh {
+		delete(c.pending, string(p.NameBytes()))
+	}
+	if p.Header.Hops == 0 {
+		c.routes.Heard(publisher, fromKey, now)
+	}
+	if !fresh {
+		// A late duplicate proves the lane it came through, and teaches
+		// nothing else.
+		nextKey = lane.Key{}
+	}
+	c.routes.Answered(publisher, fromKey, nextKey, now)
+	var path string
+	if fresh {
+		path = req.path
+		resp := Response{
+			Data: append([]byte(nil), p.Data.Frag...), From: from, Next: next,
+			Hops: int(p.Header.Hops), Tries: req.tries,
+		}
+		for _, w := range req.waiters {
+			w(resp)
+		}
+	}
+	if c.cfg.Observe != nil {
+		c.cfg.Observe(Event{Kind: EventPage, Rcvr: publisher, Path: path, From: from, Next: next, Hops: int(p.Header.Hops), Fresh: fresh})
+	}
+}
