@@ -76,6 +76,9 @@ type Config struct {
 	Pending pit.Config
 	// Routes configures the route table.
 	Routes RouteConfig
+	// Fraternize sets the next-hop on pages to our own sponsors too,
+	// disabling the seed's rule (a strategy switch for the simulator).
+	Fraternize bool
 }
 
 // Relay is the decision core. Create it with New.
@@ -129,7 +132,9 @@ func New(cfg Config) (*Relay, error) {
 		r.shipKey = lane.KeyOf(r.shipLane)
 	}
 	chain := r.sponsors.AppendChain(nil, cfg.Ship)
-	r.ourChain = chain[1:]
+	if !cfg.Fraternize {
+		r.ourChain = chain[1:]
+	}
 	for s, ap := range cfg.Pinned {
 		if !ap.IsValid() || ap.Port() == 0 {
 			return nil, fmt.Errorf("relay: pinned lane of %s is invalid: %v", s, ap)

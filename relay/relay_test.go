@@ -433,3 +433,37 @@ func TestHandleAllocatesNothing(t *testing.T) {
 		t.Fatalf("answered %d", f.snap().Answered)
 	}
 }
+
+func TestStrategySwitches(t *testing.T) {
+	pub := "~sampel-palnet"
+	tight := netip.MustParseAddrPort("203.0.113.99:9999")
+	setup := func(f *fixture) {
+		f.handle(poke(t, "~talpur", "~zod", "ping"), publisher2)
+		f.handle(peek(t, pub, "1", 0), alice)
+		f.handle(page(t, pub, "1", 1, tight), publisher2)
+	}
+	single := newFixture(t, func(c *relay.Config) { c.Routes.SingleRoute = true })
+	setup(single)
+	if got := sendsTo(single.handle(peek(t, pub, "2", 0), alice)); len(got) != 1 || got[0] != publisher2 {
+		t.Errorf("SingleRoute sent to %v, want only the known-good %v", got, publisher2)
+	}
+	noHints := newFixture(t, func(c *relay.Config) { c.Routes.NoHints = true })
+	setup(noHints)
+	if got := sendsTo(noHints.handle(peek(t, pub, "2", 0), alice)); len(got) != 1 || got[0] != publisher2 {
+		t.Errorf("NoHints sent to %v, want only %v", got, publisher2)
+	}
+	galaxyOnly := newFixture(t, func(c *relay.Config) {
+		c.Routes.GalaxyOnly = true
+		c.Galaxies[ship(t, "~pur")] = necLane
+	})
+	galaxyOnly.handle(poke(t, "~talpur", "~zod", "ping"), publisher2)
+	if got := sendsTo(galaxyOnly.handle(peek(t, pub, "1", 0), alice)); len(got) != 1 || got[0] != necLane {
+		t.Errorf("GalaxyOnly sent to %v, want the galaxy's lane %v", got, necLane)
+	}
+	frat := newFixture(t, func(c *relay.Config) { c.Fraternize = true })
+	frat.handle(peek(t, "~nec", "a", 1), zodLane)
+	b := oneSend(t, frat.handle(page(t, "~nec", "a", 0, netip.AddrPort{}), necLane), zodLane)
+	if next, ok := parse(t, b).NextHopAddr(); !ok || next != necLane {
+		t.Errorf("Fraternize: page to our sponsor has next-hop %v %v", next, ok)
+	}
+}

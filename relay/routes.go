@@ -59,6 +59,19 @@ type RouteConfig struct {
 	CandidateFailures int
 	ProvenFailures    int
 	BadLaneHold       time.Duration
+
+	// Strategy switches, for comparing routing strategies in the
+	// simulator; all off is the design as specified.
+
+	// SingleRoute sends each request on one lane only: the tightest
+	// known-good one, never also the tighter candidate.
+	SingleRoute bool
+	// NoHints ignores next-hop fields: routes never tighten past what is
+	// heard directly and what the sponsorship chain offers.
+	NoHints bool
+	// GalaxyOnly walks the sponsorship chain straight to the galaxy,
+	// skipping intermediate sponsors, as directed messaging does today.
+	GalaxyOnly bool
 }
 
 func (c *RouteConfig) fill() {
@@ -267,7 +280,7 @@ func (r *Routes) Answered(s lane.Ship, from, next lane.Key, now time.Duration) {
 			rt.base.answer(now)
 		}
 	}
-	if !next.IsValid() || r.selfKey[next] || next == from || next == rt.direct.lane ||
+	if r.cfg.NoHints || !next.IsValid() || r.selfKey[next] || next == from || next == rt.direct.lane ||
 		next == rt.hint.lane || next == rt.base.lane ||
 		(next == rt.bad && now < rt.badUntil) {
 		return
@@ -364,6 +377,9 @@ func (r *Routes) Select(s lane.Ship, from lane.Key, now time.Duration) Targets {
 				t.Sponsee = n == 0
 				break
 			}
+			if r.cfg.GalaxyOnly && sp.Class() != lane.Galaxy {
+				continue
+			}
 			if k, ok := r.static[sp]; ok {
 				add(k, true, nil)
 				continue
@@ -384,7 +400,7 @@ func (r *Routes) Select(s lane.Ship, from lane.Key, now time.Duration) Targets {
 			break
 		}
 	}
-	if good > 0 {
+	if good > 0 && !r.cfg.SingleRoute {
 		t.Lanes[t.N] = cands[good-1].lane
 		t.N++
 		cands[good-1].probe(now)
