@@ -463,7 +463,8 @@ func TestStrategySwitches(t *testing.T) {
 	frat := newFixture(t, func(c *relay.Config) { c.Fraternize = true })
 	frat.handle(peek(t, "~nec", "a", 1), zodLane)
 	b := oneSend(t, frat.handle(page(t, "~nec", "a", 0, netip.AddrPort{}), necLane), zodLane)
-	if next, ok := parse(t, b).NextHopAddr(); !ok || next != necLane {
+	fp := parse(t, b)
+	if next, ok := fp.NextHopAddr(); !ok || next != necLane {
 		t.Errorf("Fraternize: page to our sponsor has next-hop %v %v", next, ok)
 	}
 }
