@@ -416,22 +416,18 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	r.counters.answered.Add(uint64(len(reqs)))
 }
 
-// editPage sets a page's hop count and next-hop (cleared when !set) and
-// fixes its mug, in place.
+// editPage sets a page's hop count and next-hop (cleared when !set), with
+// its mug, in place. SetNextHop and ClearNextHop fix the mug themselves; on
+// error they change nothing, and the only error possible for a page Parse
+// accepted is a page within 6 bytes of the size limit, which has no
+// next-hop and goes on without one.
 func (r *Relay) editPage(b []byte, hops int, hop [6]byte, set bool) []byte {
 	scry.SetHops(b, hops)
-	var err error
 	if set {
-		b, err = scry.SetNextHop(b, hop)
+		b, _ = scry.SetNextHop(b, hop)
 	} else {
-		b, err = scry.ClearNextHop(b)
+		b, _ = scry.ClearNextHop(b)
 	}
-	if err != nil {
-		// Unreachable for a page Parse accepted with GrowRoom spare
-		// capacity; keep the bytes as they are rather than panic.
-		return b
-	}
-	scry.FixMug(b)
 	return b
 }
 

@@ -26,13 +26,13 @@ var (
 // fixture drives a relay's decision function directly: no sockets, time
 // passed in.
 type fixture struct {
-	t   *testing.T
+	t   testing.TB
 	r   *relay.Relay
 	out *relay.Out
 	now time.Duration
 }
 
-func newFixture(t *testing.T, mod func(*relay.Config)) *fixture {
+func newFixture(t testing.TB, mod func(*relay.Config)) *fixture {
 	t.Helper()
 	cfg := relay.Config{
 		Ship:     ship(t, "~marzod"),
