@@ -55,6 +55,13 @@ const (
 	// on every round trip.
 	DefaultBadLaneHold = 2 * time.Minute
 
+	// DefaultPendingSourceDivisor sets the default per-source cap on pending
+	// entries: MaxEntries/10. One source IP cannot hold more than a tenth of
+	// the table, so a flood from one address (or one spoofed address) leaves
+	// room for everyone else, while a downstream relay that aggregates many
+	// ships behind one address still gets a large share.
+	DefaultPendingSourceDivisor = 10
+
 	// DefaultExpiryInterval is how often the relay loop advances the pending
 	// table's timer wheel and its other timers.
 	DefaultExpiryInterval = 100 * time.Millisecond

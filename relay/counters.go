@@ -8,38 +8,40 @@ type Drop uint8
 
 // Drop reasons. Their String values are stable metric labels.
 const (
-	DropMalformedMesa  Drop = iota // mesa cookie present, but vere's parser would reject it
-	DropMalformedAmes              // no mesa cookie, and not a well-formed legacy ames packet
-	DropTooLarge                   // mesa packet over 1472 bytes (vere's receive gate)
-	DropSTUN                       // a STUN binding request; the relay is not a STUN server
-	DropReservedType               // mesa type 0, which carries no request or response
-	DropHopLimit                   // request arrived with MaxHops hops: a forwarding loop
-	DropLoop                       // the only route leads back to the lane it came from
-	DropNoRoute                    // no lane known for the receiver nor any of its sponsors
-	DropSponseeUnknown             // receiver is under the fronted ship, and its lane is not known
-	DropOwnShipNoLane              // addressed to the fronted ship, and no --ship-lane is set
-	DropUnsolicited                // a page that no pending request asked for
-	DropRequestersFull             // a new requester on an entry already at its requester cap
-	DropPendingFull                // pending table full and its policy refuses new entries
-	DropSelf                       // a packet from one of this process's own lanes
+	DropMalformedMesa    Drop = iota // mesa cookie present, but vere's parser would reject it
+	DropMalformedAmes                // no mesa cookie, and not a well-formed legacy ames packet
+	DropTooLarge                     // mesa packet over 1472 bytes (vere's receive gate)
+	DropSTUN                         // a STUN binding request; the relay is not a STUN server
+	DropReservedType                 // mesa type 0, which carries no request or response
+	DropHopLimit                     // request arrived with MaxHops hops: a forwarding loop
+	DropLoop                         // the only route leads back to the lane it came from
+	DropNoRoute                      // no lane known for the receiver nor any of its sponsors
+	DropSponseeUnknown               // receiver is under the fronted ship, and its lane is not known
+	DropOwnShipNoLane                // addressed to the fronted ship, and no --ship-lane is set
+	DropUnsolicited                  // a page that no pending request asked for
+	DropRequestersFull               // a new requester on an entry already at its requester cap
+	DropPendingFull                  // pending table full and its policy refuses new entries
+	DropSelf                         // a packet from one of this process's own lanes
+	DropPendingPerSource             // the source IP already holds its share of the pending table
 	numDrops
 )
 
 var dropNames = [numDrops]string{
-	DropMalformedMesa:  "malformed_mesa",
-	DropMalformedAmes:  "malformed_ames",
-	DropTooLarge:       "too_large",
-	DropSTUN:           "stun",
-	DropReservedType:   "reserved_type",
-	DropHopLimit:       "hop_limit",
-	DropLoop:           "loop",
-	DropNoRoute:        "no_route",
-	DropSponseeUnknown: "sponsee_unknown",
-	DropOwnShipNoLane:  "own_ship_no_lane",
-	DropUnsolicited:    "unsolicited_page",
-	DropRequestersFull: "requesters_full",
-	DropPendingFull:    "pending_full",
-	DropSelf:           "from_self",
+	DropMalformedMesa:    "malformed_mesa",
+	DropMalformedAmes:    "malformed_ames",
+	DropTooLarge:         "too_large",
+	DropSTUN:             "stun",
+	DropReservedType:     "reserved_type",
+	DropHopLimit:         "hop_limit",
+	DropLoop:             "loop",
+	DropNoRoute:          "no_route",
+	DropSponseeUnknown:   "sponsee_unknown",
+	DropOwnShipNoLane:    "own_ship_no_lane",
+	DropUnsolicited:      "unsolicited_page",
+	DropRequestersFull:   "requesters_full",
+	DropPendingFull:      "pending_full",
+	DropSelf:             "from_self",
+	DropPendingPerSource: "pending_per_source",
 }
 
 // String returns the reason's metric label.

@@ -1,6 +1,7 @@
 package relay_test
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -292,6 +293,7 @@ func TestFullTables(t *testing.T) {
 		c.Pending.MaxEntries = 64
 		c.Pending.Shards = 1
 		c.Pending.MaxRequestersPerEntry = 2
+		c.Pending.MaxEntriesPerSource = -1 // one requester fills the table here
 	})
 	for i := 0; i < 200; i++ {
 		f.handle(peek(t, "~nec", string(rune('a'+i%26))+string(rune('a'+i/26)), 0), alice)
@@ -467,4 +469,20 @@ func TestStrategySwitches(t *testing.T) {
 	if next, ok := fp.NextHopAddr(); !ok || next != necLane {
 		t.Errorf("Fraternize: page to our sponsor has next-hop %v %v", next, ok)
 	}
+}
+
+func TestOneSourceCannotFillThePendingTable(t *testing.T) {
+	f := newFixture(t, func(c *relay.Config) {
+		c.Pending.MaxEntries = 1000
+		c.Pending.Shards = 1
+	})
+	for i := 0; i < 500; i++ {
+		f.handle(peek(t, "~nec", fmt.Sprintf("flood/%d", i), 0), netip.AddrPortFrom(alice.Addr(), uint16(1000+i)))
+	}
+	if n := f.r.Pending().Len(); n != 1000/relay.DefaultPendingSourceDivisor {
+		t.Errorf("one source holds %d entries; want its share, %d", n, 1000/relay.DefaultPendingSourceDivisor)
+	}
+	f.wantDrop(relay.DropPendingPerSource, 500-1000/relay.DefaultPendingSourceDivisor)
+	// Another requester is still served.
+	oneSend(t, f.handle(peek(t, "~nec", "legit", 0), bob), necLane)
 }

@@ -73,6 +73,14 @@ type Config struct {
 	// Default DefaultShards; at most MaxShards.
 	Shards int
 
+	// MaxEntriesPerSource caps the live entries created by one source IP
+	// address (any port), so that one source cannot fill the table. It is
+	// enforced per shard, as MaxEntriesPerSource/Shards rounded up, which
+	// for the uniformly hashed names of any real load is the same thing.
+	// 0 means no cap. A new name from a source at its cap gets
+	// VerdictSourceCapped.
+	MaxEntriesPerSource int
+
 	// FullPolicy says what to do with a new name when its shard is full.
 	// Default (zero) ShedOldest.
 	FullPolicy FullPolicy
@@ -132,6 +140,8 @@ func (c Config) validate() error {
 		return bad("TTL %v is more than %d ticks of %v", c.TTL, MaxTTLTicks, c.Tick)
 	case c.SuppressWindow < 0 || c.SuppressWindow > MaxSuppressWindow:
 		return bad("SuppressWindow %v not in [0, %v]", c.SuppressWindow, MaxSuppressWindow)
+	case c.MaxEntriesPerSource < 0:
+		return bad("MaxEntriesPerSource %d is negative", c.MaxEntriesPerSource)
 	case c.FullPolicy != ShedOldest && c.FullPolicy != RefuseNew:
 		return bad("unknown FullPolicy %d", c.FullPolicy)
 	}
@@ -149,6 +159,8 @@ type params struct {
 	chunkCap  int    // overflow chunks per shard
 	maxReq    uint8  // MaxRequestersPerEntry
 	policy    FullPolicy
+	sourceCap uint32 // MaxEntriesPerSource per shard; 0 for none
+	seed      uint64 // seeds the source hash
 }
 
 func newParams(c Config) params {
@@ -167,5 +179,6 @@ func newParams(c Config) params {
 		chunkCap:  (overflowPerShard + lanesPerChunk - 1) / lanesPerChunk,
 		maxReq:    uint8(c.MaxRequestersPerEntry),
 		policy:    c.FullPolicy,
+		sourceCap: uint32((c.MaxEntriesPerSource + c.Shards - 1) / c.Shards),
 	}
 }

@@ -64,6 +64,13 @@ const (
 	// to the next power of two at or above the socket count on bigger hosts.
 	DefaultShards = 16
 
+	// SourceSlotsPerShard is the number of per-source entry counters each
+	// shard keeps for Config.MaxEntriesPerSource. Sources are counted by
+	// a seeded hash of their IP address into these slots, so two sources
+	// may share a counter (and a cap) with probability 1/4096 per pair;
+	// the seed keeps an attacker from choosing which. 16 KiB per shard.
+	SourceSlotsPerShard = 4096
+
 	// MaxShards bounds Config.Shards; more shards than this only add fixed
 	// cost.
 	MaxShards = 1024

@@ -47,6 +47,21 @@ func checkShardLocked(tb testing.TB, si int, s *shard) {
 	if live != s.n {
 		fail("%d live slots, n = %d", live, s.n)
 	}
+	// Per-source counts: each live entry is counted once, at its first
+	// requester's slot.
+	if s.sources != nil {
+		want := make([]uint32, len(s.sources))
+		for i := range s.entries {
+			if s.entries[i].nreq > 0 {
+				want[s.sourceSlot(s.entries[i].first)]++
+			}
+		}
+		for slot := range want {
+			if want[slot] != s.sources[slot] {
+				fail("source slot %d counts %d, live entries %d", slot, s.sources[slot], want[slot])
+			}
+		}
+	}
 	free := 0
 	for i := s.freeEntry; i != nilIdx; i = s.entries[i].next {
 		if s.entries[i].nreq != 0 {

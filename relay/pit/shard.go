@@ -1,6 +1,7 @@
 package pit
 
 import (
+	"encoding/binary"
 	"sync"
 
 	"github.com/urbit-relay/relay/lane"
@@ -70,6 +71,11 @@ type shard struct {
 	// started is false until the first operation sets done. Guarded by mu.
 	started bool
 
+	// sources counts live entries by the hashed IP of their first
+	// requester (SourceSlotsPerShard slots); nil when there is no
+	// per-source cap. Guarded by mu.
+	sources []uint32
+
 	// c are the shard's counters, written with mu held, read anywhere.
 	c counters
 
@@ -80,6 +86,9 @@ func (s *shard) init(p params) {
 	s.p = p
 	s.freeEntry = nilIdx
 	s.freeChunk = nilIdx
+	if p.sourceCap > 0 {
+		s.sources = make([]uint32, SourceSlotsPerShard)
+	}
 	s.heads = make([]uint32, p.wheelMask+1)
 	for i := range s.heads {
 		s.heads[i] = nilIdx
@@ -96,6 +105,25 @@ func mix(k uint64) uint64 {
 	k *= 0xc4ceb9fe1a85ec53
 	k ^= k >> 33
 	return k
+}
+
+// sourceSlot returns r's per-source counter slot: a seeded hash of its IP.
+func (s *shard) sourceSlot(r lane.Key) uint32 {
+	lo := binary.LittleEndian.Uint64(r.IP[:8])
+	hi := binary.LittleEndian.Uint64(r.IP[8:])
+	return uint32(mix(mix(lo^s.p.seed)^hi) & (SourceSlotsPerShard - 1))
+}
+
+// sourceFullLocked reports whether r may create no more entries.
+func (s *shard) sourceFullLocked(r lane.Key) bool {
+	return s.sources != nil && s.sources[s.sourceSlot(r)] >= s.p.sourceCap
+}
+
+// countSourceLocked adds d to r's per-source count.
+func (s *shard) countSourceLocked(r lane.Key, d int32) {
+	if s.sources != nil {
+		s.sources[s.sourceSlot(r)] += uint32(d)
+	}
 }
 
 // expired reports whether an entry expiring at tick exp is expired at tick
@@ -121,7 +149,15 @@ func (s *shard) addLocked(h uint64, r lane.Key, nowTick, expTick, nowMs uint32) 
 			// A dead entry not yet reached by the wheel: restart it. Its
 			// wheel link (sched <= old expiry < new expiry) stays valid.
 			s.c.expired.Add(1)
+			if r != e.first && s.sourceFullLocked(r) {
+				s.unlinkLocked(i)
+				s.dropLocked(pos, i)
+				s.c.sourceCapped.Add(1)
+				return VerdictSourceCapped, false
+			}
 			s.freeChunksLocked(e)
+			s.countSourceLocked(e.first, -1)
+			s.countSourceLocked(r, 1)
 			e.first = r
 			e.nreq = 1
 			e.expiry = expTick
@@ -150,6 +186,10 @@ func (s *shard) addLocked(h uint64, r lane.Key, nowTick, expTick, nowMs uint32) 
 		return VerdictForwardJoined, false
 	}
 
+	if s.sourceFullLocked(r) {
+		s.c.sourceCapped.Add(1)
+		return VerdictSourceCapped, false
+	}
 	evicted := false
 	if s.n >= s.p.entryCap {
 		s.c.expired.Add(uint64(s.expireLocked(nowTick)))
@@ -177,6 +217,7 @@ func (s *shard) addLocked(h uint64, r lane.Key, nowTick, expTick, nowMs uint32) 
 	}
 	s.slots[pos] = uint32(h>>56)<<24 | (i + 1)
 	s.n++
+	s.countSourceLocked(r, 1)
 	s.scheduleLocked(i, expTick)
 	s.c.added.Add(1)
 	return VerdictForwardNew, evicted
@@ -333,6 +374,7 @@ func (s *shard) dropLocked(pos int, i uint32) {
 	s.deleteSlotLocked(pos)
 	e := &s.entries[i]
 	s.freeChunksLocked(e)
+	s.countSourceLocked(e.first, -1)
 	e.nreq = 0
 	e.next = s.freeEntry
 	s.freeEntry = i

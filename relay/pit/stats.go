@@ -17,6 +17,7 @@ type Stats struct {
 	Joined          uint64 // VerdictForwardJoined
 	RequesterCapped uint64 // VerdictRequesterCapped
 	Refused         uint64 // VerdictRefused
+	SourceCapped    uint64 // VerdictSourceCapped
 	Evicted         uint64 // live entries shed to make room (ShedOldest)
 	Expired         uint64 // entries deleted because their TTL ran out
 	Taken           uint64 // entries answered and deleted by Take
@@ -31,6 +32,7 @@ type counters struct {
 	joined          atomic.Uint64
 	requesterCapped atomic.Uint64
 	refused         atomic.Uint64
+	sourceCapped    atomic.Uint64
 	evicted         atomic.Uint64
 	expired         atomic.Uint64
 	taken           atomic.Uint64
@@ -53,6 +55,7 @@ func (c *counters) addTo(s *Stats) {
 	s.Joined += c.joined.Load()
 	s.RequesterCapped += c.requesterCapped.Load()
 	s.Refused += c.refused.Load()
+	s.SourceCapped += c.sourceCapped.Load()
 	s.Evicted += c.evicted.Load()
 	s.Expired += c.expired.Load()
 	s.Taken += c.taken.Load()

@@ -1,6 +1,9 @@
 package pit
 
 import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -32,6 +35,11 @@ func New(cfg Config) (*Table, error) {
 		return nil, err
 	}
 	p := newParams(cfg)
+	var seed [8]byte
+	if _, err := rand.Read(seed[:]); err != nil {
+		return nil, fmt.Errorf("pit: seed: %w", err)
+	}
+	p.seed = binary.LittleEndian.Uint64(seed[:])
 	t := &Table{
 		shards:    make([]shard, cfg.Shards),
 		shardMask: uint64(cfg.Shards - 1),

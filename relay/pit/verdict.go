@@ -38,6 +38,11 @@ const (
 	// VerdictRefused: a new name whose shard is full of live entries under
 	// the RefuseNew policy. Nothing recorded; drop the request.
 	VerdictRefused
+
+	// VerdictSourceCapped: a new name from a source IP that already has
+	// MaxEntriesPerSource live entries (per shard). Nothing recorded; drop
+	// the request.
+	VerdictSourceCapped
 )
 
 // Forward reports whether the caller must send the request upstream.
@@ -60,6 +65,8 @@ func (v Verdict) String() string {
 		return "requester-capped"
 	case VerdictRefused:
 		return "refused"
+	case VerdictSourceCapped:
+		return "source-capped"
 	}
 	return fmt.Sprintf("Verdict(%d)", uint8(v))
 }
