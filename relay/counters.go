@@ -96,18 +96,21 @@ func Kinds() []Kind {
 // Counters are the relay's event counts. They are atomics: the decision core
 // writes them, any goroutine may read a Snapshot.
 type Counters struct {
-	in       [numKinds]atomic.Uint64
-	out      [numKinds]atomic.Uint64
-	drops    [numDrops]atomic.Uint64
-	forwards atomic.Uint64 // requests forwarded upstream (each target counts)
-	dual     atomic.Uint64 // requests sent on two routes at once
-	aggr     atomic.Uint64 // requests aggregated into an existing entry
-	retrans  atomic.Uint64 // repeats from a requester already on the entry, forwarded again
-	answered atomic.Uint64 // pages sent to requesters
-	evicted  atomic.Uint64 // pending entries shed to make room
-	toShip   atomic.Uint64 // datagrams handed to the fronted ship's own lane
-	origins  atomic.Uint64 // legacy ames origins inserted
-	noShort  atomic.Uint64 // pages whose next-hop could not be written (IPv6 lane)
+	in        [numKinds]atomic.Uint64
+	out       [numKinds]atomic.Uint64
+	drops     [numDrops]atomic.Uint64
+	forwards  atomic.Uint64 // requests forwarded upstream (each target counts)
+	dual      atomic.Uint64 // requests sent on two routes at once
+	aggr      atomic.Uint64 // requests aggregated into an existing entry
+	retrans   atomic.Uint64 // repeats from a requester already on the entry, forwarded again
+	answered  atomic.Uint64 // pages sent to requesters
+	evicted   atomic.Uint64 // pending entries shed to make room
+	toShip    atomic.Uint64 // datagrams handed to the fronted ship's own lane
+	origins   atomic.Uint64 // legacy ames origins inserted
+	noShort   atomic.Uint64 // pages whose next-hop could not be written (IPv6 lane)
+	throttled atomic.Uint64 // pages not sent to a requester over its amplification budget
+	reqFwd    atomic.Uint64 // request and ames datagrams forwarded (once each, whatever the targets)
+	pageHit   atomic.Uint64 // page datagrams that matched a pending entry
 }
 
 // Snapshot is a copy of the counters at one moment.
@@ -123,6 +126,17 @@ type Snapshot struct {
 	ToShip             uint64
 	OriginsInserted    uint64
 	NextHopUnencodable uint64
+	AmpThrottled       uint64
+	// Outcomes: every datagram read ends in exactly one of Forwarded,
+	// ToShip, Aggregated, PagesMatched or a Drop (see Accounted).
+	Forwarded    uint64
+	PagesMatched uint64
+}
+
+// Accounted returns how many datagrams have a recorded outcome; it equals
+// TotalIn when every datagram read has been decided.
+func (s *Snapshot) Accounted() uint64 {
+	return s.Forwarded + s.ToShip + s.Aggregated + s.PagesMatched + s.TotalDrops()
 }
 
 // Snapshot returns the current counts.
@@ -144,6 +158,9 @@ func (c *Counters) Snapshot() Snapshot {
 	s.ToShip = c.toShip.Load()
 	s.OriginsInserted = c.origins.Load()
 	s.NextHopUnencodable = c.noShort.Load()
+	s.AmpThrottled = c.throttled.Load()
+	s.Forwarded = c.reqFwd.Load()
+	s.PagesMatched = c.pageHit.Load()
 	return s
 }
 

@@ -78,6 +78,9 @@ type Config struct {
 	Pending pit.Config
 	// Routes configures the route table.
 	Routes RouteConfig
+	// Amp bounds amplification (see AmpConfig); the zero value takes the
+	// defaults.
+	Amp AmpConfig
 	// Fraternize sets the next-hop on pages to our own sponsors too,
 	// disabling the seed's rule (a strategy switch for the simulator).
 	Fraternize bool
@@ -93,6 +96,7 @@ type Relay struct {
 	ourChain []lane.Ship // our sponsors, above the fronted ship
 	hashSeed uint64
 	pending  *pit.Table
+	amp      *ampTable // nil when the budget is disabled
 	routes   *Routes
 	counters Counters
 }
@@ -124,6 +128,13 @@ func New(cfg Config) (*Relay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("relay: %w", err)
 	}
+	if err := cfg.Amp.fill(); err != nil {
+		return nil, err
+	}
+	amp, err := newAmpTable(cfg.Amp)
+	if err != nil {
+		return nil, err
+	}
 	rt, err := NewRoutes(cfg.Ship, cfg.Sponsors, cfg.Routes)
 	if err != nil {
 		return nil, fmt.Errorf("relay: %w", err)
@@ -138,6 +149,7 @@ func New(cfg Config) (*Relay, error) {
 		sponsors: cfg.Sponsors,
 		hashSeed: binary.LittleEndian.Uint64(seed[:]),
 		pending:  pt,
+		amp:      amp,
 		routes:   rt,
 	}
 	if r.shipLane.IsValid() {
@@ -307,6 +319,9 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 		r.counters.drops[DropSelf].Add(1)
 		return
 	}
+	if !fromShip {
+		r.amp.credit(fromKey, len(b), now)
+	}
 	// A poke names its sender: at hop 0 it was sent by that ship itself.
 	if k == KindPoke && p.Header.Hops == 0 && !fromShip {
 		r.routes.Heard(p.PayloadName.Ship, fromKey, now)
@@ -395,6 +410,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 		r.counters.drops[DropUnsolicited].Add(1)
 		return
 	}
+	r.counters.pageHit.Add(1)
 	// Variant for requesters that are our sponsors: no next-hop. Made
 	// first, from the bytes as they came.
 	var bare []byte
@@ -419,15 +435,21 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 		}
 	}
 	main := r.editPage(b, hops, hopShort, canShort)
+	sent := 0
 	for _, q := range reqs {
 		buf := main
 		if bare != nil && slices.Contains(sponsors, q) {
 			buf = bare
 		}
+		if q != r.shipKey && !r.amp.spend(q, len(buf), now) {
+			r.counters.throttled.Add(1)
+			continue
+		}
 		out.add(buf, q.AddrPort())
+		sent++
 	}
-	r.counters.out[KindPage].Add(uint64(len(reqs)))
-	r.counters.answered.Add(uint64(len(reqs)))
+	r.counters.out[KindPage].Add(uint64(sent))
+	r.counters.answered.Add(uint64(sent))
 }
 
 // editPage sets a page's hop count and next-hop (cleared when !set), with
@@ -503,6 +525,7 @@ func (r *Relay) forward(b []byte, k Kind, t *Targets, out *Out) {
 	for i := 0; i < t.N; i++ {
 		out.add(b, t.Lanes[i].AddrPort())
 	}
+	r.counters.reqFwd.Add(1)
 	r.counters.out[k].Add(uint64(t.N))
 	r.counters.forwards.Add(uint64(t.N))
 	if t.N > 1 {

@@ -1,0 +1,156 @@
+package relay
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+	"sync"
+	"time"
+
+	"github.com/urbit-relay/relay/lane"
+)
+
+// AmpConfig bounds amplification: the bytes of pages the relay sends to an
+// IP address, against the bytes of requests it heard from that address.
+//
+// A spoofed request makes the relay send the response to the victim whose
+// address was forged: a 40-byte peek can fetch a 1,472-byte page. The
+// pending table already allows at most one page per request; this budget
+// further limits each address to Factor bytes of pages per byte of
+// requests, plus Rate bytes per second, banked up to Burst. An address the
+// relay has not heard from recently starts with Initial bytes. So a victim
+// receives at most Factor*q + Rate bytes per second from an attacker sending
+// q bytes per second of requests in its name: an amplification of at most
+// Factor + Rate/q, and never more than Rate per second in absolute terms
+// beyond Factor times what the attacker spends.
+//
+// Addresses are tracked in Slots fixed slots by a seeded hash, with no
+// allocation: an address whose slot is taken by another starts over from
+// Initial, which is small so that churning slots gains an attacker little.
+type AmpConfig struct {
+	Factor  int // page bytes allowed per request byte; negative disables the budget
+	Rate    int // page bytes per second allowed regardless of requests
+	Burst   int // most bytes an address can bank
+	Initial int // budget of an address not tracked yet
+	Slots   int // tracked addresses, a power of two
+}
+
+// Amplification budget defaults.
+const (
+	// DefaultAmpFactor lets a requester receive 8 bytes of pages per
+	// byte of requests: a typical 60-100 byte peek then earns a 500-800
+	// byte page, and Rate covers the rest of an honest requester's pages.
+	DefaultAmpFactor = 8
+	// DefaultAmpRate is 256 KiB/s per address regardless of requests:
+	// about 180 full pages a second, ample for a requester whose route
+	// will tighten past the relay within a few round trips, and for a
+	// downstream relay at moderate load.
+	DefaultAmpRate = 256 << 10
+	// DefaultAmpBurst banks up to 512 KiB, about 350 full pages.
+	DefaultAmpBurst = 512 << 10
+	// DefaultAmpInitial is three full pages.
+	DefaultAmpInitial = 3 * 1472
+	// DefaultAmpSlots tracks 64Ki addresses in 2.5 MiB.
+	DefaultAmpSlots = 1 << 16
+)
+
+// fill applies defaults: an all-zero config takes every default; a zero
+// Slots takes DefaultAmpSlots.
+func (c *AmpConfig) fill() error {
+	if c.Factor < 0 {
+		return nil
+	}
+	if c.Rate < 0 || c.Burst < 0 || c.Initial < 0 || c.Slots < 0 {
+		return fmt.Errorf("relay: negative amplification setting %+v", *c)
+	}
+	if c.Factor == 0 && c.Rate == 0 && c.Burst == 0 && c.Initial == 0 && c.Slots == 0 {
+		*c = AmpConfig{Factor: DefaultAmpFactor, Rate: DefaultAmpRate, Burst: DefaultAmpBurst,
+			Initial: DefaultAmpInitial, Slots: DefaultAmpSlots}
+		return nil
+	}
+	if c.Slots == 0 {
+		c.Slots = DefaultAmpSlots
+	}
+	if bits.OnesCount(uint(c.Slots)) != 1 {
+		return fmt.Errorf("relay: amplification slots %d is not a power of two", c.Slots)
+	}
+	return nil
+}
+
+// ampTable is the per-address amplification budget. It is safe for
+// concurrent use.
+type ampTable struct {
+	cfg  AmpConfig // static
+	seed uint64    // static
+
+	mu    sync.Mutex
+	slots []ampSlot // guarded by mu
+}
+
+type ampSlot struct {
+	ip     [16]byte
+	tokens int64         // bytes of pages allowed now
+	last   time.Duration // when tokens was last brought up to date
+}
+
+// newAmpTable returns the budget for cfg (filled), or nil when disabled.
+func newAmpTable(cfg AmpConfig) (*ampTable, error) {
+	if cfg.Factor < 0 {
+		return nil, nil
+	}
+	var seed [8]byte
+	if _, err := rand.Read(seed[:]); err != nil {
+		return nil, fmt.Errorf("relay: seed: %w", err)
+	}
+	return &ampTable{cfg: cfg, seed: binary.LittleEndian.Uint64(seed[:]), slots: make([]ampSlot, cfg.Slots)}, nil
+}
+
+// slotLocked returns ip's slot, brought up to date at now; a slot held by
+// another address is taken over.
+func (a *ampTable) slotLocked(ip [16]byte, now time.Duration) *ampSlot {
+	lo := binary.LittleEndian.Uint64(ip[:8])
+	hi := binary.LittleEndian.Uint64(ip[8:])
+	h := (lo ^ a.seed) * 0x9e3779b97f4a7c15
+	h = (h ^ hi ^ h>>29) * 0xbf58476d1ce4e5b9
+	s := &a.slots[(h^h>>32)&uint64(len(a.slots)-1)]
+	if s.ip != ip || s.last == 0 {
+		*s = ampSlot{ip: ip, tokens: int64(a.cfg.Initial), last: now}
+		if now == 0 {
+			s.last = 1 // keep "never used" distinct from a real time
+		}
+		return s
+	}
+	if dt := now - s.last; dt > 0 {
+		s.tokens = min(int64(a.cfg.Burst), s.tokens+int64(a.cfg.Rate)*int64(dt)/int64(time.Second))
+		s.last = now
+	}
+	return s
+}
+
+// credit records n bytes of requests heard from k's address.
+func (a *ampTable) credit(k lane.Key, n int, now time.Duration) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	s := a.slotLocked(k.IP, now)
+	s.tokens = min(int64(a.cfg.Burst), s.tokens+int64(a.cfg.Factor)*int64(n))
+	a.mu.Unlock()
+}
+
+// spend takes n bytes from k's address's budget, reporting false (and taking
+// nothing) if it does not have them.
+func (a *ampTable) spend(k lane.Key, n int, now time.Duration) bool {
+	if a == nil {
+		return true
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := a.slotLocked(k.IP, now)
+	if s.tokens < int64(n) {
+		return false
+	}
+	s.tokens -= int64(n)
+	return true
+}
