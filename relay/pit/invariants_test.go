@@ -138,6 +138,9 @@ func checkShardLocked(tb testing.TB, si int, s *shard) {
 				fail("wheel holds more than %d entries", s.n)
 			}
 		}
+		if s.tails[b] != prev {
+			fail("bucket %d tail %d, last entry %d", b, s.tails[b], prev)
+		}
 	}
 	if linked != s.n {
 		fail("wheel holds %d, n = %d", linked, s.n)

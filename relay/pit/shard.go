@@ -62,6 +62,8 @@ type shard struct {
 	// heads are the timer wheel's buckets: heads[t&p.wheelMask] is the first
 	// entry scheduled at tick t, linked by next/prev. Guarded by mu.
 	heads []uint32
+	// tails are the buckets' last entries. Guarded by mu.
+	tails []uint32
 	// done is the last tick the wheel has processed: every linked entry has
 	// sched > done (modulo 2^32). Guarded by mu.
 	done uint32
@@ -90,8 +92,9 @@ func (s *shard) init(p params) {
 		s.sources = make([]uint32, SourceSlotsPerShard)
 	}
 	s.heads = make([]uint32, p.wheelMask+1)
+	s.tails = make([]uint32, p.wheelMask+1)
 	for i := range s.heads {
-		s.heads[i] = nilIdx
+		s.heads[i], s.tails[i] = nilIdx, nilIdx
 	}
 }
 

@@ -495,3 +495,23 @@ func TestNamesDistinct(t *testing.T) {
 		t.Error("policies share a name")
 	}
 }
+
+// TestEvictionShedsTheOldestOfATick: entries due in the same tick are shed
+// in the order they were made, so a flood that fills the table pushes out
+// the entries before a new one, not the new one.
+func TestEvictionShedsTheOldestOfATick(t *testing.T) {
+	tb := mustNew(t, Config{Shards: 1, MaxEntries: 4})
+	for k := uint64(1); k <= 4; k++ {
+		wantAdd(t, tb, k, laneN(int(k)), 0, VerdictForwardNew)
+	}
+	for k := uint64(5); k <= 6; k++ {
+		if v, evicted := tb.Add(k, laneN(int(k)), 0); v != VerdictForwardNew || !evicted {
+			t.Fatalf("Add(%d) = %v, evicted %v", k, v, evicted)
+		}
+	}
+	for k, want := range map[uint64]bool{1: false, 2: false, 3: true, 4: true, 5: true, 6: true} {
+		if _, ok := tb.Take(k, nil, 0); ok != want {
+			t.Errorf("entry %d present %v, want %v", k, ok, want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package pit
 
-// The timer wheel: one intrusive doubly linked list per tick, over
+// The timer wheel: one intrusive doubly linked list per tick, in insertion
+// order, over
 // p.wheelMask+1 buckets, bucket t&wheelMask holding the entries scheduled at
 // tick t. An entry is scheduled at its expiry tick when created; a bump only
 // moves its expiry, leaving it in the earlier bucket (lazy re-scheduling).
@@ -20,7 +21,11 @@ func (s *shard) scheduleLocked(i uint32, t uint32) {
 	s.linkLocked(i, t)
 }
 
-// linkLocked links entry i into the bucket of tick t.
+// linkLocked appends entry i to the bucket of tick t. Buckets are kept in
+// insertion order, so eviction, which takes a bucket's head, sheds the
+// oldest of the entries due at the same tick, not the newest: under a
+// flood that fills the table, a request that has just arrived survives
+// until the entries made before it are gone.
 func (s *shard) linkLocked(i uint32, t uint32) {
 	if int32(t-s.low) < 0 {
 		s.low = t
@@ -28,12 +33,14 @@ func (s *shard) linkLocked(i uint32, t uint32) {
 	b := t & s.p.wheelMask
 	e := &s.entries[i]
 	e.sched = t
-	e.prev = nilIdx
-	e.next = s.heads[b]
-	if e.next != nilIdx {
-		s.entries[e.next].prev = i
+	e.next = nilIdx
+	e.prev = s.tails[b]
+	if e.prev != nilIdx {
+		s.entries[e.prev].next = i
+	} else {
+		s.heads[b] = i
 	}
-	s.heads[b] = i
+	s.tails[b] = i
 }
 
 // unlinkLocked removes entry i from its bucket.
@@ -46,6 +53,8 @@ func (s *shard) unlinkLocked(i uint32) {
 	}
 	if e.next != nilIdx {
 		s.entries[e.next].prev = e.prev
+	} else {
+		s.tails[e.sched&s.p.wheelMask] = e.prev
 	}
 }
 
@@ -66,7 +75,7 @@ func (s *shard) expireLocked(nowTick uint32) int {
 	for t := nowTick - steps + 1; steps > 0; t, steps = t+1, steps-1 {
 		b := t & s.p.wheelMask
 		i := s.heads[b]
-		s.heads[b] = nilIdx
+		s.heads[b], s.tails[b] = nilIdx, nilIdx
 		for i != nilIdx {
 			e := &s.entries[i]
 			next := e.next
