@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"fmt"
+	"net/netip"
 	"testing"
 
 	"github.com/urbit-relay/relay/relay"
@@ -14,15 +15,24 @@ import (
 func BenchmarkDecide(b *testing.B) {
 	for _, pending := range []int{0, 100_000, 1_000_000} {
 		b.Run(fmt.Sprintf("pending=%d", pending), func(b *testing.B) {
-			f := newFixture(b, nil)
+			// A budget no benchmark can exhaust: the amplification check
+			// runs, and never refuses.
+			f := newFixture(b, func(c *relay.Config) {
+				c.Amp = relay.AmpConfig{Factor: 64, Rate: 1 << 30, Burst: 1 << 40, Initial: 1 << 40}
+			})
 			out := relay.NewOut(4)
 			buf := make([]byte, 0, 1600)
-			// Fill the table with live entries from distinct names.
+			// Fill the table with live entries: distinct names from
+			// distinct requesters (one source may hold only a tenth).
 			for i := 0; i < pending; i++ {
 				p := scry.NewPeek(name(b, "~nec", fmt.Sprintf("fill/%d", i)))
 				buf = p.Append(buf[:0])
 				out.Reset()
-				f.r.Handle(buf, alice, f.now, out)
+				src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 4000)
+				f.r.Handle(buf, src, f.now, out)
+			}
+			if n := f.r.Pending().Len(); n < pending*9/10 {
+				b.Fatalf("filled %d of %d entries", n, pending)
 			}
 			req := peek(b, "~nec", "bench/request/path", 0)
 			resp1k := make([]byte, 0, 1600)

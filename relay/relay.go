@@ -431,10 +431,10 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	for _, q := range reqs {
 		if bare == nil && slices.Contains(sponsors, q) {
 			bare = out.scratchCopy(b)
-			bare = r.editPage(bare, hops, [6]byte{}, false)
+			bare = r.editPage(bare, p, hops, [6]byte{}, false)
 		}
 	}
-	main := r.editPage(b, hops, hopShort, canShort)
+	main := r.editPage(b, p, hops, hopShort, canShort)
 	sent := 0
 	for _, q := range reqs {
 		buf := main
@@ -453,17 +453,14 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 }
 
 // editPage sets a page's hop count and next-hop (cleared when !set), with
-// its mug, in place. SetNextHop and ClearNextHop fix the mug themselves; on
-// error they change nothing, and the only error possible for a page Parse
-// accepted is a page within 6 bytes of the size limit, which has no
-// next-hop and goes on without one.
-func (r *Relay) editPage(b []byte, hops int, hop [6]byte, set bool) []byte {
+// its mug, in place. b holds the bytes p was parsed from (or a copy made
+// before any edit), so the mug is resumed from the state p saved instead of
+// re-hashing the whole page. On error nothing changes, and the only error
+// possible for a page Parse accepted is a page within 6 bytes of the size
+// limit, which has no next-hop and goes on without one.
+func (r *Relay) editPage(b []byte, p *scry.Packet, hops int, hop [6]byte, set bool) []byte {
 	scry.SetHops(b, hops)
-	if set {
-		b, _ = scry.SetNextHop(b, hop)
-	} else {
-		b, _ = scry.ClearNextHop(b)
-	}
+	b, _ = scry.EditPageNextHop(b, p, hop, set)
 	return b
 }
 

@@ -381,6 +381,13 @@ type Packet struct {
 	// host-order u32 written LE, then the port LE (lane.EncodeShort). See
 	// NextHopAddr.
 	NextHop [ShortHopLen]byte
+
+	// mugMid is the mug's running hash over the first mugMidLen body bytes
+	// (whole 4-byte blocks, up to the end of a page's data), saved by Parse
+	// so that EditPageNextHop re-hashes only what follows; mugMidLen is 0
+	// when nothing was saved.
+	mugMid    uint32
+	mugMidLen int
 }
 
 // NewPeek returns a canonical peek for name (hops 0). The packet shares
@@ -561,6 +568,7 @@ func (p *Packet) sift(b []byte) error {
 	}
 	s := mesaSifter{b: b, off: MesaHeaderLen}
 	var err error
+	dataEnd := 0 // a page's offset after its data
 	switch p.Header.Type {
 	case TypePeek:
 		err = s.name(&p.Name)
@@ -573,6 +581,7 @@ func (p *Packet) sift(b []byte) error {
 	case TypePage:
 		if err = s.name(&p.Name); err == nil {
 			if err = s.data(&p.Data); err == nil {
+				dataEnd = s.off
 				err = s.nextHop(p.Header.NextHop, &p.NextHop)
 			}
 		}
@@ -580,7 +589,18 @@ func (p *Packet) sift(b []byte) error {
 	if err != nil {
 		return err
 	}
-	if Mug(b[MesaHeaderLen:s.off])&mesaMugMask != p.Header.Mug {
+	body := b[MesaHeaderLen:s.off]
+	var mug uint32
+	if p.Header.Type == TypePage {
+		// Save the hash state at the end of the data: a relay rewriting
+		// the next-hop then re-hashes only the bytes after it.
+		p.mugMidLen = (dataEnd - MesaHeaderLen) &^ 3
+		p.mugMid = mugPrefix(body[:p.mugMidLen])
+		mug = mugResume(p.mugMid, p.mugMidLen, body)
+	} else {
+		mug = Mug(body)
+	}
+	if mug&mesaMugMask != p.Header.Mug {
 		return ErrMesaBadMug
 	}
 	if s.off != len(b) {

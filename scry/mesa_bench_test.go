@@ -79,3 +79,25 @@ func BenchmarkMesaAppendPage1K(b *testing.B) {
 		dst = p.Append(dst[:0])
 	}
 }
+
+// BenchmarkForwardEditsResumed is BenchmarkForwardEdits' work with the
+// mug resumed from the state Parse saved (EditPageNextHop), Parse included.
+func BenchmarkForwardEditsResumed(b *testing.B) {
+	page := benchPage()
+	buf := make([]byte, len(page), len(page)+ShortHopLen)
+	hop := [ShortHopLen]byte{1, 0, 0, 127, 0x19, 0x34}
+	var p Packet
+	b.ReportAllocs()
+	b.SetBytes(int64(len(page)))
+	for i := 0; i < b.N; i++ {
+		buf = buf[:len(page)]
+		copy(buf, page)
+		if err := p.Parse(buf); err != nil {
+			b.Fatal(err)
+		}
+		BumpHops(buf)
+		if _, err := EditPageNextHop(buf, &p, hop, true); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -51,6 +51,32 @@ func checkMesaInput(t *testing.T, b []byte) {
 	checkCanonical(t, &p, b)
 	if len(b) <= MesaMaxPacket {
 		checkEdits(t, &p, b)
+		checkFastEdits(t, &p, b)
+	}
+}
+
+// checkFastEdits checks that EditPageNextHop gives exactly the bytes of
+// SetNextHop and ClearNextHop.
+func checkFastEdits(t *testing.T, p *Packet, b []byte) {
+	if p.Header.Type != TypePage {
+		return
+	}
+	hop := [ShortHopLen]byte{1, 0, 0, 127, 0x19, 0x34}
+	for _, set := range []bool{true, false} {
+		slow := make([]byte, len(b), len(b)+ShortHopLen)
+		fast := make([]byte, len(b), len(b)+ShortHopLen)
+		copy(slow, b)
+		copy(fast, b)
+		var errSlow, errFast error
+		if set {
+			slow, errSlow = SetNextHop(slow, hop)
+		} else {
+			slow, errSlow = ClearNextHop(slow)
+		}
+		fast, errFast = EditPageNextHop(fast, p, hop, set)
+		if errSlow != errFast || !bytes.Equal(slow, fast) {
+			t.Fatalf("EditPageNextHop(set=%v) = %x, %v; SetNextHop/ClearNextHop = %x, %v", set, fast, errFast, slow, errSlow)
+		}
 	}
 }
 

@@ -23,11 +23,32 @@ func Mug(b []byte) uint32 {
 	return 0x7fff
 }
 
+// mugPrefix returns MurmurHash3's running state, with Mug's first seed,
+// after the whole 4-byte blocks of b (b's length must be a multiple of 4).
+// mugResume finishes a Mug from such a state: it is Mug(b) for any b whose
+// first prefixLen bytes gave state.
+func mugPrefix(b []byte) uint32 { return murmurBlocks(mugSeed, b) }
+
+// mugResume returns Mug(b) given state = mugPrefix(b[:prefixLen]).
+func mugResume(state uint32, prefixLen int, b []byte) uint32 {
+	rest := b[prefixLen:]
+	n4 := len(rest) &^ 3
+	h := murmurTail(murmurBlocks(state, rest[:n4]), rest[n4:], len(b))
+	if m := (h >> 31) ^ (h & 0x7fffffff); m != 0 {
+		return m
+	}
+	return Mug(b) // the first seed folds to zero: Mug's retries, rarely
+}
+
 // murmur3x86_32 is MurmurHash3_x86_32 as published by Austin Appleby.
 func murmur3x86_32(b []byte, seed uint32) uint32 {
+	n4 := len(b) &^ 3
+	return murmurTail(murmurBlocks(seed, b[:n4]), b[n4:], len(b))
+}
+
+// murmurBlocks mixes the whole 4-byte blocks of b into state h.
+func murmurBlocks(h uint32, b []byte) uint32 {
 	const c1, c2 = 0xcc9e2d51, 0x1b873593
-	h := seed
-	n := len(b)
 	for len(b) >= 4 {
 		k := binary.LittleEndian.Uint32(b)
 		b = b[4:]
@@ -38,6 +59,13 @@ func murmur3x86_32(b []byte, seed uint32) uint32 {
 		h = bits.RotateLeft32(h, 13)
 		h = h*5 + 0xe6546b64
 	}
+	return h
+}
+
+// murmurTail mixes the last 0-3 bytes b into h and finalizes the hash of an
+// n-byte input.
+func murmurTail(h uint32, b []byte, n int) uint32 {
+	const c1, c2 = 0xcc9e2d51, 0x1b873593
 	var k uint32
 	switch len(b) {
 	case 3:

@@ -26,3 +26,19 @@ func TestMugAllocatesNothing(t *testing.T) {
 		t.Fatalf("Mug allocates %v times per call", n)
 	}
 }
+
+// TestMugResume: resuming from the state after any 4-byte-aligned prefix
+// gives Mug of the whole.
+func TestMugResume(t *testing.T) {
+	b := make([]byte, 300)
+	for i := range b {
+		b[i] = byte(i*7 + 3)
+	}
+	for n := 0; n <= len(b); n += 13 {
+		for k := 0; k <= n; k += 4 {
+			if got, want := mugResume(mugPrefix(b[:k]), k, b[:n]), Mug(b[:n]); got != want {
+				t.Fatalf("len %d prefix %d: %#x, want %#x", n, k, got, want)
+			}
+		}
+	}
+}
