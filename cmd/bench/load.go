@@ -1,0 +1,353 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/urbit-relay/relay/lane"
+	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/relay/transport"
+	"github.com/urbit-relay/relay/scry"
+)
+
+const (
+	// pairOffset separates a pair's publisher port from its requester
+	// port, so that the baseline forwarder maps one to the other by
+	// arithmetic alone.
+	pairOffset = 1000
+	// ringBits sizes the ring of send times: requests in flight at once
+	// must stay far below 1<<ringBits.
+	ringBits = 20
+	// stallAfter declares the window's requests lost when no page has
+	// come back for this long (kernel drops under overload).
+	stallAfter = 100 * time.Millisecond
+)
+
+var loopback = netip.MustParseAddr("127.0.0.1")
+
+// publisherShip is pair i's publisher: planets under ~zod's stars.
+func publisherShip(i int) lane.Ship { return lane.ShipFromUint64(0x1_0100 + uint64(i)<<16) }
+
+// pair is one requester socket and one publisher socket. Requests go from
+// the requester through the server to the publisher, pages come back.
+type pair struct {
+	idx      int
+	req, pub transport.Conn
+	ship     lane.Ship
+}
+
+// loadGen drives pairs of sockets against a server.
+type loadGen struct {
+	server   netip.AddrPort
+	pairs    []*pair
+	pageSize int
+
+	sendTime []atomic.Int64 // ring: send time (ns since start) by sequence number
+	start    time.Time
+	seq      atomic.Uint64 // next request sequence number
+	answered atomic.Uint64
+	lost     atomic.Uint64
+
+	mu   sync.Mutex
+	rtts []time.Duration // guarded by mu; recorded only while measuring latency
+	rec  atomic.Bool
+}
+
+func newLoadGen(server netip.AddrPort, pairs, basePort, pageSize int) (*loadGen, error) {
+	g := &loadGen{server: server, pageSize: pageSize, sendTime: make([]atomic.Int64, 1<<ringBits), start: time.Now()}
+	for i := 0; i < pairs; i++ {
+		req, err := transport.ListenUDP(netip.AddrPortFrom(loopback, uint16(basePort+i)), transport.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("requester socket: %w", err)
+		}
+		pub, err := transport.ListenUDP(netip.AddrPortFrom(loopback, uint16(basePort+pairOffset+i)), transport.Options{})
+		if err != nil {
+			req.Close()
+			return nil, fmt.Errorf("publisher socket: %w", err)
+		}
+		g.pairs = append(g.pairs, &pair{idx: i, req: req, pub: pub, ship: publisherShip(i)})
+	}
+	return g, nil
+}
+
+func (g *loadGen) close() {
+	for _, p := range g.pairs {
+		p.req.Close()
+		p.pub.Close()
+	}
+}
+
+// peek returns the request datagram for path on pair p's publisher.
+func (p *pair) peek(dst []byte, path []byte) []byte {
+	pkt := scry.NewPeek(scry.Name{Ship: p.ship, Bloq: scry.DefaultBloq, Path: path})
+	return pkt.Append(dst)
+}
+
+// runPublishers answers every peek for a "b/" path with a page of pageSize
+// bytes; "fill/" peeks are left unanswered so that they stay pending.
+func (g *loadGen) runPublishers(wg *sync.WaitGroup) {
+	for _, p := range g.pairs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in := make([]transport.Message, transport.DefaultBatchSize)
+			out := make([]transport.Message, transport.DefaultBatchSize)
+			for i := range in {
+				in[i].Buf = make([]byte, relay.MaxPacket)
+				out[i].Buf = make([]byte, 0, relay.MaxPacket)
+			}
+			frag := make([]byte, g.pageSize)
+			var pkt scry.Packet
+			for {
+				n, err := p.pub.ReadBatch(in)
+				if err != nil {
+					if errors.Is(err, net.ErrClosed) {
+						return
+					}
+					continue
+				}
+				k := 0
+				for i := 0; i < n; i++ {
+					if pkt.Parse(in[i].Buf[:in[i].N]) != nil || pkt.Header.Type != scry.TypePeek ||
+						len(pkt.Name.Path) < 2 || pkt.Name.Path[0] != 'b' {
+						continue
+					}
+					page := scry.Packet{
+						Header: scry.Header{Version: scry.MesaVersion, Type: scry.TypePage},
+						Name:   pkt.Name,
+						Data:   scry.Data{Total: uint64(len(frag)), AuthKind: scry.AuthNone, Frag: frag},
+					}
+					out[k].Buf = page.Append(out[k].Buf[:0])
+					out[k].N = len(out[k].Buf)
+					out[k].Addr = in[i].Addr
+					k++
+				}
+				writeAll(p.pub, out[:k])
+			}
+		}()
+	}
+}
+
+func writeAll(c transport.Conn, msgs []transport.Message) {
+	for len(msgs) > 0 {
+		n, err := c.WriteBatch(msgs)
+		if err == nil || errors.Is(err, net.ErrClosed) {
+			return
+		}
+		msgs = msgs[min(n+1, len(msgs)):]
+	}
+}
+
+// send sends requests for the next sequence numbers on pair p.
+func (g *loadGen) send(p *pair, n int, msgs []transport.Message) {
+	path := make([]byte, 0, 24)
+	for i := 0; i < n; i++ {
+		seq := g.seq.Add(1)
+		path = strconv.AppendUint(append(path[:0], 'b', '/'), seq, 36)
+		msgs[i].Buf = p.peek(msgs[i].Buf[:0], path)
+		msgs[i].N = len(msgs[i].Buf)
+		msgs[i].Addr = g.server
+		g.sendTime[seq&(1<<ringBits-1)].Store(int64(time.Since(g.start)))
+	}
+	writeAll(p.req, msgs[:n])
+}
+
+// runRequesters reads pages on every pair; each answered request calls
+// onAnswer (which may send the next one).
+func (g *loadGen) runRequesters(wg *sync.WaitGroup, onAnswer func(p *pair, msgs []transport.Message, n int)) {
+	for _, p := range g.pairs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in := make([]transport.Message, transport.DefaultBatchSize)
+			out := make([]transport.Message, transport.DefaultBatchSize)
+			for i := range in {
+				in[i].Buf = make([]byte, relay.MaxPacket)
+				out[i].Buf = make([]byte, 0, 128)
+			}
+			var pkt scry.Packet
+			for {
+				n, err := p.req.ReadBatch(in)
+				if err != nil {
+					if errors.Is(err, net.ErrClosed) {
+						return
+					}
+					continue
+				}
+				now := time.Since(g.start)
+				fresh := 0
+				for i := 0; i < n; i++ {
+					if pkt.Parse(in[i].Buf[:in[i].N]) != nil || pkt.Header.Type != scry.TypePage || len(pkt.Name.Path) < 3 {
+						continue
+					}
+					seq, err := strconv.ParseUint(string(pkt.Name.Path[2:]), 36, 64)
+					if err != nil {
+						continue
+					}
+					sent := g.sendTime[seq&(1<<ringBits-1)].Swap(0)
+					if sent == 0 {
+						continue // a duplicate, or a request already written off
+					}
+					fresh++
+					if g.rec.Load() {
+						g.mu.Lock()
+						g.rtts = append(g.rtts, now-time.Duration(sent))
+						g.mu.Unlock()
+					}
+				}
+				g.answered.Add(uint64(fresh))
+				if fresh > 0 && onAnswer != nil {
+					onAnswer(p, out, fresh)
+				}
+			}
+		}()
+	}
+}
+
+// closedLoop keeps window requests in flight on each pair for d and
+// returns the round trips per second.
+func (g *loadGen) closedLoop(window int, d time.Duration) float64 {
+	var wg sync.WaitGroup
+	var stop atomic.Bool
+	g.runRequesters(&wg, func(p *pair, msgs []transport.Message, n int) {
+		if !stop.Load() {
+			g.send(p, n, msgs)
+		}
+	})
+	msgs := make([]transport.Message, window)
+	for i := range msgs {
+		msgs[i].Buf = make([]byte, 0, 128)
+	}
+	start := g.answered.Load()
+	t0 := time.Now()
+	for _, p := range g.pairs {
+		for sent := 0; sent < window; sent += transport.DefaultBatchSize {
+			g.send(p, min(transport.DefaultBatchSize, window-sent), msgs)
+		}
+	}
+	// Requests lost to full socket buffers would shrink the window for
+	// good: when pages stop coming, write the window off and refill it.
+	last, lastT := g.answered.Load(), time.Now()
+	for time.Since(t0) < d {
+		time.Sleep(stallAfter / 4)
+		if a := g.answered.Load(); a != last {
+			last, lastT = a, time.Now()
+		} else if time.Since(lastT) > stallAfter {
+			g.lost.Add(uint64(window * len(g.pairs)))
+			for _, p := range g.pairs {
+				for sent := 0; sent < window; sent += transport.DefaultBatchSize {
+					g.send(p, min(transport.DefaultBatchSize, window-sent), msgs)
+				}
+			}
+			lastT = time.Now()
+		}
+	}
+	stop.Store(true)
+	rate := float64(g.answered.Load()-start) / time.Since(t0).Seconds()
+	g.quiesce(&wg)
+	return rate
+}
+
+// openLoop sends at rate requests per second for d, recording round trips,
+// and returns their sorted latencies and the fraction answered.
+func (g *loadGen) openLoop(rate float64, d time.Duration) ([]time.Duration, float64) {
+	var wg sync.WaitGroup
+	g.mu.Lock()
+	g.rtts = g.rtts[:0]
+	g.mu.Unlock()
+	g.rec.Store(true)
+	g.runRequesters(&wg, nil)
+	const tick = time.Millisecond
+	perTick := rate * tick.Seconds()
+	msgs := make([]transport.Message, transport.DefaultBatchSize)
+	for i := range msgs {
+		msgs[i].Buf = make([]byte, 0, 128)
+	}
+	seq0, ans0 := g.seq.Load(), g.answered.Load()
+	t0 := time.Now()
+	due := 0.0
+	for k := 0; time.Since(t0) < d; k++ {
+		due += perTick
+		for due >= 1 {
+			n := min(int(due), transport.DefaultBatchSize)
+			g.send(g.pairs[k%len(g.pairs)], n, msgs)
+			due -= float64(n)
+		}
+		time.Sleep(time.Until(t0.Add(time.Duration(k+1) * tick)))
+	}
+	time.Sleep(200 * time.Millisecond) // the last answers
+	g.rec.Store(false)
+	sent := g.seq.Load() - seq0
+	answered := g.answered.Load() - ans0
+	g.quiesce(&wg)
+	g.mu.Lock()
+	rtts := slices.Clone(g.rtts)
+	g.mu.Unlock()
+	slices.Sort(rtts)
+	return rtts, float64(answered) / float64(max(sent, 1))
+}
+
+// quiesce stops the requester readers by closing and reopening their
+// sockets on the same ports, so the next phase starts clean.
+func (g *loadGen) quiesce(wg *sync.WaitGroup) {
+	time.Sleep(50 * time.Millisecond)
+	for _, p := range g.pairs {
+		addr := p.req.LocalAddr()
+		p.req.Close()
+		c, err := transport.ListenUDP(addr, transport.Options{})
+		if err != nil {
+			panic(fmt.Sprintf("reopening %v: %v", addr, err))
+		}
+		p.req = c
+	}
+	wg.Wait()
+	for i := range g.sendTime {
+		g.sendTime[i].Store(0)
+	}
+}
+
+// prefill makes the server hold n pending entries: peeks for "fill/" paths
+// that the publishers never answer. It sends in paced batches and returns
+// when the server reports n entries (or gives up after several rounds).
+func (g *loadGen) prefill(n int, pending func() int) error {
+	msgs := make([]transport.Message, transport.DefaultBatchSize)
+	for i := range msgs {
+		msgs[i].Buf = make([]byte, 0, 128)
+	}
+	path := make([]byte, 0, 24)
+	next := 0
+	for round := 0; round < 20; round++ {
+		have := pending()
+		if have >= n*995/1000 {
+			return nil
+		}
+		for sent := 0; sent < n-have; {
+			k := min(transport.DefaultBatchSize, n-have-sent)
+			p := g.pairs[next%len(g.pairs)]
+			for i := 0; i < k; i++ {
+				path = strconv.AppendInt(append(path[:0], "fill/"...), int64(next), 36)
+				next++
+				msgs[i].Buf = p.peek(msgs[i].Buf[:0], path)
+				msgs[i].N = len(msgs[i].Buf)
+				msgs[i].Addr = g.server
+			}
+			writeAll(p.req, msgs[:k])
+			sent += k
+			if sent%(64*transport.DefaultBatchSize) == 0 {
+				time.Sleep(time.Millisecond) // let the server keep up
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if have := pending(); have < n*9/10 {
+		return fmt.Errorf("prefill reached %d of %d entries", have, n)
+	}
+	return nil
+}

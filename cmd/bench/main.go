@@ -1,0 +1,180 @@
+// Command bench measures the relay against the machine's limit.
+//
+// It runs, one after the other, a bare forwarder (the same sockets and
+// batching as the relay, no decision: the limit this machine allows) and the
+// relay with its pending table empty, at 100,000 and at 1,000,000 entries,
+// each as a separate child process driven by the same load generator with
+// the same packets. For each it reports request/response round trips per
+// second (closed loop), CPU time per datagram, the ratio to the baseline,
+// latency percentiles at half the relay's maximum rate (open loop),
+// allocations per datagram, resident memory and bytes per pending entry;
+// then how throughput grows with GOMAXPROCS and with --sockets (several
+// SO_REUSEPORT sockets). It writes BENCHMARKS.md and SVG plots.
+//
+//	go run ./cmd/bench                     # full run, ~2 minutes
+//	go run ./cmd/bench -duration 3s -quick # a smoke run
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	if childMain() {
+		return
+	}
+	var (
+		pairs    = flag.Int("pairs", 2, "requester/publisher socket pairs in the load generator")
+		base     = flag.Int("base-port", 42000, "first requester port; publishers at +1000")
+		duration = flag.Duration("duration", 8*time.Second, "length of each measurement")
+		window   = flag.Int("window", 256, "requests in flight per pair in the closed loop")
+		page     = flag.Int("page", 1024, "page fragment bytes")
+		quick    = flag.Bool("quick", false, "skip the 1M-entry and scaling runs")
+		out      = flag.String("out", "BENCHMARKS.md", "report file")
+		plots    = flag.String("plots", "docs/bench", "directory for the SVG plots")
+	)
+	flag.Parse()
+	cfg := benchConfig{pairs: *pairs, base: *base, duration: *duration, window: *window, page: *page}
+	rep, err := runAll(cfg, *quick)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	if err := rep.write(*out, *plots); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	fmt.Printf("wrote %s and plots in %s\n", *out, *plots)
+}
+
+type benchConfig struct {
+	pairs, base, window, page int
+	duration                  time.Duration
+}
+
+// child is a running server process.
+type child struct {
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	out  *bufio.Scanner
+	addr netip.AddrPort
+}
+
+// childEnv names the environment variable that makes this executable (the
+// command, or its test binary) a server child: ROLE,SOCKETS,PAIRS,BASEPORT.
+const childEnv = "RELAY_BENCH_CHILD"
+
+// childMain runs the process as a server child if childEnv says so, and
+// reports whether it did.
+func childMain() bool {
+	spec := os.Getenv(childEnv)
+	if spec == "" {
+		return false
+	}
+	var role string
+	var sockets, pairs, base int
+	f := strings.Split(spec, ",")
+	if len(f) == 4 {
+		role = f[0]
+		sockets, _ = strconv.Atoi(f[1])
+		pairs, _ = strconv.Atoi(f[2])
+		base, _ = strconv.Atoi(f[3])
+	}
+	if err := serve(role, sockets, pairs, base); err != nil {
+		fmt.Fprintln(os.Stderr, "bench child:", err)
+		os.Exit(1)
+	}
+	return true
+}
+
+func startChild(role string, sockets, gomaxprocs int, cfg benchConfig) (*child, error) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(gomaxprocs),
+		fmt.Sprintf("%s=%s,%d,%d,%d", childEnv, role, sockets, cfg.pairs, cfg.base))
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	c := &child{cmd: cmd, in: in, out: bufio.NewScanner(outR)}
+	if !c.out.Scan() {
+		c.stop()
+		return nil, fmt.Errorf("%s child did not start", role)
+	}
+	if c.addr, err = netip.ParseAddrPort(strings.TrimSpace(c.out.Text())); err != nil {
+		c.stop()
+		return nil, fmt.Errorf("%s child printed %q", role, c.out.Text())
+	}
+	return c, nil
+}
+
+// stats asks the child for a snapshot.
+func (c *child) stats() (serverStats, error) {
+	var s serverStats
+	if _, err := io.WriteString(c.in, "stats\n"); err != nil {
+		return s, err
+	}
+	if !c.out.Scan() {
+		return s, fmt.Errorf("child stats: %v", c.out.Err())
+	}
+	return s, json.Unmarshal(c.out.Bytes(), &s)
+}
+
+func (c *child) stop() {
+	c.in.Close()
+	done := make(chan struct{})
+	go func() { c.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		c.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// cpuTime returns the process's user+system CPU time.
+func (c *child) cpuTime() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the parenthesised command name; utime and stime are
+	// fields 14 and 15 of the whole line, in clock ticks (100 Hz).
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// rss returns the process's resident memory in bytes.
+func (c *child) rss() int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			kb, _ := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}

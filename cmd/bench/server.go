@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/urbit-relay/relay/lane"
+	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/relay/pit"
+	"github.com/urbit-relay/relay/relay/transport"
+)
+
+// serverStats is what a server child reports on its stdout when its stdin
+// closes: the figures only the process itself can read.
+type serverStats struct {
+	Mallocs      uint64 `json:"mallocs"`       // heap allocations since the report before
+	HeapInuse    uint64 `json:"heap_inuse"`    // bytes
+	Pending      int    `json:"pending"`       // pending entries (relay only)
+	KernelDrops  uint64 `json:"kernel_drops"`  // datagrams the socket buffers dropped
+	Datagrams    uint64 `json:"datagrams"`     // datagrams read
+	BatchesRead  uint64 `json:"batches_read"`  // read system calls that returned data
+	GoMaxProcs   int    `json:"gomaxprocs"`    // as the child ran
+	SocketsBound int    `json:"sockets_bound"` // reader sockets
+}
+
+// serve runs a server child: the relay, or the bare forwarder that is the
+// baseline. It prints its address, then a stats line for every line read on
+// stdin (a snapshot request), and exits when stdin closes.
+func serve(role string, sockets, pairs, basePort int) error {
+	var conns []transport.Conn
+	listen := netip.MustParseAddrPort("127.0.0.1:0")
+	opts := transport.Options{}
+	if sockets > 1 {
+		opts.ReusePort = true
+	}
+	for i := 0; i < sockets; i++ {
+		c, err := transport.ListenUDP(listen, opts)
+		if err != nil {
+			return err
+		}
+		conns = append(conns, c)
+		listen = c.LocalAddr() // the other sockets share the first one's port
+	}
+	var report func() serverStats
+	var stop func()
+	switch role {
+	case "relay":
+		pinned := map[lane.Ship]netip.AddrPort{}
+		for i := 0; i < pairs; i++ {
+			pinned[publisherShip(i)] = netip.AddrPortFrom(loopback, uint16(basePort+pairOffset+i))
+		}
+		r, err := relay.New(relay.Config{
+			Ship:   lane.ShipFromUint64(0), // ~zod
+			Self:   []netip.AddrPort{listen},
+			Pinned: pinned,
+			Pending: pit.Config{
+				// Entries must outlive the whole run, and one source
+				// fills the table: the per-source cap does not change
+				// the per-packet cost, it only refuses.
+				TTL:                 10 * time.Minute,
+				MaxEntriesPerSource: -1,
+				MaxEntries:          2_000_000,
+			},
+			// One requester lane carries the whole load.
+			Amp: relay.AmpConfig{Factor: -1},
+		})
+		if err != nil {
+			return err
+		}
+		srv := relay.NewServer(r, conns, relay.ServerConfig{})
+		srv.Start()
+		stop = func() { srv.Close() }
+		report = func() serverStats {
+			b, d := srv.BatchStats()
+			return serverStats{Pending: r.Pending().Len(), KernelDrops: srv.KernelDrops(), Datagrams: d, BatchesRead: b}
+		}
+	case "forward":
+		f := &forwarder{conns: conns, base: basePort}
+		f.start()
+		stop = f.close
+		report = f.stats
+	default:
+		return fmt.Errorf("unknown role %q", role)
+	}
+	fmt.Println(listen)
+	var last uint64
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		s := report()
+		s.Mallocs, last = ms.Mallocs-last, ms.Mallocs
+		s.HeapInuse = ms.HeapInuse
+		s.GoMaxProcs = runtime.GOMAXPROCS(0)
+		s.SocketsBound = len(conns)
+		json.NewEncoder(os.Stdout).Encode(s)
+	}
+	stop()
+	return nil
+}
+
+// forwarder is the baseline: the same sockets and batching as the relay,
+// and no decision at all. A datagram from requester port p goes to
+// publisher port p+pairOffset and back, by arithmetic; nothing is parsed.
+type forwarder struct {
+	conns []transport.Conn
+	base  int
+	done  chan struct{}
+	n     []atomic.Uint64 // datagrams read, per socket
+	b     []atomic.Uint64 // read batches, per socket
+}
+
+func (f *forwarder) start() {
+	f.done = make(chan struct{}, len(f.conns))
+	f.n = make([]atomic.Uint64, len(f.conns))
+	f.b = make([]atomic.Uint64, len(f.conns))
+	for i, c := range f.conns {
+		go f.loop(i, c)
+	}
+}
+
+func (f *forwarder) loop(idx int, c transport.Conn) {
+	defer func() { f.done <- struct{}{} }()
+	msgs := make([]transport.Message, transport.DefaultBatchSize)
+	for i := range msgs {
+		msgs[i].Buf = make([]byte, relay.MaxPacket)
+	}
+	for {
+		n, err := c.ReadBatch(msgs)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		for i := 0; i < n; i++ {
+			p := int(msgs[i].Addr.Port())
+			if p >= f.base+pairOffset {
+				p -= pairOffset
+			} else {
+				p += pairOffset
+			}
+			msgs[i].Addr = netip.AddrPortFrom(msgs[i].Addr.Addr(), uint16(p))
+		}
+		f.n[idx].Add(uint64(n))
+		f.b[idx].Add(1)
+		for out := msgs[:n]; len(out) > 0; {
+			k, err := c.WriteBatch(out)
+			if err != nil {
+				if errors.Is(err, net.ErrClosed) {
+					return
+				}
+				k++ // skip the one refused
+			}
+			out = out[min(k, len(out)):]
+		}
+	}
+}
+
+func (f *forwarder) close() {
+	for _, c := range f.conns {
+		c.Close()
+	}
+	for range f.conns {
+		<-f.done
+	}
+}
+
+func (f *forwarder) stats() serverStats {
+	var s serverStats
+	for i := range f.n {
+		s.Datagrams += f.n[i].Load()
+		s.BatchesRead += f.b[i].Load()
+	}
+	for _, c := range f.conns {
+		if d, ok := c.(transport.DropCounter); ok {
+			s.KernelDrops += d.Drops()
+		}
+	}
+	return s
+}
