@@ -3,8 +3,11 @@
 // Usage:
 //
 //	relay run --ship ~SHIP [flags]     run the relay (see relay run -h)
+//	relay demo [--keep] [--svg FILE]  a relay network on 127.0.0.1 showing route tightening
 //	relay decode [--json] [HEX ...]   decode mesa and legacy ames packets
 //	relay ship [--json] [SHIP ...]    print ships: @p, number, class, sponsorship chain
+//	relay health [--url URL]          probe a relay's /healthz (for container health checks)
+//	relay version                     print the version and build information
 package main
 
 import (
@@ -29,6 +32,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "run":
 		return runRun(args[1:], stdout, stderr)
+	case "demo":
+		return runDemo(args[1:], stdout, stderr)
+	case "health":
+		return runHealth(args[1:], stdout, stderr)
+	case "version", "--version":
+		return runVersion(args[1:], stdout, stderr)
 	case "decode":
 		return runDecode(args[1:], stdin, stdout, stderr)
 	case "ship":
@@ -47,7 +56,10 @@ func usage(w io.Writer) {
 
 commands:
   run --ship ~SHIP [flags]    run the relay on one UDP socket (relay run -h for flags)
+  demo [--keep] [--svg FILE]  run a small relay network on 127.0.0.1 and show route tightening
   decode [--json] [HEX ...]   decode mesa and legacy ames packets (hex, one per line on stdin)
   ship [--json] [SHIP ...]    print ships (@p or decimal, one per line on stdin)
+  health [--url URL]          probe a relay's /healthz: exit 0 if it answers 200
+  version                     print the version and build information
 `)
 }

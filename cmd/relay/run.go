@@ -6,259 +6,304 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
-	"github.com/urbit-relay/relay/relay/pit"
+	"github.com/urbit-relay/relay/relay/capture"
 	"github.com/urbit-relay/relay/relay/transport"
 )
 
-const (
-	// galaxyBasePort is the live network's galaxy port base: a galaxy
-	// listens on 13337 + its number.
-	galaxyBasePort = 13337
-	// defaultGalaxyRefresh is how often galaxy DNS names are re-resolved,
-	// as vere does.
-	defaultGalaxyRefresh = 300 * time.Second
-	// dnsTimeout bounds one round of galaxy lookups.
-	dnsTimeout = 20 * time.Second
-)
-
-// runConfig is everything `relay run` is told, validated.
-type runConfig struct {
-	listen        netip.AddrPort
-	relay         relay.Config
-	galaxyDomain  string
-	galaxyRefresh time.Duration
-	batch         int
-	logLevel      zapcore.Level
-}
-
-// shipLanes is a repeatable SHIP=ADDR:PORT flag.
-type shipLanes map[lane.Ship]netip.AddrPort
-
-func (m shipLanes) String() string { return fmt.Sprint(map[lane.Ship]netip.AddrPort(m)) }
-
-func (m shipLanes) Set(v string) error {
-	s, a, ok := strings.Cut(v, "=")
-	if !ok {
-		return fmt.Errorf("want SHIP=ADDR:PORT, got %q", v)
-	}
-	sh, err := lane.ParseShip(s)
-	if err != nil {
-		return err
-	}
-	ap, err := lane.ParseLane(a)
-	if err != nil {
-		return err
-	}
-	if ap.Port() == 0 {
-		return fmt.Errorf("lane %q has no port", a)
-	}
-	m[sh] = ap
-	return nil
-}
-
-// sponsorFlag is a repeatable SHIP=SPONSOR flag.
-type sponsorFlag struct{ sp *lane.Sponsors }
-
-func (f sponsorFlag) String() string { return "" }
-
-func (f sponsorFlag) Set(v string) error {
-	s, p, ok := strings.Cut(v, "=")
-	if !ok {
-		return fmt.Errorf("want SHIP=SPONSOR, got %q", v)
-	}
-	sh, err := lane.ParseShip(s)
-	if err != nil {
-		return err
-	}
-	sp, err := lane.ParseShip(p)
-	if err != nil {
-		return err
-	}
-	return f.sp.Set(sh, sp)
-}
-
-// parseRunFlags builds and validates the configuration of `relay run`.
-func parseRunFlags(args []string, stderr io.Writer) (runConfig, error) {
-	fs := flag.NewFlagSet("relay run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var (
-		listen     = fs.String("listen", "0.0.0.0:13337", "UDP `ADDR:PORT` to listen on")
-		shipName   = fs.String("ship", "", "the fronted ship, as @p (required)")
-		shipLane   = fs.String("ship-lane", "", "`ADDR:PORT` of the fronted ship's own process; datagrams for the ship go there")
-		galaxies   = shipLanes{}
-		pinned     = shipLanes{}
-		sponsors   = &lane.Sponsors{}
-		domain     = fs.String("galaxy-domain", "", "resolve galaxies as <name>.`DOMAIN` (port 13337+number), e.g. urbit.org")
-		refresh    = fs.Duration("galaxy-refresh", defaultGalaxyRefresh, "how often galaxy DNS names are re-resolved")
-		maxPending = fs.Int("max-pending", pit.DefaultMaxEntries, "pending-request table capacity (entries)")
-		maxReq     = fs.Int("max-requesters", pit.DefaultMaxRequestersPerEntry, "requester lanes kept per pending entry")
-		ttl        = fs.Duration("pending-ttl", pit.DefaultTTL, "pending entry lifetime, bumped by every repeat")
-		suppress   = fs.Duration("suppress-window", pit.DefaultSuppressWindow, "a new requester within this of the last forward is aggregated, not forwarded")
-		refuse     = fs.Bool("refuse-when-full", false, "when the pending table is full, refuse new requests instead of shedding the oldest entry")
-		maxRoutes  = fs.Int("max-routes", relay.DefaultMaxRoutes, "ships with learned routing state")
-		laneExpiry = fs.Duration("direct-lane-expiry", relay.DefaultDirectLaneExpiry, "how long a learned direct lane is used without hearing from it")
-		batch      = fs.Int("batch", transport.DefaultBatchSize, "datagrams per recvmmsg/sendmmsg")
-		logLevel   = fs.String("log-level", "info", "log level: debug, info, warn, error")
-	)
-	fs.Var(galaxies, "galaxy", "galaxy lane `~GALAXY=ADDR:PORT` (repeatable)")
-	fs.Var(pinned, "lane", "pinned lane of any ship `SHIP=ADDR:PORT` (repeatable)")
-	fs.Var(sponsorFlag{sponsors}, "sponsor", "sponsor override for an escaped ship `SHIP=SPONSOR` (repeatable)")
-	if err := fs.Parse(args); err != nil {
-		return runConfig{}, err
-	}
-	if fs.NArg() > 0 {
-		return runConfig{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	var c runConfig
-	var err error
-	if c.listen, err = netip.ParseAddrPort(*listen); err != nil {
-		return c, fmt.Errorf("--listen: %w", err)
-	}
-	if *shipName == "" {
-		return c, errors.New("--ship is required")
-	}
-	me, err := lane.ParseShip(*shipName)
-	if err != nil {
-		return c, fmt.Errorf("--ship: %w", err)
-	}
-	if me.Class() > lane.Planet {
-		return c, fmt.Errorf("--ship: %s is a %s; a relay fronts a galaxy, star or planet", me, me.Class())
-	}
-	var sl netip.AddrPort
-	if *shipLane != "" {
-		if sl, err = lane.ParseLane(*shipLane); err != nil || sl.Port() == 0 {
-			return c, fmt.Errorf("--ship-lane: invalid lane %q", *shipLane)
-		}
-	}
-	for g := range galaxies {
-		if g.Class() != lane.Galaxy {
-			return c, fmt.Errorf("--galaxy: %s is not a galaxy", g)
-		}
-	}
-	if err := c.logLevel.Set(*logLevel); err != nil {
-		return c, fmt.Errorf("--log-level: %w", err)
-	}
-	policy := pit.ShedOldest
-	if *refuse {
-		policy = pit.RefuseNew
-	}
-	c.relay = relay.Config{
-		Ship: me, ShipLane: sl, Galaxies: galaxies, Pinned: pinned, Sponsors: sponsors,
-		Self: []netip.AddrPort{c.listen},
-		Pending: pit.Config{
-			MaxEntries: *maxPending, MaxRequestersPerEntry: *maxReq, TTL: *ttl,
-			SuppressWindow: *suppress, FullPolicy: policy,
-		},
-		Routes: relay.RouteConfig{MaxRoutes: *maxRoutes, DirectLaneExpiry: *laneExpiry},
-	}
-	c.galaxyDomain = strings.Trim(*domain, ".")
-	c.galaxyRefresh = *refresh
-	c.batch = *batch
-	return c, nil
-}
-
-// newLogger returns a JSON logger, or a console one when w is a terminal.
-func newLogger(w *os.File, level zapcore.Level) *zap.Logger {
-	enc := zap.NewProductionEncoderConfig()
-	enc.EncodeTime = zapcore.ISO8601TimeEncoder
-	var encoder zapcore.Encoder
-	if fi, err := w.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-		enc.EncodeLevel = zapcore.CapitalColorLevelEncoder
-		encoder = zapcore.NewConsoleEncoder(enc)
-	} else {
-		encoder = zapcore.NewJSONEncoder(enc)
-	}
-	return zap.New(zapcore.NewCore(encoder, zapcore.Lock(w), level))
-}
-
+// runRun is `relay run`: it validates the configuration, opens the socket
+// and the metrics listener, and serves until SIGINT or SIGTERM. Any
+// configuration or start-up error is one line on stderr and exit code 2.
 func runRun(args []string, stdout, stderr io.Writer) int {
-	cfg, err := parseRunFlags(args, stderr)
+	cfg, err := loadRunConfig(args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			runUsage(stdout)
 			return 0
 		}
-		fmt.Fprintf(stderr, "relay run: %v\n", err)
+		fmt.Fprintf(stderr, "relay run: %v (see relay run -h)\n", err)
 		return exitUsage
 	}
-	log := newLogger(os.Stderr, cfg.logLevel)
-	defer log.Sync()
-
-	r, err := relay.New(cfg.relay)
+	// Signals are caught before the socket opens, so that none arriving
+	// during start-up kills the process with the default action.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	d, err := startDaemon(cfg, args, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "relay run: %v\n", err)
 		return exitUsage
 	}
-	conn, err := transport.ListenUDP(cfg.listen, transport.Options{BatchSize: cfg.batch})
-	if err != nil {
-		fmt.Fprintf(stderr, "relay run: listen %v: %v\n", cfg.listen, err)
-		return exitUsage
+	for sig := range sigs {
+		if sig == syscall.SIGHUP {
+			d.reload()
+			continue
+		}
+		d.log.Info("shutting down", zap.Stringer("signal", sig))
+		break
 	}
-	r.AddSelf(conn.LocalAddr())
-	srv := relay.NewServer(r, []transport.Conn{conn}, relay.ServerConfig{Batch: cfg.batch, Log: log})
-	srv.Start()
-	log.Info("relay started",
-		zap.Stringer("ship", cfg.relay.Ship),
-		zap.Stringer("listen", conn.LocalAddr()),
-		zap.Stringer("ship_lane", cfg.relay.ShipLane),
-		zap.Int("galaxies", len(cfg.relay.Galaxies)))
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if cfg.galaxyDomain != "" {
-		go resolveGalaxies(ctx, r, cfg, log)
-	}
-	<-ctx.Done()
-	log.Info("shutting down")
-	if err := srv.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-		log.Warn("close", zap.Error(err))
-	}
-	snap := r.Counters().Snapshot()
-	log.Info("relay stopped", zap.Uint64("in", snap.TotalIn()), zap.Uint64("forwards", snap.Forwards),
-		zap.Uint64("answered", snap.Answered), zap.Uint64("drops", snap.TotalDrops()))
+	d.stop()
 	return 0
 }
 
-// resolveGalaxies looks up every galaxy's <name>.<domain> now and every
-// galaxyRefresh, merging the answers under the flags' --galaxy lanes (flags
-// win).
-func resolveGalaxies(ctx context.Context, r *relay.Relay, cfg runConfig, log *zap.Logger) {
-	t := time.NewTicker(cfg.galaxyRefresh)
+// daemon is a running `relay run`.
+type daemon struct {
+	// Static after start.
+	args    []string
+	log     *zap.Logger
+	level   zap.AtomicLevel
+	srv     *relay.Server
+	lanes   *laneState
+	ops     *opsStats
+	metrics *metricsServer  // nil without --metrics
+	capture *capture.Writer // nil without --capture
+	cancel  context.CancelFunc
+	bg      sync.WaitGroup // the DNS resolver
+
+	// cfg is owned by the goroutine handling signals.
+	cfg runConfig
+}
+
+// startDaemon builds the relay, binds its socket and metrics listener, and
+// starts serving. args is the command line, re-applied over the config file
+// on every reload.
+func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error) {
+	level := zap.NewAtomicLevelAt(cfg.logLevel)
+	log := newLogger(stderr, cfg.logFormat, level)
+	r, err := relay.New(cfg.relay)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := transport.ListenUDP(cfg.listen, transport.Options{BatchSize: cfg.batch})
+	if err != nil {
+		return nil, fmt.Errorf("listen %v: %w", cfg.listen, unwrapOpError(err))
+	}
+	var ln net.Listener
+	if cfg.metrics != "" {
+		if ln, err = net.Listen("tcp", cfg.metrics); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("metrics: listen %v: %w", cfg.metrics, unwrapOpError(err))
+		}
+	}
+	var cw *capture.Writer
+	if cfg.capture != "" {
+		if cw, err = capture.NewRotating(cfg.capture, cfg.captureBytes, cfg.captureFiles); err != nil {
+			conn.Close()
+			if ln != nil {
+				ln.Close()
+			}
+			return nil, fmt.Errorf("capture: %w", err)
+		}
+	}
+	r.AddSelf(conn.LocalAddr())
+
+	d := &daemon{args: args, log: log, level: level, cfg: cfg, ops: &opsStats{capture: cw}, capture: cw}
+	d.lanes = &laneState{r: r, ops: d.ops}
+	d.lanes.setConfigured(cfg.relay.Galaxies, cfg.relay.Pinned)
+	tap := packetLogger(log, level)
+	if cw != nil {
+		logTap := tap
+		tap = func(in bool, local, remote netip.AddrPort, b []byte) {
+			logTap(in, local, remote, b)
+			cw.Tap(in, local, remote, b)
+		}
+	}
+	d.srv = relay.NewServer(r, []transport.Conn{conn}, relay.ServerConfig{
+		Batch: cfg.batch,
+		Log:   log,
+		Tap:   tap,
+	})
+	if ln != nil {
+		reg := newMetricsRegistry(d.srv, d.ops, version)
+		d.metrics = serveMetrics(ln, newMetricsHandler(reg, d.ops, cfg.pprof))
+	}
+	d.srv.Start()
+	fields := append([]zap.Field{
+		zap.String("version", version),
+		zap.Stringer("listen", conn.LocalAddr()),
+	}, cfg.logFields()...)
+	if d.metrics != nil {
+		fields = append(fields, zap.String("metrics_url", d.metrics.URL()+"/metrics"))
+	}
+	log.Info("relay started", fields...)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	if cfg.galaxyDomain != "" {
+		d.bg.Add(1)
+		go func() {
+			defer d.bg.Done()
+			d.routineResolveGalaxies(ctx, cfg.galaxyDomain, cfg.galaxyRefresh)
+		}()
+	} else {
+		d.ops.ready.Store(true)
+	}
+	return d, nil
+}
+
+// unwrapOpError drops a *net.OpError's repetition of the address, which the
+// caller's message already has.
+func unwrapOpError(err error) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		return oe.Err
+	}
+	return err
+}
+
+// reload re-reads the config file and applies what can change live: the
+// galaxy table, the pinned lanes and the log level. A bad file is logged
+// and the running configuration kept.
+func (d *daemon) reload() {
+	if d.cfg.configPath == "" {
+		d.log.Info("SIGHUP: no --config file, nothing to reload")
+		return
+	}
+	nc, err := loadRunConfig(d.args)
+	if err != nil {
+		d.ops.reloadsFailed.Add(1)
+		d.log.Error("config reload failed; keeping the running config", zap.String("config", d.cfg.configPath), zap.Error(err))
+		return
+	}
+	live, restart := changedSettings(d.cfg, nc)
+	d.lanes.setConfigured(nc.relay.Galaxies, nc.relay.Pinned)
+	d.level.SetLevel(nc.logLevel)
+	d.cfg.relay.Galaxies, d.cfg.relay.Pinned, d.cfg.logLevel = nc.relay.Galaxies, nc.relay.Pinned, nc.logLevel
+	for _, name := range liveSettings {
+		d.cfg.settings[name] = nc.settings[name]
+	}
+	d.ops.reloadsOK.Add(1)
+	d.log.Info("config reloaded",
+		zap.String("config", d.cfg.configPath),
+		zap.Strings("changed", live),
+		zap.Int("galaxies", len(nc.relay.Galaxies)),
+		zap.Int("pinned_lanes", len(nc.relay.Pinned)))
+	if len(restart) > 0 {
+		d.log.Warn("config changes that take effect only at restart", zap.Strings("settings", restart))
+	}
+}
+
+// stop shuts the daemon down: readiness off, the server stops reading and
+// drains the batch in hand, then the metrics listener closes.
+func (d *daemon) stop() {
+	d.ops.stopping.Store(true)
+	if err := d.srv.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		d.log.Warn("close", zap.Error(err))
+	}
+	d.cancel()
+	d.bg.Wait()
+	if d.capture != nil {
+		if err := d.capture.Close(); err != nil {
+			d.log.Warn("capture", zap.Error(err))
+		}
+		st := d.capture.Stats()
+		d.log.Info("capture closed", zap.String("path", d.cfg.capture), zap.Uint64("records", st.Records),
+			zap.Uint64("dropped", st.Dropped), zap.Uint64("rotations", st.Rotations))
+	}
+	if d.metrics != nil {
+		if err := d.metrics.Close(); err != nil {
+			d.log.Warn("metrics listener", zap.Error(err))
+		}
+	}
+	snap := d.srv.Relay().Counters().Snapshot()
+	var out uint64
+	for _, n := range snap.Out {
+		out += n
+	}
+	d.log.Info("relay stopped", zap.Uint64("in", snap.TotalIn()), zap.Uint64("out", out),
+		zap.Uint64("forwards", snap.Forwards), zap.Uint64("answered", snap.Answered), zap.Uint64("drops", snap.TotalDrops()))
+	d.log.Sync()
+}
+
+// laneState merges the lanes the relay is configured with: galaxies from
+// the config (which win) over galaxies resolved by DNS, and pinned lanes.
+type laneState struct {
+	r   *relay.Relay
+	ops *opsStats
+
+	mu       sync.Mutex
+	galaxies map[lane.Ship]netip.AddrPort // guarded by mu
+	pinned   map[lane.Ship]netip.AddrPort // guarded by mu
+	resolved map[lane.Ship]netip.AddrPort // guarded by mu
+}
+
+// setConfigured replaces the configured galaxy and pinned lanes.
+func (s *laneState) setConfigured(galaxies, pinned map[lane.Ship]netip.AddrPort) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.galaxies, s.pinned = galaxies, pinned
+	s.applyLocked()
+}
+
+// setResolved replaces the DNS-resolved galaxy lanes.
+func (s *laneState) setResolved(resolved map[lane.Ship]netip.AddrPort) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.resolved = resolved
+	s.applyLocked()
+}
+
+func (s *laneState) applyLocked() {
+	merged := make(map[lane.Ship]netip.AddrPort, len(s.resolved)+len(s.galaxies))
+	maps.Copy(merged, s.resolved)
+	maps.Copy(merged, s.galaxies)
+	s.r.SetLanes(merged, s.pinned)
+	s.ops.galaxyLanes.Store(int64(len(merged)))
+	s.ops.pinnedLanes.Store(int64(len(s.pinned)))
+}
+
+// routineResolveGalaxies looks up every galaxy's <name>.<domain> now and
+// every refresh until ctx ends. The relay is ready after the first round.
+func (d *daemon) routineResolveGalaxies(ctx context.Context, domain string, refresh time.Duration) {
+	t := time.NewTicker(refresh)
 	defer t.Stop()
 	for {
-		lctx, cancel := context.WithTimeout(ctx, dnsTimeout)
-		found := map[lane.Ship]netip.AddrPort{}
-		for g := uint64(0); g < 256; g++ {
-			s := lane.ShipFromUint64(g)
-			host := strings.TrimPrefix(s.String(), "~") + "." + cfg.galaxyDomain
-			addrs, err := net.DefaultResolver.LookupNetIP(lctx, "ip4", host)
-			if err != nil || len(addrs) == 0 {
-				continue
-			}
-			found[s] = netip.AddrPortFrom(addrs[0].Unmap(), uint16(galaxyBasePort+g))
+		found := resolveGalaxies(ctx, domain)
+		if ctx.Err() != nil {
+			return
 		}
-		cancel()
-		for s, ap := range cfg.relay.Galaxies {
-			found[s] = ap
-		}
-		r.SetLanes(found, cfg.relay.Pinned)
-		log.Info("galaxies resolved", zap.String("domain", cfg.galaxyDomain), zap.Int("galaxies", len(found)))
+		d.lanes.setResolved(found)
+		d.ops.ready.Store(true)
+		d.log.Info("galaxies resolved", zap.String("domain", domain), zap.Int("galaxies", len(found)))
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// resolveGalaxies returns the lanes of the galaxies whose <name>.<domain>
+// resolves to an IPv4 address, on port 13337 + the galaxy's number, as
+// vere finds them.
+func resolveGalaxies(ctx context.Context, domain string) map[lane.Ship]netip.AddrPort {
+	ctx, cancel := context.WithTimeout(ctx, dnsTimeout)
+	defer cancel()
+	found := map[lane.Ship]netip.AddrPort{}
+	for g := uint64(0); g < 256; g++ {
+		s := lane.ShipFromUint64(g)
+		host := strings.TrimPrefix(s.String(), "~") + "." + domain
+		addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip4", host)
+		if ctx.Err() != nil {
+			return found
+		}
+		if err != nil || len(addrs) == 0 {
+			continue
+		}
+		found[s] = netip.AddrPortFrom(addrs[0].Unmap(), uint16(galaxyBasePort+g))
+	}
+	return found
 }

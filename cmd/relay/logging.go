@@ -1,0 +1,106 @@
+package main
+
+import (
+	"encoding/hex"
+	"io"
+	"net/netip"
+	"os"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/urbit-relay/relay/scry"
+)
+
+const (
+	// packetLogBurst is how many per-datagram debug lines are written per
+	// direction (read, sent) in each packetLogTick; the rest are dropped.
+	// At 50 lines a second a debug log stays readable and costs the relay
+	// nothing measurable even under a flood.
+	packetLogBurst = 50
+	// packetLogTick is the window packetLogBurst counts over.
+	packetLogTick = time.Second
+)
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// newLogger returns a logger writing to w at level: JSON, or console text
+// when format is "console" or "auto" with w a terminal.
+func newLogger(w io.Writer, format string, level zap.AtomicLevel) *zap.Logger {
+	enc := zap.NewProductionEncoderConfig()
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	var encoder zapcore.Encoder
+	if tty := isTerminal(w); format == "console" || (format == "auto" && tty) {
+		enc.EncodeLevel = zapcore.CapitalLevelEncoder
+		if tty {
+			enc.EncodeLevel = zapcore.CapitalColorLevelEncoder
+		}
+		encoder = zapcore.NewConsoleEncoder(enc)
+	} else {
+		encoder = zapcore.NewJSONEncoder(enc)
+	}
+	return zap.New(zapcore.NewCore(encoder, zapcore.Lock(zapcore.AddSync(w)), level))
+}
+
+// packetLogger returns a relay.ServerConfig.Tap that logs every datagram
+// read and sent at debug level, at most packetLogBurst per direction per
+// packetLogTick. While the level is above debug it costs one atomic load
+// per datagram; the datagram is described only for lines actually written.
+// Each line carries the datagram as hex, which `relay decode` reads.
+func packetLogger(log *zap.Logger, level zap.AtomicLevel) func(in bool, local, remote netip.AddrPort, b []byte) {
+	sampled := log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return zapcore.NewSamplerWithOptions(c, packetLogTick, packetLogBurst, 0)
+	}))
+	return func(in bool, local, remote netip.AddrPort, b []byte) {
+		if !level.Enabled(zapcore.DebugLevel) {
+			return
+		}
+		msg := "datagram sent"
+		if in {
+			msg = "datagram read"
+		}
+		ce := sampled.Check(zapcore.DebugLevel, msg)
+		if ce == nil {
+			return
+		}
+		ce.Write(
+			zap.Stringer("local", local),
+			zap.Stringer("remote", remote),
+			zap.Int("len", len(b)),
+			zap.String("packet", describePacket(b)),
+			zap.String("hex", hex.EncodeToString(b)),
+		)
+	}
+}
+
+// describePacket summarises a datagram in a few words: protocol, type, hop
+// count, and for mesa the name's ship and path.
+func describePacket(b []byte) string {
+	if !scry.IsMesa(b) {
+		var a scry.AmesPacket
+		if err := a.Parse(b); err != nil {
+			return "ames (malformed)"
+		}
+		return "ames " + a.Sndr.String() + " -> " + a.Rcvr.String()
+	}
+	var p scry.Packet
+	if err := p.Parse(b); err != nil {
+		return "mesa (malformed)"
+	}
+	s := "mesa " + p.Header.Type.String() + " hops " + strconv.Itoa(int(p.Header.Hops)) +
+		" " + p.Name.Ship.String() + " " + printablePath(p.Name.Path)
+	if ap, ok := p.NextHopAddr(); ok {
+		s += " next " + ap.String()
+	}
+	return s
+}

@@ -1,0 +1,274 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/relay/capture"
+)
+
+const (
+	// metricsReadHeaderTimeout bounds how long the metrics listener waits
+	// for a request's headers, so idle scrapers cannot pile up connections.
+	metricsReadHeaderTimeout = 5 * time.Second
+	// metricsShutdownTimeout bounds the metrics listener's shutdown: a
+	// scrape in progress gets this long to finish. It is well inside the
+	// one second the relay has to exit after SIGTERM.
+	metricsShutdownTimeout = 200 * time.Millisecond
+)
+
+// opsStats are the daemon's own counts and state, beside the relay's:
+// config reloads, configured lanes, readiness. The demo has none.
+type opsStats struct {
+	reloadsOK, reloadsFailed atomic.Uint64
+	galaxyLanes, pinnedLanes atomic.Int64
+	// capture is the --capture writer, nil without one.
+	capture *capture.Writer
+	// ready is set once the relay is serving and, with --galaxy-domain,
+	// the first DNS round is done; stopping once shutdown has begun.
+	ready, stopping atomic.Bool
+}
+
+// relayCollector exports a relay server's counters. It reads the atomic
+// counters at scrape time, so metrics cost nothing per datagram.
+type relayCollector struct {
+	srv     *relay.Server
+	ops     *opsStats // nil: no daemon metrics
+	version string
+
+	packetsIn, packetsOut, drops                             *prometheus.Desc
+	forwards, dualSends, aggregated, retransmits, answered   *prometheus.Desc
+	evictions, toShip, originsInserted, nextHopUnencodable   *prometheus.Desc
+	pendingEntries, pendingOps, routes, routeChanges         *prometheus.Desc
+	readBatches, readDatagrams, readErrors, writeErrors      *prometheus.Desc
+	kernelDrops, reloads, galaxyLanes, pinnedLanes, buildInf *prometheus.Desc
+	ampThrottled, forwarded, pagesMatched                    *prometheus.Desc
+	captureRecords, captureDropped, captureBytes             *prometheus.Desc
+	captureRotations, captureErrors                          *prometheus.Desc
+}
+
+// metricPrefix begins every relay metric name.
+const metricPrefix = "relay_"
+
+// newRelayCollector returns a collector for srv; ops may be nil.
+func newRelayCollector(srv *relay.Server, ops *opsStats, version string) *relayCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(metricPrefix+name, help, labels, nil)
+	}
+	return &relayCollector{
+		srv: srv, ops: ops, version: version,
+		packetsIn:          d("packets_in_total", "Datagrams read, by kind (peek, poke, page, ames, other).", "kind"),
+		packetsOut:         d("packets_out_total", "Datagrams sent, by kind.", "kind"),
+		drops:              d("drops_total", "Datagrams dropped, by reason.", "reason"),
+		forwarded:          d("forwarded_total", "Request and legacy ames datagrams forwarded, once each however many routes they went on."),
+		forwards:           d("forwards_total", "Sends of forwarded requests; a request sent on two routes counts twice."),
+		dualSends:          d("dual_sends_total", "Requests sent on two routes at once (a tighter route on probation)."),
+		aggregated:         d("aggregated_total", "Requests from a new requester aggregated into a pending entry, not forwarded."),
+		retransmits:        d("retransmits_total", "Repeats from a requester already pending, forwarded again."),
+		answered:           d("answered_total", "Pages sent to requesters."),
+		pagesMatched:       d("pages_matched_total", "Pages read that matched a pending entry."),
+		ampThrottled:       d("amp_throttled_total", "Pages not sent to a requester whose address was over its amplification budget."),
+		evictions:          d("pending_evictions_total", "Pending entries shed to make room in a full table."),
+		toShip:             d("to_ship_total", "Datagrams handed to the fronted ship's own process (--ship-lane)."),
+		originsInserted:    d("origins_inserted_total", "Legacy ames packets forwarded with an origin lane inserted."),
+		nextHopUnencodable: d("next_hop_unencodable_total", "Pages sent without a next-hop because the lane has no 6-byte form (IPv6)."),
+		pendingEntries:     d("pending_entries", "Live entries in the pending-request table."),
+		pendingOps:         d("pending_operations_total", "Pending-table operations, by result.", "op"),
+		routes:             d("routes", "Ships with learned routing state (direct lanes, next-hop hints)."),
+		routeChanges:       d("route_changes_total", "Times a ship's best route changed."),
+		readBatches:        d("read_batches_total", "Socket reads (recvmmsg calls that returned datagrams)."),
+		readDatagrams:      d("read_batch_datagrams_total", "Datagrams over all read batches; divided by read_batches_total, the mean batch size."),
+		readErrors:         d("read_errors_total", "Failed socket reads, other than at shutdown."),
+		writeErrors:        d("write_errors_total", "Datagrams the socket refused to send."),
+		kernelDrops:        d("kernel_receive_drops_total", "Datagrams the kernel dropped because the socket's receive queue was full."),
+		reloads:            d("config_reloads_total", "Config reloads on SIGHUP, by result (ok, error).", "result"),
+		galaxyLanes:        d("galaxy_lanes", "Galaxies with a configured or DNS-resolved lane."),
+		pinnedLanes:        d("pinned_lanes", "Ships with a pinned lane (--lane, \"lanes\")."),
+		captureRecords:     d("capture_records_total", "Datagrams written to the --capture file."),
+		captureBytes:       d("capture_bytes_total", "Bytes written to the --capture files, pcap headers included."),
+		captureDropped:     d("capture_dropped_total", "Datagrams not captured (the disk fell behind, or a write failed)."),
+		captureRotations:   d("capture_rotations_total", "Capture files started after the first."),
+		captureErrors:      d("capture_write_errors_total", "Failed capture file operations (create, write, rename)."),
+		buildInf:           d("build_info", "Always 1; labels give the relay's version and Go version.", "version", "goversion"),
+	}
+}
+
+// pendingOpNames labels relay_pending_operations_total, in pit.Stats order.
+var pendingOpNames = []string{"added", "retransmit", "aggregated", "joined", "requester_capped", "refused", "source_capped", "evicted", "expired", "taken"}
+
+// Describe sends every descriptor.
+func (c *relayCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		c.packetsIn, c.packetsOut, c.drops, c.forwarded, c.forwards, c.dualSends, c.aggregated, c.retransmits,
+		c.answered, c.pagesMatched, c.ampThrottled, c.evictions, c.toShip, c.originsInserted, c.nextHopUnencodable,
+		c.pendingEntries, c.pendingOps, c.routes, c.routeChanges, c.readBatches, c.readDatagrams,
+		c.readErrors, c.writeErrors, c.kernelDrops, c.buildInf,
+	} {
+		ch <- d
+	}
+	if c.ops != nil {
+		ch <- c.reloads
+		ch <- c.galaxyLanes
+		ch <- c.pinnedLanes
+	}
+	if c.ops != nil && c.ops.capture != nil {
+		ch <- c.captureRecords
+		ch <- c.captureBytes
+		ch <- c.captureDropped
+		ch <- c.captureRotations
+		ch <- c.captureErrors
+	}
+}
+
+// Collect reads the counters once and sends them.
+func (c *relayCollector) Collect(ch chan<- prometheus.Metric) {
+	r := c.srv.Relay()
+	snap := r.Counters().Snapshot()
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	for _, k := range relay.Kinds() {
+		counter(c.packetsIn, snap.In[k], k.String())
+		counter(c.packetsOut, snap.Out[k], k.String())
+	}
+	for _, d := range relay.Drops() {
+		counter(c.drops, snap.Drops[d], d.String())
+	}
+	counter(c.forwarded, snap.Forwarded)
+	counter(c.forwards, snap.Forwards)
+	counter(c.dualSends, snap.DualSends)
+	counter(c.aggregated, snap.Aggregated)
+	counter(c.retransmits, snap.Retransmits)
+	counter(c.answered, snap.Answered)
+	counter(c.pagesMatched, snap.PagesMatched)
+	counter(c.ampThrottled, snap.AmpThrottled)
+	counter(c.evictions, snap.Evicted)
+	counter(c.toShip, snap.ToShip)
+	counter(c.originsInserted, snap.OriginsInserted)
+	counter(c.nextHopUnencodable, snap.NextHopUnencodable)
+
+	ps := r.Pending().Stats()
+	gauge(c.pendingEntries, float64(r.Pending().Len()))
+	for i, v := range []uint64{ps.Added, ps.Retransmits, ps.Aggregated, ps.Joined, ps.RequesterCapped, ps.Refused, ps.SourceCapped, ps.Evicted, ps.Expired, ps.Taken} {
+		counter(c.pendingOps, v, pendingOpNames[i])
+	}
+	gauge(c.routes, float64(r.Routes().Len()))
+	counter(c.routeChanges, r.Routes().Changes())
+
+	batches, datagrams := c.srv.BatchStats()
+	counter(c.readBatches, batches)
+	counter(c.readDatagrams, datagrams)
+	counter(c.readErrors, c.srv.ReadErrors())
+	counter(c.writeErrors, c.srv.WriteErrors())
+	counter(c.kernelDrops, c.srv.KernelDrops())
+	gauge(c.buildInf, 1, c.version, runtime.Version())
+
+	if c.ops != nil {
+		counter(c.reloads, c.ops.reloadsOK.Load(), "ok")
+		counter(c.reloads, c.ops.reloadsFailed.Load(), "error")
+		gauge(c.galaxyLanes, float64(c.ops.galaxyLanes.Load()))
+		gauge(c.pinnedLanes, float64(c.ops.pinnedLanes.Load()))
+	}
+	if c.ops != nil && c.ops.capture != nil {
+		cs := c.ops.capture.Stats()
+		counter(c.captureRecords, cs.Records)
+		counter(c.captureBytes, cs.Bytes)
+		counter(c.captureDropped, cs.Dropped)
+		counter(c.captureRotations, cs.Rotations)
+		counter(c.captureErrors, cs.WriteErrors)
+	}
+}
+
+// newMetricsRegistry returns a registry with the relay's metrics and the Go
+// runtime and process collectors.
+func newMetricsRegistry(srv *relay.Server, ops *opsStats, version string) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		newRelayCollector(srv, ops, version),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return reg
+}
+
+// newMetricsHandler serves /metrics from reg, /healthz and /readyz from
+// ops (always healthy and ready when ops is nil), and with withPprof the
+// /debug/pprof/ endpoints.
+func newMetricsHandler(reg *prometheus.Registry, ops *opsStats, withPprof bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if ops != nil && ops.stopping.Load() {
+			http.Error(w, "stopping", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if ops != nil && (!ops.ready.Load() || ops.stopping.Load()) {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ready\n"))
+	})
+	if withPprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return mux
+}
+
+// metricsServer serves a metrics handler on a listener.
+type metricsServer struct {
+	srv  *http.Server
+	ln   net.Listener
+	done chan error
+}
+
+// serveMetrics starts serving h on ln.
+func serveMetrics(ln net.Listener, h http.Handler) *metricsServer {
+	m := &metricsServer{
+		srv:  &http.Server{Handler: h, ReadHeaderTimeout: metricsReadHeaderTimeout},
+		ln:   ln,
+		done: make(chan error, 1),
+	}
+	go func() {
+		err := m.srv.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		m.done <- err
+	}()
+	return m
+}
+
+// URL returns the base URL the server is reached at.
+func (m *metricsServer) URL() string { return "http://" + m.ln.Addr().String() }
+
+// Close shuts the server down, giving requests in progress
+// metricsShutdownTimeout to finish.
+func (m *metricsServer) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), metricsShutdownTimeout)
+	defer cancel()
+	if err := m.srv.Shutdown(ctx); err != nil {
+		m.srv.Close()
+	}
+	return <-m.done
+}
