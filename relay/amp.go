@@ -55,8 +55,9 @@ const (
 	DefaultAmpSlots = 1 << 16
 )
 
-// fill applies defaults: an all-zero config takes every default; a zero
-// Slots takes DefaultAmpSlots.
+// fill gives each zero field its default (so the zero AmpConfig is the
+// default budget) and checks the rest. A negative Factor disables the
+// budget.
 func (c *AmpConfig) fill() error {
 	if c.Factor < 0 {
 		return nil
@@ -64,13 +65,14 @@ func (c *AmpConfig) fill() error {
 	if c.Rate < 0 || c.Burst < 0 || c.Initial < 0 || c.Slots < 0 {
 		return fmt.Errorf("relay: negative amplification setting %+v", *c)
 	}
-	if c.Factor == 0 && c.Rate == 0 && c.Burst == 0 && c.Initial == 0 && c.Slots == 0 {
-		*c = AmpConfig{Factor: DefaultAmpFactor, Rate: DefaultAmpRate, Burst: DefaultAmpBurst,
-			Initial: DefaultAmpInitial, Slots: DefaultAmpSlots}
-		return nil
-	}
-	if c.Slots == 0 {
-		c.Slots = DefaultAmpSlots
+	for _, f := range []struct {
+		v   *int
+		def int
+	}{{&c.Factor, DefaultAmpFactor}, {&c.Rate, DefaultAmpRate}, {&c.Burst, DefaultAmpBurst},
+		{&c.Initial, DefaultAmpInitial}, {&c.Slots, DefaultAmpSlots}} {
+		if *f.v == 0 {
+			*f.v = f.def
+		}
 	}
 	if bits.OnesCount(uint(c.Slots)) != 1 {
 		return fmt.Errorf("relay: amplification slots %d is not a power of two", c.Slots)

@@ -66,6 +66,11 @@ const (
 	// table's timer wheel and its other timers.
 	DefaultExpiryInterval = 100 * time.Millisecond
 
+	// readErrorPause is how long a reader waits after a failed read (not
+	// a closed socket), so that an error returned at once on every call
+	// cannot spin a core.
+	readErrorPause = time.Millisecond
+
 	// MaxTargets is the most lanes one request is sent to: the tightest
 	// untried route and the tightest known-good one.
 	MaxTargets = 2

@@ -180,14 +180,21 @@ func (s *Server) RoutineRead(rd *reader) {
 	}
 	outMsgs := make([]transport.Message, 0, 2*s.cfg.Batch)
 	out := NewOut(s.cfg.Batch)
+	var lastWarn time.Time
 	for {
 		n, err := c.ReadBatch(in)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || s.closing.Load() {
 				return
 			}
+			// Not per packet: at most one warning a second, and a pause
+			// so that a socket failing at once cannot spin a core.
 			s.readErr.Add(1)
-			s.log.Warn("read failed", zap.Error(err))
+			if now := time.Now(); now.Sub(lastWarn) >= time.Second {
+				s.log.Warn("read failed", zap.Error(err), zap.Uint64("read_errors", s.readErr.Load()))
+				lastWarn = now
+			}
+			time.Sleep(readErrorPause)
 			continue
 		}
 		rd.batchMu.Lock()

@@ -53,6 +53,9 @@ const (
 	// maxConfigFileBytes bounds the config file read: a real one is a few
 	// kilobytes even with every galaxy listed.
 	maxConfigFileBytes = 4 << 20
+	// maxSockets bounds --sockets: one reader per core is the useful
+	// most, and 64 covers any host this runs on.
+	maxSockets = 64
 )
 
 // runConfig is everything `relay run` is told, validated.
@@ -64,6 +67,7 @@ type runConfig struct {
 	galaxyDomain  string
 	galaxyRefresh time.Duration
 	batch         int
+	sockets       int // SO_REUSEPORT sockets on the listen address
 	logLevel      zapcore.Level
 	logFormat     string // "auto", "json" or "console"
 	metrics       string // "" for none, else HOST:PORT for net.Listen
@@ -100,6 +104,8 @@ type runFlags struct {
 	logLevel, logFormat                string
 	metrics                            string
 	pprof                              bool
+	sockets, ampFactor, ampRate        int
+	ampBurst                           int
 	capture                            string
 	captureBytes                       int64
 	captureFiles                       int
@@ -138,6 +144,10 @@ func newRunFlags() *runFlags {
 	fs.IntVar(&f.maxRoutes, "max-routes", relay.DefaultMaxRoutes, "ships with learned routing state (least recently used dropped)")
 	fs.DurationVar(&f.laneExpiry, "direct-lane-expiry", relay.DefaultDirectLaneExpiry, "how long a learned direct lane is used without hearing from it")
 	fs.IntVar(&f.batch, "batch", transport.DefaultBatchSize, "datagrams per recvmmsg/sendmmsg")
+	fs.IntVar(&f.sockets, "sockets", 1, "UDP sockets on the listen address (SO_REUSEPORT, Linux), each with its own reader goroutine")
+	fs.IntVar(&f.ampFactor, "amp-factor", relay.DefaultAmpFactor, "page bytes sent to an address per byte of requests from it; negative disables the amplification budget")
+	fs.IntVar(&f.ampRate, "amp-rate", relay.DefaultAmpRate, "page bytes per second an address may receive regardless of its requests")
+	fs.IntVar(&f.ampBurst, "amp-burst", relay.DefaultAmpBurst, "most page bytes an address may bank")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error (debug adds rate-limited per-datagram logs)")
 	fs.StringVar(&f.logFormat, "log-format", "auto", "log format: json, console, or auto (console on a terminal, else json)")
 	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus /metrics, /healthz and /readyz on TCP `ADDR:PORT` (e.g. 127.0.0.1:9337)")
@@ -404,6 +414,12 @@ func (f *runFlags) validate() (runConfig, error) {
 	if f.batch < 1 || f.batch > transport.MaxBatchSize {
 		return c, fmt.Errorf("batch: %d is outside 1..%d", f.batch, transport.MaxBatchSize)
 	}
+	if f.sockets < 1 || f.sockets > maxSockets {
+		return c, fmt.Errorf("sockets: %d is outside 1..%d", f.sockets, maxSockets)
+	}
+	if f.ampFactor >= 0 && (f.ampRate < 0 || f.ampBurst < 0) {
+		return c, errors.New("amp-rate and amp-burst must not be negative")
+	}
 	c.galaxyDomain = strings.Trim(f.domain, ".")
 	if c.galaxyDomain != "" && f.refresh <= 0 {
 		return c, fmt.Errorf("galaxy-refresh: %v is not positive", f.refresh)
@@ -432,12 +448,14 @@ func (f *runFlags) validate() (runConfig, error) {
 			SuppressWindow: f.suppress, FullPolicy: policy, MaxEntriesPerSource: f.maxPerSource,
 		},
 		Routes: relay.RouteConfig{MaxRoutes: f.maxRoutes, DirectLaneExpiry: f.laneExpiry},
+		Amp:    relay.AmpConfig{Factor: f.ampFactor, Rate: f.ampRate, Burst: f.ampBurst},
 	}
 	if err := checkLimits(c.relay); err != nil {
 		return c, err
 	}
 	c.galaxyRefresh = f.refresh
 	c.batch = f.batch
+	c.sockets = f.sockets
 	c.pprof = f.pprof
 	c.settings = map[string]string{}
 	f.fs.VisitAll(func(fl *flag.Flag) { c.settings[fl.Name] = fl.Value.String() })

@@ -183,6 +183,8 @@ func TestConfigFile(t *testing.T) {
 		{name: "max-requesters over the cap", text: `{"ship": "~sipsyl", "max-requesters": 1000}`, wantErr: "limits (max-pending"},
 		{name: "negative ttl", text: `{"ship": "~sipsyl", "pending-ttl": "-1s"}`, wantErr: "pending-ttl: -1s is not positive"},
 		{name: "batch too big", text: `{"ship": "~sipsyl", "batch": 100000}`, wantErr: "batch: 100000 is outside"},
+		{name: "no sockets", text: `{"ship": "~sipsyl", "sockets": 0}`, wantErr: "sockets: 0 is outside"},
+		{name: "negative amp rate", text: `{"ship": "~sipsyl", "amp-rate": -1}`, wantErr: "amp-rate and amp-burst must not be negative"},
 		{name: "max-routes", text: `{"ship": "~sipsyl", "max-routes": -1}`, wantErr: "max-routes: -1 is not positive"},
 		{name: "refresh with domain", text: `{"ship": "~sipsyl", "galaxy-domain": "urbit.org", "galaxy-refresh": "0s"}`, wantErr: "galaxy-refresh: 0s is not positive"},
 

@@ -87,21 +87,22 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 	if err != nil {
 		return nil, err
 	}
-	conn, err := transport.ListenUDP(cfg.listen, transport.Options{BatchSize: cfg.batch})
+	conns, err := listenSockets(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("listen %v: %w", cfg.listen, unwrapOpError(err))
+		return nil, err
 	}
+	conn := conns[0]
 	var ln net.Listener
 	if cfg.metrics != "" {
 		if ln, err = net.Listen("tcp", cfg.metrics); err != nil {
-			conn.Close()
+			closeAll(conns)
 			return nil, fmt.Errorf("metrics: listen %v: %w", cfg.metrics, unwrapOpError(err))
 		}
 	}
 	var cw *capture.Writer
 	if cfg.capture != "" {
 		if cw, err = capture.NewRotating(cfg.capture, cfg.captureBytes, cfg.captureFiles); err != nil {
-			conn.Close()
+			closeAll(conns)
 			if ln != nil {
 				ln.Close()
 			}
@@ -121,7 +122,7 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 			cw.Tap(in, local, remote, b)
 		}
 	}
-	d.srv = relay.NewServer(r, []transport.Conn{conn}, relay.ServerConfig{
+	d.srv = relay.NewServer(r, conns, relay.ServerConfig{
 		Batch: cfg.batch,
 		Log:   log,
 		Tap:   tap,
@@ -306,4 +307,29 @@ func resolveGalaxies(ctx context.Context, domain string) map[lane.Ship]netip.Add
 		found[s] = netip.AddrPortFrom(addrs[0].Unmap(), uint16(galaxyBasePort+g))
 	}
 	return found
+}
+
+// listenSockets binds cfg.sockets UDP sockets on the listen address: with
+// more than one, SO_REUSEPORT lets the kernel spread flows across them, and
+// the server runs a reader per socket over the one shared relay core.
+func listenSockets(cfg runConfig) ([]transport.Conn, error) {
+	opts := transport.Options{BatchSize: cfg.batch, ReusePort: cfg.sockets > 1}
+	addr := cfg.listen
+	var conns []transport.Conn
+	for i := 0; i < cfg.sockets; i++ {
+		c, err := transport.ListenUDP(addr, opts)
+		if err != nil {
+			closeAll(conns)
+			return nil, fmt.Errorf("listen %v: %w", addr, unwrapOpError(err))
+		}
+		conns = append(conns, c)
+		addr = c.LocalAddr() // the others share the first one's port
+	}
+	return conns, nil
+}
+
+func closeAll(conns []transport.Conn) {
+	for _, c := range conns {
+		c.Close()
+	}
 }
