@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +18,10 @@ import (
 	"github.com/urbit-relay/relay/relay/pit"
 	"github.com/urbit-relay/relay/relay/transport"
 )
+
+// profileEnv, if set, makes each server child write a CPU profile to
+// $RELAY_BENCH_CPUPROFILE.ROLE.PID: where the time goes, per configuration.
+const profileEnv = "RELAY_BENCH_CPUPROFILE"
 
 // serverStats is what a server child reports on its stdout when its stdin
 // closes: the figures only the process itself can read.
@@ -35,6 +40,19 @@ type serverStats struct {
 // baseline. It prints its address, then a stats line for every line read on
 // stdin (a snapshot request), and exits when stdin closes.
 func serve(role string, sockets, pairs, basePort int) error {
+	if path := os.Getenv(profileEnv); path != "" {
+		f, err := os.Create(fmt.Sprintf("%s.%s.%d", path, role, os.Getpid()))
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
+	}
 	var conns []transport.Conn
 	listen := netip.MustParseAddrPort("127.0.0.1:0")
 	opts := transport.Options{}
