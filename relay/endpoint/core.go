@@ -1,6 +1,9 @@
 package endpoint
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"time"
@@ -8,6 +11,7 @@ import (
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/scry"
+	"github.com/urbit-relay/relay/session"
 )
 
 // Datagram is one datagram an endpoint decided to send. Buf is the Core's
@@ -33,7 +37,18 @@ type Core struct {
 	nextPing  time.Duration
 	seq       uint64
 	pingWire  []byte
-	replyBuf  []byte
+
+	// Scry notifications, publisher side: nil without Config.Key.
+	pub      *session.Publisher
+	deferred []Datagram // notifications made by Publish, sent by the next Tick
+
+	// Scry notifications, subscriber side (notify.go).
+	links  map[lane.Ship]*link
+	byName map[string]nameRef // name bytes of a subscription's or heartbeat's request
+	nsubs  int
+	rng    uint64 // splitmix64 state for heartbeat counter starts
+	msg    scry.NotifyMessage
+	stats  NotifyStats
 }
 
 type request struct {
@@ -72,11 +87,29 @@ func NewCore(cfg Config, self netip.AddrPort) (*Core, error) {
 	if self.IsValid() {
 		rt.AddSelf(lane.KeyOf(lane.Canon(self)))
 	}
-	return &Core{
+	if cfg.Key != nil && len(cfg.Key) != ed25519.PrivateKeySize {
+		return nil, fmt.Errorf("endpoint: signing key is %d bytes, want %d", len(cfg.Key), ed25519.PrivateKeySize)
+	}
+	seed := cfg.Seed
+	if seed == 0 {
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("endpoint: seed: %w", err)
+		}
+		seed = binary.LittleEndian.Uint64(b[:])
+	}
+	c := &Core{
 		cfg: cfg, routes: rt,
 		published: map[string][]byte{},
 		pending:   map[string]*request{},
-	}, nil
+		links:     map[lane.Ship]*link{},
+		byName:    map[string]nameRef{},
+		rng:       seed,
+	}
+	if cfg.Key != nil {
+		c.pub = session.NewPublisher(session.NewIDSource(seed ^ 0x5e55_1011_d5))
+	}
+	return c, nil
 }
 
 // Ship returns the core's ship.
@@ -85,12 +118,32 @@ func (c *Core) Ship() lane.Ship { return c.cfg.Ship }
 // Routes returns the core's route table.
 func (c *Core) Routes() *relay.Routes { return c.routes }
 
-// Pending returns the number of requests in flight.
-func (c *Core) Pending() int { return len(c.pending) }
+// Pending returns the number of requests and subscriptions in flight.
+func (c *Core) Pending() int { return len(c.pending) + c.nsubs }
 
-// Publish makes value the answer to peeks for path on this ship.
+// Publish makes value the answer to peeks for path on this ship. Paths in
+// the reserved namespace (scry.NotifyPrefix) cannot be published. The
+// notifications a new value owes subscribers go out with the next Tick (see
+// Grow to have them at once).
 func (c *Core) Publish(path string, value []byte) {
-	c.published[path] = append([]byte(nil), value...)
+	c.deferred = c.Grow(path, value, 0, c.deferred)
+}
+
+// Grow is Publish that also appends, to out, the notifications owed to
+// subscribers whose heartbeats this core holds. now is the time of the
+// growth, like every Core input; the notifications do not depend on it.
+func (c *Core) Grow(path string, value []byte, now time.Duration, out []Datagram) []Datagram {
+	if scry.IsNotifyPath([]byte(path)) {
+		return out
+	}
+	_, existed := c.published[path]
+	v := append([]byte(nil), value...)
+	c.published[path] = v
+	if c.pub == nil || existed {
+		return out
+	}
+	c.pub.Grow(path, v, func(r session.Reply) { out = c.sendReply(r, out) })
+	return out
 }
 
 // Peek starts (or joins) a request for the value at path on rcvr; done is
@@ -109,12 +162,17 @@ func (c *Core) Poke(rcvr lane.Ship, data []byte, now time.Duration, done func(Re
 	return c.start(rcvr, path, &pkt, now, done, out)
 }
 
-// Cancel abandons the request for path on rcvr, if any: its waiters are
-// not called.
+// Cancel abandons the request or subscription for path on rcvr, if any:
+// its waiters are not called.
 func (c *Core) Cancel(rcvr lane.Ship, path string) {
 	for k, r := range c.pending {
 		if r.rcvr == rcvr && r.path == path {
 			delete(c.pending, k)
+		}
+	}
+	if lk := c.links[rcvr]; lk != nil {
+		if s := lk.subs[path]; s != nil {
+			c.dropSub(s)
 		}
 	}
 }
@@ -167,16 +225,20 @@ func (c *Core) send(r *request, now time.Duration, out []Datagram) []Datagram {
 func (c *Core) NextDeadline() time.Duration {
 	d := c.nextPing
 	if c.cfg.PingInterval < 0 || c.cfg.Ship.Class() == lane.Galaxy {
-		d = 1<<63 - 1
+		d = never
 	}
 	for _, r := range c.pending {
 		d = min(d, r.due)
 	}
-	return d
+	return min(d, c.notifyDeadline())
 }
 
-// Tick re-sends requests whose retry time has come and pings the sponsor
-// when due.
+// never is a deadline that does not come.
+const never = time.Duration(1<<63 - 1)
+
+// Tick re-sends requests whose retry time has come, pings the sponsor when
+// due, and runs the notification timers: subscriptions' re-sends,
+// heartbeats, held heartbeats' answers and session expiry.
 func (c *Core) Tick(now time.Duration, out []Datagram) []Datagram {
 	for _, r := range c.pending {
 		if now >= r.due {
@@ -186,7 +248,7 @@ func (c *Core) Tick(now time.Duration, out []Datagram) []Datagram {
 	if c.cfg.PingInterval > 0 && c.cfg.Ship.Class() != lane.Galaxy && now >= c.nextPing {
 		out = c.ping(now, out)
 	}
-	return out
+	return c.tickNotify(now, out)
 }
 
 // ping pokes the sponsor at hop 0 so its relay learns (and keeps) our lane.
@@ -219,6 +281,9 @@ func (c *Core) Handle(b []byte, from netip.AddrPort, now time.Duration, out []Da
 		if p.Name.Ship != c.cfg.Ship {
 			return out
 		}
+		if c.pub != nil && scry.IsNotifyPath(p.Name.Path) {
+			return c.notifyRequest(&p, from, now, out)
+		}
 		v, ok := c.published[string(p.Name.Path)]
 		if !ok {
 			return out
@@ -233,7 +298,7 @@ func (c *Core) Handle(b []byte, from netip.AddrPort, now time.Duration, out []Da
 		}
 		return c.reply(&p, nil, from, out)
 	case scry.TypePage:
-		c.page(&p, from, now)
+		return c.page(&p, from, now, out)
 	}
 	return out
 }
@@ -250,7 +315,10 @@ func (c *Core) reply(p *scry.Packet, v []byte, to netip.AddrPort, out []Datagram
 	return append(out, Datagram{Buf: wire, To: to})
 }
 
-func (c *Core) page(p *scry.Packet, from netip.AddrPort, now time.Duration) {
+// page takes a page: it completes the request, subscription or heartbeat
+// it answers and learns routes from it. A page at a name this core waits
+// for that fails authentication teaches nothing and changes nothing.
+func (c *Core) page(p *scry.Packet, from netip.AddrPort, now time.Duration, out []Datagram) []Datagram {
 	fromKey := lane.KeyOf(from)
 	publisher := p.Name.Ship
 	next, hasNext := p.NextHopAddr()
@@ -262,6 +330,15 @@ func (c *Core) page(p *scry.Packet, from netip.AddrPort, now time.Duration) {
 	if fresh {
 		delete(c.pending, string(p.NameBytes()))
 	}
+	var act notifyAction
+	if ref, ok := c.byName[string(p.NameBytes())]; ok {
+		var authentic bool
+		act, authentic = c.notifyPage(p, ref, now)
+		if !authentic && !fresh {
+			return out
+		}
+		fresh = fresh || act.fresh
+	}
 	if p.Header.Hops == 0 {
 		c.routes.Heard(publisher, fromKey, now)
 	}
@@ -271,13 +348,11 @@ func (c *Core) page(p *scry.Packet, from netip.AddrPort, now time.Duration) {
 		nextKey = lane.Key{}
 	}
 	c.routes.Answered(publisher, fromKey, nextKey, now)
+	resp := Response{From: from, Next: next, Hops: int(p.Header.Hops)}
 	var path string
-	if fresh {
+	if req != nil {
 		path = req.path
-		resp := Response{
-			Data: append([]byte(nil), p.Data.Frag...), From: from, Next: next,
-			Hops: int(p.Header.Hops), Tries: req.tries,
-		}
+		resp.Data, resp.Tries = append([]byte(nil), p.Data.Frag...), req.tries
 		for _, w := range req.waiters {
 			w(resp)
 		}
@@ -285,4 +360,5 @@ func (c *Core) page(p *scry.Packet, from netip.AddrPort, now time.Duration) {
 	if c.cfg.Observe != nil {
 		c.cfg.Observe(Event{Kind: EventPage, Rcvr: publisher, Path: path, From: from, Next: next, Hops: int(p.Header.Hops), Fresh: fresh})
 	}
+	return c.applyNotify(&act, resp, now, out)
 }

@@ -9,6 +9,15 @@
 // An endpoint keeps its sponsor's relay informed of its lane by sending it a
 // hop-0 poke every PingInterval, as ships keep NAT pinholes open today.
 //
+// Endpoints also run scry notifications (docs/protocol.md). A subscriber
+// (Subscribe) asks for a path that may not exist yet; a publisher that runs
+// the protocol (Config.Key set) acks it, the subscriber stops re-sending
+// and instead heartbeats, one stream per publisher, and the publisher
+// answers a held heartbeat with the value when the path grows. A publisher
+// that does not run it never acks, and its subscribers keep polling. The
+// wire forms are in package scry (notify.go), the session state machines in
+// package session; the Core glues them to routes and sockets.
+//
 // The protocol lives in Core, a state machine with time passed in and no
 // I/O; Endpoint runs a Core on a socket with a reader and a timer goroutine.
 // Endpoints are used by the relay's tests, the demo, the replay tool and the
@@ -19,6 +28,7 @@ package endpoint
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"net"
 	"net/netip"
@@ -32,31 +42,12 @@ import (
 	"github.com/urbit-relay/relay/relay/transport"
 )
 
-const (
-	// DefaultRetryInterval is how long a request waits for its response
-	// before it is sent again. One second covers a round trip through a
-	// full relay chain on the slow overlay preset (~270 ms one way), and
-	// keeps a lost packet's cost to about a second.
-	DefaultRetryInterval = time.Second
-
-	// DefaultPingInterval is how often an endpoint pokes its sponsor so
-	// the sponsor's relay keeps its lane: the 25 s ships use today to keep
-	// NAT bindings alive.
-	DefaultPingInterval = 25 * time.Second
-
-	// DefaultTick is the resolution of the endpoint's timers.
-	DefaultTick = 50 * time.Millisecond
-
-	// MaxPending caps the requests an endpoint has in flight; Peek and
-	// Poke fail with ErrTooManyRequests past it.
-	MaxPending = 1 << 16
-
-	// pingPath is the path of the keepalive poke's ack name.
-	pingPath = "ping"
-)
-
 // ErrTooManyRequests is returned when MaxPending requests are in flight.
 var ErrTooManyRequests = errors.New("endpoint: too many requests in flight")
+
+// ErrBadSubscribePath is returned by Subscribe for an empty path, one
+// longer than MaxSubscribePath, or one in the reserved namespace.
+var ErrBadSubscribePath = errors.New("endpoint: path cannot be subscribed to")
 
 // Config configures an Endpoint.
 type Config struct {
@@ -64,14 +55,28 @@ type Config struct {
 	Sponsors *lane.Sponsors
 	// Lanes are known lanes: the galaxies, and usually the sponsor's relay.
 	Lanes map[lane.Ship]netip.AddrPort
-	// RetryInterval, PingInterval and Tick default to the constants above;
-	// a negative PingInterval disables pings.
+	// RetryInterval, PingInterval and Tick default to the constants in
+	// constants.go; a negative PingInterval disables pings.
 	RetryInterval time.Duration
 	PingInterval  time.Duration
 	Tick          time.Duration
 	Routes        relay.RouteConfig
 	Clock         relay.Clock
 	Log           *zap.Logger
+	// Key is this ship's Ed25519 signing key. With it the endpoint runs
+	// the publisher side of scry notifications (acks, held heartbeats,
+	// notifications, all signed with it); without it it is a publisher
+	// that does not run the protocol.
+	Key ed25519.PrivateKey
+	// PeerKeys are other ships' public keys. Subscribe uses the protocol
+	// only with a publisher whose key is here (it cannot authenticate the
+	// others' acks) and polls the others. Not modified after New.
+	PeerKeys map[lane.Ship]ed25519.PublicKey
+	// Seed seeds session ids and heartbeat counters; 0 draws one from
+	// crypto/rand. Tests and the simulator set it to be reproducible. A
+	// restarted publisher must not reuse its previous Seed: its session
+	// ids would repeat, and a subscriber could miss the restart.
+	Seed uint64
 	// Observe, if set, is called for every request sent and page
 	// received, from inside the Core (for an Endpoint, with its lock
 	// held): it must return quickly and must not call back into the
@@ -83,21 +88,29 @@ type Config struct {
 type EventKind uint8
 
 const (
-	EventSend EventKind = iota // a request sent on Targets
-	EventPage                  // a page received
+	EventSend      EventKind = iota // a request sent on Targets
+	EventPage                       // a page received
+	EventSubscribe                  // a subscription's requests sent on Targets
+	EventBeat                       // a heartbeat sent on Targets
+	EventAck                        // an authentic ack taken (Status: its entry's status)
+	EventValue                      // a subscription answered (Notified: by the protocol)
+	EventForged                     // a notification ignored (Status: why)
 )
 
 // Event is a trace record for tests and tools.
 type Event struct {
-	Kind    EventKind
-	Rcvr    lane.Ship // the request's receiver / the page's publisher
-	Path    string
-	Targets []netip.AddrPort // EventSend: the lanes it went to
-	From    netip.AddrPort   // EventPage: the lane it came from
-	Next    netip.AddrPort   // EventPage: its next-hop, if any
-	Hops    int              // EventPage: its hop count
-	Fresh   bool             // EventPage: it answered a pending request
-	Try     int              // EventSend: 1 for the first send
+	Kind     EventKind
+	Rcvr     lane.Ship // the request's receiver / the page's publisher
+	Path     string
+	Targets  []netip.AddrPort // EventSend, EventSubscribe, EventBeat: the lanes it went to
+	From     netip.AddrPort   // EventPage: the lane it came from
+	Next     netip.AddrPort   // EventPage: its next-hop, if any
+	Hops     int              // EventPage: its hop count
+	Fresh    bool             // EventPage: it answered a pending request
+	Try      int              // EventSend, EventSubscribe, EventBeat: 1 for the first send
+	Session  uint64           // EventAck, EventBeat: the session id
+	Status   string           // EventAck: the entry's status; EventForged: the reason
+	Notified bool             // EventValue: delivered by an ack or a heartbeat answer
 }
 
 // Response is the answer to a request.
@@ -107,6 +120,9 @@ type Response struct {
 	Next  netip.AddrPort // its next-hop, if any
 	Hops  int
 	Tries int // times the request was sent
+	// Notified: a subscription's value that came in an ack or a heartbeat
+	// answer (signed by the publisher) rather than in the path's own page.
+	Notified bool
 }
 
 // Endpoint is a Core on a socket. Create it with New, Start it, Close it.
@@ -115,6 +131,7 @@ type Endpoint struct {
 	cfg  Config
 	conn transport.Conn
 	log  *zap.Logger
+	kick chan struct{} // wakes the timer goroutine: the Core's deadline may have moved
 
 	mu   sync.Mutex
 	core *Core // guarded by mu
@@ -136,7 +153,10 @@ func New(cfg Config, conn transport.Conn) (*Endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Endpoint{cfg: core.cfg, conn: conn, log: cfg.Log, core: core, done: make(chan struct{})}, nil
+	return &Endpoint{
+		cfg: core.cfg, conn: conn, log: cfg.Log, core: core,
+		kick: make(chan struct{}, 1), done: make(chan struct{}),
+	}, nil
 }
 
 // Ship returns the endpoint's ship.
@@ -147,6 +167,13 @@ func (e *Endpoint) Addr() netip.AddrPort { return e.conn.LocalAddr() }
 
 // Routes returns the endpoint's route table (safe for concurrent use).
 func (e *Endpoint) Routes() *relay.Routes { return e.core.Routes() }
+
+// NotifyStats returns the endpoint's scry-notification counts.
+func (e *Endpoint) NotifyStats() NotifyStats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.core.NotifyStats()
+}
 
 // Start launches the endpoint's reader and timer goroutines. The first ping
 // goes out at once.
@@ -167,11 +194,15 @@ func (e *Endpoint) Close() error {
 	return err
 }
 
-// Publish makes value the answer to peeks for path on this ship.
+// Publish makes value the answer to peeks for path on this ship and, if the
+// endpoint runs scry notifications, notifies at once the subscribers whose
+// heartbeats it holds.
 func (e *Endpoint) Publish(path string, value []byte) {
 	e.mu.Lock()
-	e.core.Publish(path, value)
+	out := e.core.Grow(path, value, e.cfg.Clock.Now(), nil)
 	e.mu.Unlock()
+	e.send(out)
+	e.wake()
 }
 
 // Peek asks rcvr for the value at path and waits for it, re-sending every
@@ -180,6 +211,15 @@ func (e *Endpoint) Peek(ctx context.Context, rcvr lane.Ship, path string) (Respo
 	return e.wait(ctx, func(now time.Duration, done func(Response), out []Datagram) ([]Datagram, error) {
 		return e.core.Peek(rcvr, path, now, done, out)
 	}, func() { e.core.Cancel(rcvr, path) })
+}
+
+// Subscribe asks pub for the value at path, which may not exist yet, and
+// waits for it until ctx ends: by scry notifications if pub runs them (and
+// its key is in PeerKeys), else by polling (see Core.Subscribe).
+func (e *Endpoint) Subscribe(ctx context.Context, pub lane.Ship, path string) (Response, error) {
+	return e.wait(ctx, func(now time.Duration, done func(Response), out []Datagram) ([]Datagram, error) {
+		return e.core.Subscribe(pub, path, now, done, out)
+	}, func() { e.core.Cancel(pub, path) })
 }
 
 // Poke sends data to rcvr and waits for its ack.
@@ -194,12 +234,18 @@ func (e *Endpoint) Poke(ctx context.Context, rcvr lane.Ship, data []byte) (Respo
 func (e *Endpoint) wait(ctx context.Context, start func(time.Duration, func(Response), []Datagram) ([]Datagram, error), cancel func()) (Response, error) {
 	ch := make(chan Response, 1)
 	e.mu.Lock()
-	out, err := start(e.cfg.Clock.Now(), func(r Response) { ch <- r }, nil)
+	out, err := start(e.cfg.Clock.Now(), func(r Response) {
+		select {
+		case ch <- r:
+		default: // a second answer to a joined request: the first counts
+		}
+	}, nil)
 	e.mu.Unlock()
 	if err != nil {
 		return Response{}, err
 	}
 	e.send(out)
+	e.wake()
 	select {
 	case r := <-ch:
 		return r, nil
@@ -212,6 +258,14 @@ func (e *Endpoint) wait(ctx context.Context, start func(time.Duration, func(Resp
 		return Response{}, ctx.Err()
 	case <-e.done:
 		return Response{}, net.ErrClosed
+	}
+}
+
+// wake tells the timer goroutine to look at the Core's deadline again.
+func (e *Endpoint) wake() {
+	select {
+	case e.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -234,23 +288,41 @@ func (e *Endpoint) send(out []Datagram) {
 	}
 }
 
+// routineTimers runs the Core's timers: it sleeps until the Core's next
+// deadline, or until woken because a call may have moved the deadline
+// earlier. An idle endpoint does not wake at all.
 func (e *Endpoint) routineTimers() {
 	defer e.wg.Done()
-	t := time.NewTicker(e.cfg.Tick)
+	t := time.NewTimer(0)
 	defer t.Stop()
 	var out []Datagram
 	for {
 		now := e.cfg.Clock.Now()
 		e.mu.Lock()
 		out = e.core.Tick(now, out[:0])
+		next := e.core.NextDeadline()
 		e.mu.Unlock()
 		e.send(out)
+		t.Reset(e.timerWait(now, next))
 		select {
 		case <-e.done:
 			return
 		case <-t.C:
+		case <-e.kick:
+			t.Stop() // since Go 1.23 a stopped timer delivers no stale value
 		}
 	}
+}
+
+// timerWait returns how long the timer goroutine sleeps at now for a
+// deadline next: until next rounded up to a multiple of Tick on the clock,
+// and at least until the next multiple. Timer work is thus batched on a
+// Tick grid, and endpoints sharing a clock wake together.
+func (e *Endpoint) timerWait(now, next time.Duration) time.Duration {
+	tick := e.cfg.Tick
+	at := max(min(next, now+maxTimerSleep), now+1)
+	at = (at + tick - 1) / tick * tick
+	return at - now
 }
 
 func (e *Endpoint) routineRead() {
@@ -276,10 +348,15 @@ func (e *Endpoint) routineRead() {
 		now := e.cfg.Clock.Now()
 		out = out[:0]
 		e.mu.Lock()
+		before := e.core.NextDeadline()
 		for i := 0; i < n; i++ {
 			out = e.core.Handle(msgs[i].Buf[:msgs[i].N], msgs[i].Addr, now, out)
 		}
+		moved := e.core.NextDeadline() < before
 		e.mu.Unlock()
 		e.send(out)
+		if moved {
+			e.wake()
+		}
 	}
 }

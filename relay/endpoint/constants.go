@@ -1,0 +1,55 @@
+package endpoint
+
+import (
+	"time"
+
+	"github.com/urbit-relay/relay/scry"
+)
+
+// Every timing and cap of the endpoint, with its reason. The notification
+// protocol's own timings (heartbeat hold and repeat, session and link
+// timeouts) and caps are in package session.
+const (
+	// DefaultRetryInterval is how long a request waits for its response
+	// before it is sent again. One second covers a round trip through a
+	// full relay chain on the slow overlay preset (~270 ms one way), and
+	// keeps a lost packet's cost to about a second. A subscription's first
+	// re-send waits this long too, and an unacked subscription then backs
+	// off (see PollInterval).
+	DefaultRetryInterval = time.Second
+
+	// PollInterval is the longest a subscription waits between re-sends
+	// while it is not acked: its interval starts at RetryInterval and
+	// doubles up to this. Two minutes is UIP-0102's re-send backoff, so a
+	// subscriber of a publisher that does not run the notification
+	// protocol ends up polling it the way plain requesters do; the quick
+	// first re-sends make a lost request or ack cost seconds, not minutes.
+	PollInterval = 2 * time.Minute
+
+	// DefaultPingInterval is how often an endpoint pokes its sponsor so
+	// the sponsor's relay keeps its lane: the 25 s ships use today to keep
+	// NAT bindings alive.
+	DefaultPingInterval = 25 * time.Second
+
+	// DefaultTick is the resolution of the endpoint's timers: the timer
+	// goroutine sleeps until the Core's next deadline, but never less
+	// than this, so a busy endpoint batches its timer work.
+	DefaultTick = 50 * time.Millisecond
+
+	// maxTimerSleep is the longest the timer goroutine sleeps when the
+	// Core has nothing due; every call that adds work wakes it anyway.
+	maxTimerSleep = time.Hour
+
+	// MaxPending caps the requests and subscriptions an endpoint has in
+	// flight together; Peek, Poke and Subscribe fail with
+	// ErrTooManyRequests past it. Every other piece of a subscriber's
+	// state (one link per publisher subscribed to) is bounded by it.
+	MaxPending = 1 << 16
+
+	// MaxSubscribePath is the longest path Subscribe takes: the reserved
+	// request that carries it must fit in a packet with the ack's copy.
+	MaxSubscribePath = scry.MaxNotifyPath
+
+	// pingPath is the path of the keepalive poke's ack name.
+	pingPath = "ping"
+)
