@@ -110,6 +110,7 @@ type Counters struct {
 	noShort   atomic.Uint64 // pages whose next-hop could not be written (IPv6 lane)
 	throttled atomic.Uint64 // pages not sent to a requester over its amplification budget
 	reqFwd    atomic.Uint64 // request and ames datagrams forwarded (once each, whatever the targets)
+	cappedFwd atomic.Uint64 // requests forwarded to refresh an entry at its requester cap, requester not recorded
 	pageHit   atomic.Uint64 // page datagrams that matched a pending entry
 }
 
@@ -127,6 +128,7 @@ type Snapshot struct {
 	OriginsInserted    uint64
 	NextHopUnencodable uint64
 	AmpThrottled       uint64
+	CappedForwards     uint64
 	// Outcomes: every datagram read ends in exactly one of Forwarded,
 	// ToShip, Aggregated, PagesMatched or a Drop (see Accounted).
 	Forwarded    uint64
@@ -159,6 +161,7 @@ func (c *Counters) Snapshot() Snapshot {
 	s.OriginsInserted = c.origins.Load()
 	s.NextHopUnencodable = c.noShort.Load()
 	s.AmpThrottled = c.throttled.Load()
+	s.CappedForwards = c.cappedFwd.Load()
 	s.Forwarded = c.reqFwd.Load()
 	s.PagesMatched = c.pageHit.Load()
 	return s

@@ -324,7 +324,7 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 	}
 	// A poke names its sender: at hop 0 it was sent by that ship itself.
 	if k == KindPoke && p.Header.Hops == 0 && !fromShip {
-		r.routes.Heard(p.PayloadName.Ship, fromKey, now)
+		r.routes.Contacted(p.PayloadName.Ship, fromKey, now)
 	}
 	rcvr := p.Name.Ship
 	if rcvr == r.ship {
@@ -376,6 +376,10 @@ func (r *Relay) remember(p *scry.Packet, from lane.Key, now time.Duration) bool 
 		r.counters.aggr.Add(1)
 	case pit.VerdictRequesterCapped:
 		r.counters.drops[DropRequestersFull].Add(1)
+	case pit.VerdictCappedForward:
+		// Forwarded to refresh the entry upstream; this requester is not
+		// on it and will not get the answer.
+		r.counters.cappedFwd.Add(1)
 	case pit.VerdictRefused:
 		r.counters.drops[DropPendingFull].Add(1)
 	case pit.VerdictSourceCapped:
@@ -473,7 +477,7 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 		return
 	}
 	if !a.Relayed && !fromShip {
-		r.routes.Heard(a.Sndr, fromKey, now)
+		r.routes.Contacted(a.Sndr, fromKey, now)
 	}
 	if a.Rcvr == r.ship {
 		if !r.shipLane.IsValid() {

@@ -446,8 +446,8 @@ func TestStrategySwitches(t *testing.T) {
 	}
 	single := newFixture(t, func(c *relay.Config) { c.Routes.SingleRoute = true })
 	setup(single)
-	if got := sendsTo(single.handle(peek(t, pub, "2", 0), alice)); len(got) != 1 || got[0] != publisher2 {
-		t.Errorf("SingleRoute sent to %v, want only the known-good %v", got, publisher2)
+	if got := sendsTo(single.handle(peek(t, pub, "2", 0), alice)); len(got) != 1 || got[0] != tight {
+		t.Errorf("SingleRoute sent to %v, want only the tightest candidate %v", got, tight)
 	}
 	noHints := newFixture(t, func(c *relay.Config) { c.Routes.NoHints = true })
 	setup(noHints)
@@ -485,4 +485,27 @@ func TestOneSourceCannotFillThePendingTable(t *testing.T) {
 	f.wantDrop(relay.DropPendingPerSource, 500-1000/relay.DefaultPendingSourceDivisor)
 	// Another requester is still served.
 	oneSend(t, f.handle(peek(t, "~nec", "legit", 0), bob), necLane)
+}
+
+// TestSponseeLaneSurvivesUnansweredRequests: a lane the ship keeps alive by
+// pinging is not dropped because requests to it go unanswered (a peek for a
+// value not grown yet), only after DirectLaneExpiry of silence.
+func TestSponseeLaneSurvivesUnansweredRequests(t *testing.T) {
+	f := newFixture(t, nil)
+	var pl lane.Ship
+	pl.Lo = 0x0005_0100 // a planet under ~marzod
+	ping := scry.NewPoke(scry.Name{Ship: ship(t, "~marzod"), Bloq: 13, Path: []byte("ping")},
+		scry.Name{Ship: pl, Bloq: 13, Path: []byte("ping")}, scry.Data{AuthKind: scry.AuthNone})
+	f.handle(ping.Append(nil), sponseeLn)
+	for i := 0; i < 40; i++ { // 20 s of unanswered polls
+		p := scry.NewPeek(scry.Name{Ship: pl, Bloq: 13, Path: []byte(fmt.Sprintf("not/yet/%d", i))})
+		oneSend(t, f.handle(p.Append(nil), alice), sponseeLn)
+		f.now += 500 * time.Millisecond
+	}
+	f.now += relay.DefaultDirectLaneExpiry
+	p := scry.NewPeek(scry.Name{Ship: pl, Bloq: 13, Path: []byte("after/silence")})
+	if s := f.handle(p.Append(nil), alice); len(s) != 0 {
+		t.Fatalf("sent to %v after the sponsee fell silent", sendsTo(s))
+	}
+	f.wantDrop(relay.DropSponseeUnknown, 1)
 }

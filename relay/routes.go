@@ -64,7 +64,8 @@ type RouteConfig struct {
 	// simulator; all off is the design as specified.
 
 	// SingleRoute sends each request on one lane only: the tightest
-	// known-good one, never also the tighter candidate.
+	// candidate, proven or not (the rubric without its safety net: a dead
+	// tighter lane loses requests until its probes fail).
 	SingleRoute bool
 	// NoHints ignores next-hop fields: routes never tighten past what is
 	// heard directly and what the sponsorship chain offers.
@@ -101,6 +102,9 @@ type path struct {
 	proven bool          // a page came back from this lane
 	fails  uint8         // probe timeouts since the last answer
 	heard  time.Duration // last answer (or, for a direct lane, last packet) from it
+	// kept marks a direct lane the ship itself keeps alive by contacting
+	// us; unanswered requests do not fail it.
+	kept bool
 	// waiting is when the oldest unanswered request to this lane was sent;
 	// zero when none is outstanding.
 	waiting time.Duration
@@ -217,9 +221,19 @@ func (r *Routes) getLocked(s lane.Ship, create bool) *route {
 	return v
 }
 
-// Heard records that ship s was heard directly (a hop-0 packet naming s as
-// its sender) from lane k. It makes k s's direct lane.
-func (r *Routes) Heard(s lane.Ship, k lane.Key, now time.Duration) {
+// Heard records that ship s answered us directly (a hop-0 page) from lane
+// k. It makes k s's direct lane; like any lane we send requests to, it is
+// dropped if requests to it go unanswered.
+func (r *Routes) Heard(s lane.Ship, k lane.Key, now time.Duration) { r.heard(s, k, now, false) }
+
+// Contacted records that ship s sent us a request of its own (a hop-0 poke,
+// such as the ping a ship sends its sponsor, or a legacy packet) from lane
+// k. It makes k s's direct lane, kept while s keeps contacting us:
+// unanswered requests do not count against it (a request for a value not
+// grown yet is unanswered by design), only DirectLaneExpiry of silence.
+func (r *Routes) Contacted(s lane.Ship, k lane.Key, now time.Duration) { r.heard(s, k, now, true) }
+
+func (r *Routes) heard(s lane.Ship, k lane.Key, now time.Duration, kept bool) {
 	if !k.IsValid() {
 		return
 	}
@@ -237,6 +251,9 @@ func (r *Routes) Heard(s lane.Ship, k lane.Key, now time.Duration) {
 	rt.direct.heard = now
 	rt.direct.fails = 0
 	rt.direct.waiting = 0
+	if kept {
+		rt.direct.kept = true
+	}
 }
 
 // DirectLane returns s's fresh direct lane, if any.
@@ -392,6 +409,11 @@ func (r *Routes) Select(s lane.Ship, from lane.Key, now time.Duration) Targets {
 	if n == 0 {
 		return t
 	}
+	if r.cfg.SingleRoute {
+		t.Lanes[0], t.N = cands[0].lane, 1
+		cands[0].probe(now)
+		return t
+	}
 	// The tightest known-good candidate, or the loosest if none is.
 	good := n - 1
 	for i := 0; i < n; i++ {
@@ -400,7 +422,7 @@ func (r *Routes) Select(s lane.Ship, from lane.Key, now time.Duration) Targets {
 			break
 		}
 	}
-	if good > 0 && !r.cfg.SingleRoute {
+	if good > 0 {
 		t.Lanes[t.N] = cands[good-1].lane
 		t.N++
 		cands[good-1].probe(now)
@@ -422,7 +444,7 @@ func (c *candidate) probe(now time.Duration) {
 // after CandidateFailures.
 func (r *Routes) expireProbesLocked(rt *route, now time.Duration) {
 	for _, p := range [...]*path{&rt.direct, &rt.hint, &rt.base} {
-		if !p.valid() || p.waiting == 0 || now-p.waiting < r.cfg.ProbeTimeout {
+		if !p.valid() || p.kept || p.waiting == 0 || now-p.waiting < r.cfg.ProbeTimeout {
 			continue
 		}
 		p.fails++

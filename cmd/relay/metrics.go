@@ -53,7 +53,7 @@ type relayCollector struct {
 	pendingEntries, pendingOps, routes, routeChanges         *prometheus.Desc
 	readBatches, readDatagrams, readErrors, writeErrors      *prometheus.Desc
 	kernelDrops, reloads, galaxyLanes, pinnedLanes, buildInf *prometheus.Desc
-	ampThrottled, forwarded, pagesMatched                    *prometheus.Desc
+	ampThrottled, forwarded, pagesMatched, cappedForwards    *prometheus.Desc
 	captureRecords, captureDropped, captureBytes             *prometheus.Desc
 	captureRotations, captureErrors                          *prometheus.Desc
 }
@@ -79,6 +79,7 @@ func newRelayCollector(srv *relay.Server, ops *opsStats, version string) *relayC
 		answered:           d("answered_total", "Pages sent to requesters."),
 		pagesMatched:       d("pages_matched_total", "Pages read that matched a pending entry."),
 		ampThrottled:       d("amp_throttled_total", "Pages not sent to a requester whose address was over its amplification budget."),
+		cappedForwards:     d("capped_forwards_total", "Requests past an entry's requester cap, forwarded (unrecorded) to refresh it upstream."),
 		evictions:          d("pending_evictions_total", "Pending entries shed to make room in a full table."),
 		toShip:             d("to_ship_total", "Datagrams handed to the fronted ship's own process (--ship-lane)."),
 		originsInserted:    d("origins_inserted_total", "Legacy ames packets forwarded with an origin lane inserted."),
@@ -111,7 +112,7 @@ var pendingOpNames = []string{"added", "retransmit", "aggregated", "joined", "re
 func (c *relayCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.packetsIn, c.packetsOut, c.drops, c.forwarded, c.forwards, c.dualSends, c.aggregated, c.retransmits,
-		c.answered, c.pagesMatched, c.ampThrottled, c.evictions, c.toShip, c.originsInserted, c.nextHopUnencodable,
+		c.answered, c.pagesMatched, c.ampThrottled, c.cappedForwards, c.evictions, c.toShip, c.originsInserted, c.nextHopUnencodable,
 		c.pendingEntries, c.pendingOps, c.routes, c.routeChanges, c.readBatches, c.readDatagrams,
 		c.readErrors, c.writeErrors, c.kernelDrops, c.buildInf,
 	} {
@@ -156,6 +157,7 @@ func (c *relayCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.answered, snap.Answered)
 	counter(c.pagesMatched, snap.PagesMatched)
 	counter(c.ampThrottled, snap.AmpThrottled)
+	counter(c.cappedForwards, snap.CappedForwards)
 	counter(c.evictions, snap.Evicted)
 	counter(c.toShip, snap.ToShip)
 	counter(c.originsInserted, snap.OriginsInserted)

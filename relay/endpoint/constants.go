@@ -12,8 +12,10 @@ import (
 const (
 	// DefaultRetryInterval is how long a request waits for its response
 	// before it is sent again. One second covers a round trip through a
-	// full relay chain on the slow overlay preset (~270 ms one way), and
-	// keeps a lost packet's cost to about a second. A subscription's first
+	// full relay chain on the fast overlay preset (~65 ms a link) and a
+	// direct one on the slow preset (~270 ms one way; a full chain there
+	// takes about 2 s, so untightened requests are sent twice), and keeps
+	// a lost packet's cost to about a second. A subscription's first
 	// re-send waits this long too, and an unacked subscription then backs
 	// off (see PollInterval).
 	DefaultRetryInterval = time.Second
@@ -50,6 +52,7 @@ const (
 	// request that carries it must fit in a packet with the ack's copy.
 	MaxSubscribePath = scry.MaxNotifyPath
 
-	// pingPath is the path of the keepalive poke's ack name.
+	// pingPath prefixes the path of the keepalive poke's ack name; the
+	// pinging ship's @p follows it.
 	pingPath = "ping"
 )

@@ -257,7 +257,10 @@ func (c *Core) ping(now time.Duration, out []Datagram) []Datagram {
 	c.nextPing = now + c.cfg.PingInterval
 	sp := c.cfg.Sponsors.Sponsor(c.cfg.Ship)
 	if c.pingWire == nil {
-		pkt := c.pokePacket(sp, pingPath, nil)
+		// Each sponsee pings at its own name, so that a relay in front
+		// of the sponsor keeps a pending entry per pinger rather than
+		// aggregating every sponsee's ping under one capped entry.
+		pkt := c.pokePacket(sp, pingPath+"/"+c.cfg.Ship.String(), nil)
 		c.pingWire = pkt.Append(nil)
 	}
 	t := c.routes.Select(sp, lane.Key{}, now)
@@ -294,7 +297,7 @@ func (c *Core) Handle(b []byte, from netip.AddrPort, now time.Duration, out []Da
 			return out
 		}
 		if p.Header.Hops == 0 {
-			c.routes.Heard(p.PayloadName.Ship, lane.KeyOf(from), now)
+			c.routes.Contacted(p.PayloadName.Ship, lane.KeyOf(from), now)
 		}
 		return c.reply(&p, nil, from, out)
 	case scry.TypePage:
@@ -342,11 +345,11 @@ func (c *Core) page(p *scry.Packet, from netip.AddrPort, now time.Duration, out 
 	if p.Header.Hops == 0 {
 		c.routes.Heard(publisher, fromKey, now)
 	}
-	if !fresh {
-		// A late duplicate proves the lane it came through, and teaches
-		// nothing else.
-		nextKey = lane.Key{}
-	}
+	// A late duplicate (the request went on two lanes) still proves the
+	// lane it came through and offers its next-hop: when the looser
+	// route's copy wins the race, the tighter one's copy is the one that
+	// teaches the next step. Routes.Answered takes a hint only from the
+	// lanes being tried, so a copy through a looser route changes nothing.
 	c.routes.Answered(publisher, fromKey, nextKey, now)
 	resp := Response{From: from, Next: next, Hops: int(p.Header.Hops)}
 	var path string

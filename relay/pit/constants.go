@@ -16,13 +16,16 @@ const (
 
 	// DefaultMaxRequestersPerEntry bounds the requester lanes remembered per
 	// request name. Many requesters share a name when a path is popular (an
-	// OTA update or a widely read scry path under one galaxy); beyond 16 the
-	// extra requesters are refused and retry after the current response has
-	// been delivered. The cap bounds an entry's memory (1 inline lane plus 5
-	// overflow chunks), the linear de-duplication scan on every Add, and the
-	// fan-out of one response (16 copies of a <=1472-byte page), so a single
-	// upstream page cannot be amplified into an unbounded burst.
-	DefaultMaxRequestersPerEntry = 16
+	// OTA update or a widely read scry path under one galaxy). Behind a
+	// relay, downstream relays aggregate their own requesters, so 64
+	// distinct lanes on one name is a large crowd; beyond it the extra
+	// requesters are not recorded (their requests still refresh the upstream
+	// forward once per SuppressWindow, VerdictCappedForward) and retry after
+	// the response. The cap bounds the linear de-duplication scan on every
+	// Add (64 keys, about a cache line each), the fan-out of one response
+	// (64 copies, each still within its address's amplification budget),
+	// and, with MaxOverflowRequesters, the memory of the table.
+	DefaultMaxRequestersPerEntry = 64
 
 	// DefaultOverflowDivisor sets the default size of the shared pool of
 	// overflow requester slots (every requester of an entry after its first)

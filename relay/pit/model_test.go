@@ -90,6 +90,10 @@ func (m *model) add(key uint64, r lane.Key, now time.Duration) (Verdict, []uint6
 		needChunk := (len(e.reqs)-1)%lanesPerChunk == 0
 		if len(e.reqs) >= m.cfg.MaxRequestersPerEntry || needChunk && chunks >= m.p.chunkCap {
 			m.stats.RequesterCapped++
+			if nowMs-e.fwdMs >= int64(m.p.windowMs) {
+				e.fwdMs = nowMs
+				return VerdictCappedForward, nil
+			}
 			return VerdictRequesterCapped, nil
 		}
 		e.reqs = append(e.reqs, r)

@@ -176,6 +176,11 @@ func (s *shard) addLocked(h uint64, r lane.Key, nowTick, expTick, nowMs uint32) 
 		}
 		if e.nreq >= s.p.maxReq || !s.appendRequesterLocked(i, r) {
 			s.c.requesterCapped.Add(1)
+			e = &s.entries[i]
+			if int32(nowMs-e.fwdMs) >= s.p.windowMs {
+				e.fwdMs = nowMs
+				return VerdictCappedForward, false
+			}
 			return VerdictRequesterCapped, false
 		}
 		e = &s.entries[i]

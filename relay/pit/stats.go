@@ -15,7 +15,7 @@ type Stats struct {
 	Retransmits     uint64 // VerdictForwardRetransmit
 	Aggregated      uint64 // VerdictAggregated
 	Joined          uint64 // VerdictForwardJoined
-	RequesterCapped uint64 // VerdictRequesterCapped
+	RequesterCapped uint64 // VerdictRequesterCapped and VerdictCappedForward
 	Refused         uint64 // VerdictRefused
 	SourceCapped    uint64 // VerdictSourceCapped
 	Evicted         uint64 // live entries shed to make room (ShedOldest)

@@ -213,14 +213,21 @@ func TestRequesterCap(t *testing.T) {
 	}
 	// A known requester is still a retransmission.
 	wantAdd(t, tb, 5, laneN(2), 0, VerdictForwardRetransmit)
-	// The capped request did not bump the entry.
+	// Past the suppression window a capped request is forwarded, to
+	// refresh the entry upstream, once per window; it still does not bump
+	// the entry.
 	tb.Add(6, laneN(0), 20*time.Second)
-	wantAdd(t, tb, 5, laneN(5), 20*time.Second, VerdictRequesterCapped)
+	wantAdd(t, tb, 5, laneN(5), 20*time.Second, VerdictCappedForward)
+	wantAdd(t, tb, 5, laneN(6), 20*time.Second, VerdictRequesterCapped)
+	wantAdd(t, tb, 5, laneN(6), 21*time.Second, VerdictCappedForward)
+	if !VerdictCappedForward.Forward() {
+		t.Error("VerdictCappedForward.Forward() = false")
+	}
 	if _, ok := tb.Take(5, nil, 30*time.Second); ok {
 		t.Error("capped requester bumped the entry's expiry")
 	}
-	if st := tb.Stats(); st.RequesterCapped != 2 {
-		t.Errorf("RequesterCapped = %d, want 2", st.RequesterCapped)
+	if st := tb.Stats(); st.RequesterCapped != 4 {
+		t.Errorf("RequesterCapped = %d, want 4", st.RequesterCapped)
 	}
 }
 

@@ -35,6 +35,13 @@ const (
 	// round.
 	VerdictRequesterCapped
 
+	// VerdictCappedForward: as VerdictRequesterCapped (the requester is
+	// not recorded), but the entry's last upstream forward is older than
+	// SuppressWindow: forward the request anyway, so that an entry whose
+	// forward or answer was lost is not left waiting for its recorded
+	// requesters alone to retry. The last-forward time is updated.
+	VerdictCappedForward
+
 	// VerdictRefused: a new name whose shard is full of live entries under
 	// the RefuseNew policy. Nothing recorded; drop the request.
 	VerdictRefused
@@ -47,7 +54,8 @@ const (
 
 // Forward reports whether the caller must send the request upstream.
 func (v Verdict) Forward() bool {
-	return v == VerdictForwardNew || v == VerdictForwardRetransmit || v == VerdictForwardJoined
+	return v == VerdictForwardNew || v == VerdictForwardRetransmit || v == VerdictForwardJoined ||
+		v == VerdictCappedForward
 }
 
 // String returns the verdict's name, for logs and metric labels.
@@ -63,6 +71,8 @@ func (v Verdict) String() string {
 		return "forward-joined"
 	case VerdictRequesterCapped:
 		return "requester-capped"
+	case VerdictCappedForward:
+		return "capped-forward"
 	case VerdictRefused:
 		return "refused"
 	case VerdictSourceCapped:
