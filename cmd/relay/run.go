@@ -272,7 +272,7 @@ func (d *daemon) routineResolveGalaxies(ctx context.Context, domain string, refr
 	t := time.NewTicker(refresh)
 	defer t.Stop()
 	for {
-		found := resolveGalaxies(ctx, domain)
+		found := resolveGalaxies(ctx, domain, net.DefaultResolver.LookupNetIP)
 		if ctx.Err() != nil {
 			return
 		}
@@ -287,17 +287,20 @@ func (d *daemon) routineResolveGalaxies(ctx context.Context, domain string, refr
 	}
 }
 
+// lookupNetIP is net.Resolver.LookupNetIP's shape, so tests can answer.
+type lookupNetIP func(ctx context.Context, network, host string) ([]netip.Addr, error)
+
 // resolveGalaxies returns the lanes of the galaxies whose <name>.<domain>
 // resolves to an IPv4 address, on port 13337 + the galaxy's number, as
 // vere finds them.
-func resolveGalaxies(ctx context.Context, domain string) map[lane.Ship]netip.AddrPort {
+func resolveGalaxies(ctx context.Context, domain string, lookup lookupNetIP) map[lane.Ship]netip.AddrPort {
 	ctx, cancel := context.WithTimeout(ctx, dnsTimeout)
 	defer cancel()
 	found := map[lane.Ship]netip.AddrPort{}
 	for g := uint64(0); g < 256; g++ {
 		s := lane.ShipFromUint64(g)
 		host := strings.TrimPrefix(s.String(), "~") + "." + domain
-		addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip4", host)
+		addrs, err := lookup(ctx, "ip4", host)
 		if ctx.Err() != nil {
 			return found
 		}
