@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,7 +132,7 @@ func runSim(t testing.TB, sc simScenario) simResult {
 			return
 		}
 		var p scry.Packet
-		if p.Parse(b) == nil && p.Header.Type == scry.TypePoke && string(p.Name.Path) == pingPath {
+		if p.Parse(b) == nil && p.Header.Type == scry.TypePoke && strings.HasPrefix(string(p.Name.Path), pingPath+"/") {
 			return
 		}
 		idleWire++

@@ -1,0 +1,214 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/relay/endpoint"
+)
+
+const (
+	// MaxShips is the largest network New builds. Past it the synthetic
+	// lanes (10.0.0.0/8, two nodes per relay host) would still fit, but a
+	// run's memory (one endpoint.Core per ship, about 10 KB each, plus the
+	// relays' tables) would outgrow a developer machine.
+	MaxShips = 200_000
+
+	// MinShips is the smallest network New builds: a couple of galaxies,
+	// each with a star, and planets under them.
+	MinShips = 16
+
+	// MaxGalaxies is the number of galaxies on Urbit's network.
+	MaxGalaxies = 256
+
+	// ShipsPerGalaxy sets the number of galaxies in a small network:
+	// Ships/ShipsPerGalaxy, at most MaxGalaxies (reached at 4,096 ships),
+	// so that a test-sized network still has several stars per galaxy.
+	ShipsPerGalaxy = 16
+
+	// StarFraction is the share of non-galaxy ships that are stars. On the
+	// live network a few thousand stars sponsor a few tens of thousands of
+	// active planets; a tenth keeps stars numerous enough that most host
+	// several planets and a few host thousands (see PlanetSkew).
+	StarFraction = 0.10
+
+	// MoonFraction is the share of non-galaxy ships that are moons.
+	MoonFraction = 0.08
+
+	// MoonsPerSponsor is the mean number of moons of a planet that has any:
+	// moons are concentrated on a few planets (an operator's devices).
+	MoonsPerSponsor = 2
+
+	// StarSkew and PlanetSkew are the Zipf exponents by which stars are
+	// spread over galaxies and planets over stars: weight 1/(rank+1)^skew.
+	// Hosting providers' stars sponsor thousands of planets while most
+	// stars sponsor a handful.
+	StarSkew   = 0.8
+	PlanetSkew = 1.0
+
+	// MaxStarsPerGalaxy is how many stars a galaxy can sponsor (the high
+	// byte of a star's number, 1-255).
+	MaxStarsPerGalaxy = 255
+
+	// NATBindingTimeout is how long a NAT keeps a pinhole open after the
+	// ship last sent to a lane. 30 s is the short end of what home routers
+	// use for UDP, and the reason ships ping every 25 s.
+	NATBindingTimeout = 30 * time.Second
+
+	// LoopbackLatency is the one-way delay between a relay and the ship it
+	// fronts, on the same host.
+	LoopbackLatency = 50 * time.Microsecond
+
+	// RelayAccessFactor scales a relay host's access delay: relays run in
+	// data centres, ships mostly at home.
+	RelayAccessFactor = 0.25
+
+	// MeanTorusDistance is the mean distance between two uniform points of
+	// the unit torus (computed numerically: ∫∫ |p − q| over [0,1)² with
+	// wrap-around), used to normalise the distance term of link latency.
+	MeanTorusDistance = 0.3826
+
+	// PendingEntries is the pending-table capacity of each simulated relay.
+	// The default (a million) suits a production galaxy; a simulated relay
+	// never holds more than a few thousand requests, and thousands of
+	// relays in one process must stay small.
+	PendingEntries = 1 << 16
+
+	// PendingShards is each simulated relay's pending-table shard count:
+	// one goroutine drives every relay, so locks never meet.
+	PendingShards = 1
+
+	// AmpSlots is each simulated relay's amplification-budget table size
+	// (relay.AmpConfig.Slots). The default (64Ki addresses, 2.5 MiB) suits
+	// one production relay; thousands of simulated relays need a small
+	// table. An address whose slot another took starts over with
+	// relay.DefaultAmpInitial bytes, dozens of the simulation's small
+	// pages, so collisions do not throttle honest traffic.
+	AmpSlots = 1 << 10
+
+	// PoolBufCap is the capacity of pooled datagram buffers: every
+	// simulated datagram (peeks, pokes, pages with short payloads) fits,
+	// with relay.GrowRoom to spare. Larger datagrams get their own buffer.
+	PoolBufCap = 512
+)
+
+// LatencyModel is the distribution of one-way link latencies (see the package
+// comment).
+type LatencyModel struct {
+	Name string
+	// Mean is the mean one-way latency of the link between two ships drawn
+	// at random.
+	Mean time.Duration
+	// AccessShare is the part of Mean due to the two ends' access delays;
+	// the rest grows with their distance.
+	AccessShare float64
+	// Jitter is the per-datagram variation, ± this fraction.
+	Jitter float64
+}
+
+// Latency presets, after the overlay measurements of shared/seeds/001: the
+// fastest paths take 65 ms over Mycelium's round trips and 267 ms over Tor's.
+const (
+	FastMean = 65 * time.Millisecond
+	SlowMean = 267 * time.Millisecond
+	// PresetAccessShare is the presets' AccessShare: about 40% of a
+	// typical one-way latency is the last mile at the two ends.
+	PresetAccessShare = 0.4
+	// FastJitter and SlowJitter are the presets' per-datagram jitter; an
+	// onion-routed circuit varies more.
+	FastJitter = 0.1
+	SlowJitter = 0.2
+)
+
+// Fast is the 65 ms preset.
+func Fast() LatencyModel {
+	return LatencyModel{Name: "fast", Mean: FastMean, AccessShare: PresetAccessShare, Jitter: FastJitter}
+}
+
+// Slow is the 267 ms preset.
+func Slow() LatencyModel {
+	return LatencyModel{Name: "slow", Mean: SlowMean, AccessShare: PresetAccessShare, Jitter: SlowJitter}
+}
+
+// LatencyPreset returns the preset called name ("fast" or "slow").
+func LatencyPreset(name string) (LatencyModel, error) {
+	for _, m := range []LatencyModel{Fast(), Slow()} {
+		if m.Name == name {
+			return m, nil
+		}
+	}
+	return LatencyModel{}, fmt.Errorf("sim: unknown latency preset %q (want fast or slow)", name)
+}
+
+// Strategy is a routing strategy: where relays run and how routes are
+// chosen. It maps onto the project's switches (relay.RouteConfig and
+// relay.Config.Fraternize).
+type Strategy struct {
+	Name string
+	// GalaxyOnly models directed messaging as Urbit runs it today: relays
+	// only at galaxies, one relay hop. Every ship's sponsor (for pings and
+	// for routing, in relays and endpoints alike) is overridden to its
+	// galaxy, so each galaxy learns the lanes of every ship under it, and
+	// Routes.GalaxyOnly is set. Next-hop hints stay on: vere's galaxies
+	// always write the next-hop, and Arvo takes it as a lane to try.
+	// Without it, relays run at galaxies, stars and planets that sponsor
+	// moons, and requests climb the whole sponsorship chain.
+	GalaxyOnly bool
+	// SingleRoute sends each request on the tightest candidate lane alone,
+	// proven or not (relay.RouteConfig.SingleRoute), in relays and
+	// endpoints: no dual send, so a dead tighter lane loses requests until
+	// its probes fail.
+	SingleRoute bool
+	// NoHints ignores next-hop fields (relay.RouteConfig.NoHints).
+	NoHints bool
+	// Fraternize lifts the seed's rule: relays set the next-hop on pages to
+	// their own sponsors too (relay.Config.Fraternize).
+	Fraternize bool
+}
+
+// Routes returns the route configuration every relay and endpoint runs.
+func (s Strategy) Routes() relay.RouteConfig {
+	return relay.RouteConfig{SingleRoute: s.SingleRoute, NoHints: s.NoHints, GalaxyOnly: s.GalaxyOnly}
+}
+
+// Config describes a simulated network.
+type Config struct {
+	// Seed determines the topology, positions, NATs and every random
+	// draw of the network.
+	Seed uint64
+	// Ships is the number of ships, galaxies included.
+	Ships int
+	// NATFraction is the share of planets and moons behind a NAT. Ships
+	// that run relays are public.
+	NATFraction float64
+	// Loss is the probability that a datagram crossing the network is
+	// lost.
+	Loss     float64
+	Latency  LatencyModel
+	Strategy Strategy
+	// RetryInterval and PingInterval configure every endpoint (zero: the
+	// endpoint defaults, 1 s and 25 s).
+	RetryInterval time.Duration
+	PingInterval  time.Duration
+}
+
+func (c *Config) fill() error {
+	if c.Ships < MinShips || c.Ships > MaxShips {
+		return fmt.Errorf("sim: %d ships; want %d to %d", c.Ships, MinShips, MaxShips)
+	}
+	if c.NATFraction < 0 || c.NATFraction > 1 || c.Loss < 0 || c.Loss >= 1 {
+		return errors.New("sim: NAT fraction and loss must be probabilities (loss below 1)")
+	}
+	if c.Latency.Mean <= 0 {
+		c.Latency = Fast()
+	}
+	if c.RetryInterval <= 0 {
+		c.RetryInterval = endpoint.DefaultRetryInterval
+	}
+	if c.PingInterval == 0 {
+		c.PingInterval = endpoint.DefaultPingInterval
+	}
+	return nil
+}

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/urbit-relay/relay/cmd/simnet/internal/sim"
+	"github.com/urbit-relay/relay/lane"
+	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/relay/endpoint"
+)
+
+// shortParams are the CI run's settings: -short, with ships ships.
+func shortParams(ships int) params {
+	return params{ships: ships, seed: 1, nat: DefaultNAT, short: true}
+}
+
+// Test network sizes: as small as keeps every category populated, so that
+// the package's tests stay well under a minute under -race.
+const (
+	testShips       = ShortShips
+	testNotifyShips = 300
+	testDocShips    = 100
+)
+
+// TestTighteningLosesNothing checks the seed's claims on a short run: routes
+// to public ships go direct, one relay per round trip; ships behind a NAT
+// stay behind their sponsor; and no request is lost or retransmitted while
+// routes tighten, without link loss. With a single route (SingleRoute: the
+// tightest candidate alone) routes tighten as fast, and a dead hint (a
+// sponsee behind a NAT) delays requests until its probes fail, no longer.
+func TestTighteningLosesNothing(t *testing.T) {
+	t.Parallel()
+	design, err := tightenOnce(shortParams(testShips), strategyDesign(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	today, err := tightenOnce(shortParams(testShips), strategyToday(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	single, err := tightenOnce(shortParams(testShips), strategySingle(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range categories() {
+		d := design.cats[i]
+		if d.pairs == 0 {
+			t.Fatalf("%s: no pairs", c.name)
+		}
+		if d.retried != 0 || d.lost != 0 {
+			t.Errorf("design, %s: %d retransmitted, %d lost while tightening without loss; want none", c.name, d.retried, d.lost)
+		}
+		if g := today.cats[i]; g.retried != 0 || g.lost != 0 {
+			t.Errorf("galaxy-only, %s: %d retransmitted, %d lost without loss", c.name, g.retried, g.lost)
+		}
+		switch {
+		case c.nat && d.wentDirect != 0:
+			t.Errorf("%s: %d pairs went direct to a ship behind a NAT", c.name, d.wentDirect)
+		case !c.nat && d.wentDirect != d.pairs:
+			t.Errorf("%s: %d of %d pairs went direct; every public receiver should", c.name, d.wentDirect, d.pairs)
+		}
+		// The chain tightens one relay per round trip: a receiver at depth
+		// d is reached directly after at most d round trips (fewer when
+		// the requester already knows a relay on the way), even when the
+		// looser route's copy of a page wins the race: the endpoint takes
+		// the next-hop from the tighter route's late duplicate.
+		if !c.nat && maxOf(d.roundTrips) > float64(c.class) {
+			t.Errorf("%s: %v round trips to direct on average, up to %v; want at most %d", c.name, mean(d.roundTrips), maxOf(d.roundTrips), c.class)
+		}
+		// Galaxy-only: the galaxy knows every lane, one round trip.
+		if !c.nat && maxOf(today.cats[i].roundTrips) > 1 {
+			t.Errorf("galaxy-only, %s: %v round trips to direct, want at most 1", c.name, maxOf(today.cats[i].roundTrips))
+		}
+		s := single.cats[i]
+		if s.lost != 0 {
+			t.Errorf("single route, %s: %d requests lost", c.name, s.lost)
+		}
+		if !c.nat {
+			if s.wentDirect != s.pairs || maxOf(s.roundTrips) > float64(c.class) {
+				t.Errorf("single route, %s: %d of %d pairs went direct, after up to %v round trips; want all, within %d", c.name, s.wentDirect, s.pairs, maxOf(s.roundTrips), c.class)
+			}
+			if s.retried != 0 {
+				t.Errorf("single route, %s: %d requests re-sent to public receivers", c.name, s.retried)
+			}
+			continue
+		}
+		// The sponsor's relay hands out the NATed receiver's lane as a
+		// next-hop; tried alone, it loses requests until it fails
+		// CandidateFailures probes, and is then held out.
+		bound := float64(relay.DefaultCandidateFailures)*ms(relay.DefaultProbeTimeout) + ms(time.Second)
+		if d := maxOf(flatten(s.delayByK)); d > bound {
+			t.Errorf("single route, %s: a request took %.0f ms; a dead hint should cost at most %.0f", c.name, d, bound)
+		}
+		if s.wentDirect != 0 {
+			t.Errorf("single route, %s: %d pairs went direct to a ship behind a NAT", c.name, s.wentDirect)
+		}
+	}
+}
+
+// TestStrategiesMoveLoadOffGalaxies checks that galaxy-only relaying puts
+// more packets on galaxies than the sponsorship chain, on the same workload,
+// and that no strategy loses requests without link loss.
+func TestStrategiesMoveLoadOffGalaxies(t *testing.T) {
+	t.Parallel()
+	p := shortParams(testShips)
+	d, err := strategyOnce(p, strategyDesign(), sim.Fast())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := strategyOnce(p, strategyToday(), sim.Fast())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.requests != g.requests || d.requests == 0 {
+		t.Fatalf("requests: design %d, galaxy-only %d; the workload must be the same", d.requests, g.requests)
+	}
+	if d.pps(lane.Galaxy) >= g.pps(lane.Galaxy) {
+		t.Errorf("galaxies carry %.1f pkt/s under the chain, %.1f under galaxy-only; want fewer under the chain", d.pps(lane.Galaxy), g.pps(lane.Galaxy))
+	}
+	if d.ppsOf(lane.Galaxy, sim.TrafficTracked) >= g.ppsOf(lane.Galaxy, sim.TrafficTracked) {
+		t.Errorf("request traffic at galaxies: %.1f pkt/s under the chain, %.1f under galaxy-only", d.ppsOf(lane.Galaxy, sim.TrafficTracked), g.ppsOf(lane.Galaxy, sim.TrafficTracked))
+	}
+	if d.lost != 0 || g.lost != 0 {
+		t.Errorf("lost: design %d, galaxy-only %d; want none without loss", d.lost, g.lost)
+	}
+	// Determinism: the same seed, the same run.
+	again, err := strategyOnce(p, strategyDesign(), sim.Fast())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.msgs != d.msgs || again.classLoad != d.classLoad || len(again.delays) != len(d.delays) {
+		t.Errorf("a second run of the same seed differs: %d/%d datagrams", again.msgs, d.msgs)
+	}
+	for i := range d.delays {
+		if d.delays[i] != again.delays[i] {
+			t.Fatalf("delay %d differs between runs: %v, %v", i, d.delays[i], again.delays[i])
+		}
+	}
+}
+
+// TestNotificationsBeatPolling checks that subscribers of a publisher running
+// the notification protocol get values sooner, and for less idle traffic,
+// than subscribers polling every second; and that polls left unanswered (the
+// value not grown yet) do not cost the publisher its lane at its sponsor's
+// relay, which would drop requests as sponsee_unknown until its next ping.
+func TestNotificationsBeatPolling(t *testing.T) {
+	t.Parallel()
+	p := shortParams(testNotifyShips)
+	note, err := pollOnce(p, followMode{name: "n", interval: endpoint.DefaultRetryInterval, subscribe: true, signed: true}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll, err := pollOnce(p, followMode{name: "p", interval: endpoint.DefaultRetryInterval}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if note.undelivered != 0 || poll.undelivered != 0 {
+		t.Errorf("undelivered: notifications %d, polling %d", note.undelivered, poll.undelivered)
+	}
+	if delivered := len(note.firstDelay) + len(note.laterDelay); note.notified != delivered {
+		t.Errorf("%d of %d values came by notification", note.notified, delivered)
+	}
+	if mean(note.laterDelay) >= mean(poll.laterDelay) {
+		t.Errorf("delivery: notifications %.0f ms, polling %.0f ms", mean(note.laterDelay), mean(poll.laterDelay))
+	}
+	if note.idleLater >= poll.idleLater {
+		t.Errorf("idle datagrams per subscriber per minute: notifications %.1f, polling %.1f", note.idleLater, poll.idleLater)
+	}
+	if note.sponseeUnknown != 0 || poll.sponseeUnknown != 0 {
+		t.Errorf("sponsee_unknown drops: notifications %d, polling %d; a relay must keep the lane its sponsee pings from", note.sponseeUnknown, poll.sponseeUnknown)
+	}
+}
+
+// TestChurnRecovers checks that a ship whose lane changes is reachable again
+// within a ping interval and that a galaxy restart does not disturb the
+// design's tightened routes.
+func TestChurnRecovers(t *testing.T) {
+	t.Parallel()
+	p := shortParams(testShips)
+	sc := scenarios()
+	const slack = 5                 // seconds beyond the ping interval: probe timeouts and round trips
+	for _, i := range []int{0, 1} { // NAT rebinding, address change
+		r, err := churnOnce(p, sc[i], strategyDesign())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.rcvrs == 0 || r.worst() > endpoint.DefaultPingInterval.Seconds()+slack {
+			t.Errorf("%s: %d receivers, worst recovery %.1f s; want within a ping interval", sc[i].name, r.rcvrs, r.worst())
+		}
+		if r.lost != 0 || r.lostPre != 0 {
+			t.Errorf("%s: %d requests lost (%d before the churn)", sc[i].name, r.lost, r.lostPre)
+		}
+	}
+	r, err := churnOnce(p, sc[3], strategyDesign()) // galaxy relay restart
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.rcvrs == 0 || r.worst() > 3 {
+		t.Errorf("galaxy restart under the design: worst recovery %.1f s; tightened routes should not notice", r.worst())
+	}
+}
+
+// TestRunWritesDocument runs the command end to end on a tiny network and
+// checks that it writes the document and every plot it links.
+func TestRunWritesDocument(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	if err := run([]string{"-short", "-ships", strconv.Itoa(testDocShips), "-out", dir}, &stdout, &stderr); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	doc, err := os.ReadFile(filepath.Join(dir, "simulation.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, title := range []string{"## Headline findings", "## 1. Tightening", "## 2. Strategies", "## 3. Notifications", "## 4. Churn", "## The model"} {
+		if !bytes.Contains(doc, []byte(title)) {
+			t.Errorf("document lacks %q", title)
+		}
+	}
+	for _, line := range strings.Split(string(doc), "\n") {
+		if i := strings.Index(line, "](simulation/"); i >= 0 {
+			name := line[i+2 : strings.Index(line[i:], ")")+i]
+			if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+				t.Errorf("the document links %s: %v", name, err)
+			}
+		}
+	}
+	if err := run([]string{"-experiment", "nonsense", "-out", dir}, &stdout, &stderr); err == nil {
+		t.Error("an unknown experiment was accepted")
+	}
+}
