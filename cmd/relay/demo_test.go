@@ -55,6 +55,12 @@ func TestDemo(t *testing.T) {
 		"~mister-ritpub-sipsyl  moon    publisher",
 		"The route went from ~syl to ~mister-ritpub-sipsyl itself in 4 round trips",
 		"Relay counters:",
+		// The subscription: a signed ack for a value not grown yet, a held
+		// heartbeat, and the value arriving in the heartbeat's answer.
+		"~mister-ritpub-sipsyl signed the subscription: pending, session",
+		"~rovnys sends one heartbeat for all its subscriptions there",
+		`delivered  "the first value" arrived`,
+		"in the held heartbeat's answer",
 	} {
 		if !strings.Contains(out, s) {
 			t.Errorf("output lacks %q:\n%s", s, out)
