@@ -97,12 +97,8 @@ func (g *loadGen) runPublishers(wg *sync.WaitGroup) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			in := make([]transport.Message, transport.DefaultBatchSize)
-			out := make([]transport.Message, transport.DefaultBatchSize)
-			for i := range in {
-				in[i].Buf = make([]byte, relay.MaxPacket)
-				out[i].Buf = make([]byte, 0, relay.MaxPacket)
-			}
+			in := newMessages(transport.DefaultBatchSize, relay.MaxPacket, relay.MaxPacket)
+			out := newMessages(transport.DefaultBatchSize, 0, relay.MaxPacket)
 			frag := make([]byte, g.pageSize)
 			var pkt scry.Packet
 			for {
@@ -166,12 +162,8 @@ func (g *loadGen) runRequesters(wg *sync.WaitGroup, onAnswer func(p *pair, msgs 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			in := make([]transport.Message, transport.DefaultBatchSize)
-			out := make([]transport.Message, transport.DefaultBatchSize)
-			for i := range in {
-				in[i].Buf = make([]byte, relay.MaxPacket)
-				out[i].Buf = make([]byte, 0, 128)
-			}
+			in := newMessages(transport.DefaultBatchSize, relay.MaxPacket, relay.MaxPacket)
+			out := newMessages(transport.DefaultBatchSize, 0, 128)
 			var pkt scry.Packet
 			for {
 				n, err := p.req.ReadBatch(in)
@@ -221,10 +213,7 @@ func (g *loadGen) closedLoop(window int, d time.Duration) float64 {
 			g.send(p, n, msgs)
 		}
 	})
-	msgs := make([]transport.Message, window)
-	for i := range msgs {
-		msgs[i].Buf = make([]byte, 0, 128)
-	}
+	msgs := newMessages(window, 0, 128)
 	start := g.answered.Load()
 	t0 := time.Now()
 	for _, p := range g.pairs {
@@ -266,10 +255,7 @@ func (g *loadGen) openLoop(rate float64, d time.Duration) ([]time.Duration, floa
 	g.runRequesters(&wg, nil)
 	const tick = time.Millisecond
 	perTick := rate * tick.Seconds()
-	msgs := make([]transport.Message, transport.DefaultBatchSize)
-	for i := range msgs {
-		msgs[i].Buf = make([]byte, 0, 128)
-	}
+	msgs := newMessages(transport.DefaultBatchSize, 0, 128)
 	seq0, ans0 := g.seq.Load(), g.answered.Load()
 	t0 := time.Now()
 	due := 0.0
@@ -317,10 +303,7 @@ func (g *loadGen) quiesce(wg *sync.WaitGroup) {
 // that the publishers never answer. It sends in paced batches and returns
 // when the server reports n entries (or gives up after several rounds).
 func (g *loadGen) prefill(n int, pending func() int) error {
-	msgs := make([]transport.Message, transport.DefaultBatchSize)
-	for i := range msgs {
-		msgs[i].Buf = make([]byte, 0, 128)
-	}
+	msgs := newMessages(transport.DefaultBatchSize, 0, 128)
 	path := make([]byte, 0, 24)
 	next := 0
 	for round := 0; round < 20; round++ {
@@ -350,4 +333,14 @@ func (g *loadGen) prefill(n int, pending func() int) error {
 		return fmt.Errorf("prefill reached %d of %d entries", have, n)
 	}
 	return nil
+}
+
+// newMessages returns n messages, each with a buffer of length size and
+// capacity capacity.
+func newMessages(n, size, capacity int) []transport.Message {
+	msgs := make([]transport.Message, n)
+	for i := range msgs {
+		msgs[i].Buf = make([]byte, size, capacity)
+	}
+	return msgs
 }

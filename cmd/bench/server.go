@@ -147,10 +147,7 @@ func (f *forwarder) start() {
 
 func (f *forwarder) loop(idx int, c transport.Conn) {
 	defer func() { f.done <- struct{}{} }()
-	msgs := make([]transport.Message, transport.DefaultBatchSize)
-	for i := range msgs {
-		msgs[i].Buf = make([]byte, relay.MaxPacket)
-	}
+	msgs := newMessages(transport.DefaultBatchSize, relay.MaxPacket, relay.MaxPacket)
 	for {
 		n, err := c.ReadBatch(msgs)
 		if err != nil {
