@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -533,28 +534,34 @@ func changedSettings(old, new runConfig) (live, restart []string) {
 type shipLanes map[lane.Ship]netip.AddrPort
 
 // String lists the lanes sorted by ship, so equal tables print equally.
-func (m shipLanes) String() string {
-	ships := make([]lane.Ship, 0, len(m))
-	for s := range m {
-		ships = append(ships, s)
-	}
-	slices.SortFunc(ships, lane.Ship.Compare)
+func (m shipLanes) String() string { return formatShipMap(m) }
+
+// formatShipMap prints m as SHIP=VALUE pairs sorted by ship, comma-separated.
+func formatShipMap[V any](m map[lane.Ship]V) string {
+	ships := slices.SortedFunc(maps.Keys(m), lane.Ship.Compare)
 	var b strings.Builder
 	for i, s := range ships {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, "%s=%s", s, m[s])
+		fmt.Fprintf(&b, "%s=%v", s, m[s])
 	}
 	return b.String()
 }
 
-func (m shipLanes) Set(v string) error {
-	s, a, ok := strings.Cut(v, "=")
+// cutShip splits a SHIP=VALUE flag value and parses the ship; want names
+// the expected form for the error.
+func cutShip(v, want string) (lane.Ship, string, error) {
+	s, rest, ok := strings.Cut(v, "=")
 	if !ok {
-		return fmt.Errorf("want SHIP=ADDR:PORT, got %q", v)
+		return lane.Ship{}, "", fmt.Errorf("want %s, got %q", want, v)
 	}
 	sh, err := lane.ParseShip(s)
+	return sh, rest, err
+}
+
+func (m shipLanes) Set(v string) error {
+	sh, a, err := cutShip(v, "SHIP=ADDR:PORT")
 	if err != nil {
 		return err
 	}
@@ -600,27 +607,11 @@ func (f *sponsorFlag) String() string {
 	if f == nil {
 		return ""
 	}
-	ships := make([]lane.Ship, 0, len(f.set))
-	for s := range f.set {
-		ships = append(ships, s)
-	}
-	slices.SortFunc(ships, lane.Ship.Compare)
-	var b strings.Builder
-	for i, s := range ships {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, "%s=%s", s, f.set[s])
-	}
-	return b.String()
+	return formatShipMap(f.set)
 }
 
 func (f *sponsorFlag) Set(v string) error {
-	s, p, ok := strings.Cut(v, "=")
-	if !ok {
-		return fmt.Errorf("want SHIP=SPONSOR, got %q", v)
-	}
-	sh, err := lane.ParseShip(s)
+	sh, p, err := cutShip(v, "SHIP=SPONSOR")
 	if err != nil {
 		return err
 	}

@@ -102,29 +102,16 @@ func newBatchConn(uc *net.UDPConn, batch int) (*batchConn, error) {
 
 // recvmmsg runs inside RawConn.Read. Returning false means "would block":
 // the poller waits for readability and calls again.
-func (s *mmsgScratch) recvmmsg(fd uintptr) bool {
-	for {
-		n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, fd,
-			uintptr(unsafe.Pointer(&s.hdrs[0])), uintptr(s.count), 0, 0, 0)
-		switch errno {
-		case 0:
-			s.n, s.errno = int(n), 0
-			return true
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			return false
-		default:
-			s.n, s.errno = 0, errno
-			return true
-		}
-	}
-}
+func (s *mmsgScratch) recvmmsg(fd uintptr) bool { return s.mmsg(unix.SYS_RECVMMSG, fd) }
 
 // sendmmsg runs inside RawConn.Write; see recvmmsg.
-func (s *mmsgScratch) sendmmsg(fd uintptr) bool {
+func (s *mmsgScratch) sendmmsg(fd uintptr) bool { return s.mmsg(unix.SYS_SENDMMSG, fd) }
+
+// mmsg issues recvmmsg or sendmmsg (trap) on s.hdrs[:s.count], retrying on
+// EINTR, and records the count and error in s; false means EAGAIN.
+func (s *mmsgScratch) mmsg(trap, fd uintptr) bool {
 	for {
-		n, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, fd,
+		n, _, errno := unix.Syscall6(trap, fd,
 			uintptr(unsafe.Pointer(&s.hdrs[0])), uintptr(s.count), 0, 0, 0)
 		switch errno {
 		case 0:
