@@ -109,9 +109,18 @@ func (s *mmsgScratch) sendmmsg(fd uintptr) bool { return s.mmsg(unix.SYS_SENDMMS
 
 // mmsg issues recvmmsg or sendmmsg (trap) on s.hdrs[:s.count], retrying on
 // EINTR, and records the count and error in s; false means EAGAIN.
+//
+// The call is raw (no entersyscall/exitsyscall): the socket is non-blocking,
+// so the call never waits, it only works, for at most one batch. Through the
+// runtime's Syscall6 a batch that takes longer than sysmon's 20 µs tick
+// (64 loopback datagrams take ~200 µs) has its P retaken and handed to a
+// fresh M, and the reader then queues for a P on return: measured, that cost
+// the relay 25-35% of its throughput at GOMAXPROCS=1 (BENCHMARKS.md, "Where
+// the time goes"). The price is that this goroutine cannot be preempted or
+// stopped for GC during one batch.
 func (s *mmsgScratch) mmsg(trap, fd uintptr) bool {
 	for {
-		n, _, errno := unix.Syscall6(trap, fd,
+		n, _, errno := unix.RawSyscall6(trap, fd,
 			uintptr(unsafe.Pointer(&s.hdrs[0])), uintptr(s.count), 0, 0, 0)
 		switch errno {
 		case 0:
