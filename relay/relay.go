@@ -395,20 +395,25 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	reqs, ok := r.pending.Take(r.key(p.NameBytes()), out.reqs[:0], now)
 	out.reqs = reqs[:0]
 	publisher := p.Name.Ship
+	// sponsors are the lanes of our own sponsors: requesters there get the
+	// page without a next-hop.
+	var sponsorBuf [2 * 4]lane.Key
+	var sponsors []lane.Key
 	if !fromShip {
 		// Route knowledge is taken from solicited pages only, so that
 		// unsolicited traffic cannot steer the route table; a late
 		// duplicate still proves the lane it came through.
 		var next lane.Key
+		var chain []lane.Ship
 		if ok {
 			if ap, has := p.NextHopAddr(); has {
 				next = lane.KeyOf(lane.Canon(ap))
 			}
-			if p.Header.Hops == 0 {
-				r.routes.Heard(publisher, fromKey, now)
-			}
+			chain = r.ourChain
 		}
-		r.routes.Answered(publisher, fromKey, next, now)
+		sponsors = r.routes.PageArrived(publisher, fromKey, next, ok && p.Header.Hops == 0, now, chain, sponsorBuf[:0])
+	} else if ok && len(r.ourChain) > 0 {
+		sponsors = r.routes.appendLanesOf(sponsorBuf[:0], r.ourChain)
 	}
 	if !ok {
 		r.counters.drops[DropUnsolicited].Add(1)
@@ -430,8 +435,6 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	if !fromShip && hops < MaxHops {
 		hops++
 	}
-	var sponsorBuf [2 * 4]lane.Key
-	sponsors := r.routes.appendLanesOf(sponsorBuf[:0], r.ourChain)
 	for _, q := range reqs {
 		if bare == nil && slices.Contains(sponsors, q) {
 			bare = out.scratchCopy(b)

@@ -2,7 +2,9 @@ package relay
 
 import (
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
@@ -45,9 +47,13 @@ type Routes struct {
 	mu      sync.Mutex
 	table   *simplelru.LRU[lane.Ship, *route] // guarded by mu
 	static  map[lane.Ship]lane.Key            // guarded by mu; galaxy (and operator-pinned) lanes
-	selfKey map[lane.Key]bool                 // guarded by mu; lanes that are this process; never targets
 	free    []*route                          // guarded by mu; evicted routes for reuse
 	changes uint64                            // guarded by mu; route changes, for metrics
+
+	// selfKeys holds the lanes that are this process, never targets: an
+	// immutable slice (a handful of lanes), replaced under mu and read
+	// without it, since every datagram checks it.
+	selfKeys atomic.Pointer[[]lane.Key]
 }
 
 // RouteConfig holds the route table's caps and timings; zero fields take the
@@ -129,7 +135,8 @@ func NewRoutes(self lane.Ship, sponsors *lane.Sponsors, cfg RouteConfig) (*Route
 	if sponsors == nil {
 		sponsors = &lane.Sponsors{}
 	}
-	r := &Routes{self: self, sponsors: sponsors, cfg: cfg, static: map[lane.Ship]lane.Key{}, selfKey: map[lane.Key]bool{}}
+	r := &Routes{self: self, sponsors: sponsors, cfg: cfg, static: map[lane.Ship]lane.Key{}}
+	r.selfKeys.Store(&[]lane.Key{})
 	t, err := simplelru.NewLRU[lane.Ship, *route](cfg.MaxRoutes, func(_ lane.Ship, v *route) {
 		// Called with mu held, from Add.
 		if len(r.free) < 64 {
@@ -183,8 +190,12 @@ func (r *Routes) StaticLane(s lane.Ship) (lane.Key, bool) {
 // address as seen by others). Such a lane is never chosen as a target.
 func (r *Routes) AddSelf(k lane.Key) {
 	r.mu.Lock()
-	r.selfKey[k] = true
-	r.mu.Unlock()
+	defer r.mu.Unlock()
+	old := *r.selfKeys.Load()
+	if !slices.Contains(old, k) {
+		keys := append(slices.Clip(old), k) // a copy: readers hold old
+		r.selfKeys.Store(&keys)
+	}
 }
 
 // Len returns the number of ships with routing state.
@@ -237,11 +248,15 @@ func (r *Routes) heard(s lane.Ship, k lane.Key, now time.Duration, kept bool) {
 	if !k.IsValid() {
 		return
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.selfKey[k] {
+	if r.isSelf(k) {
 		return
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.heardLocked(s, k, now, kept)
+}
+
+func (r *Routes) heardLocked(s lane.Ship, k lane.Key, now time.Duration, kept bool) {
 	rt := r.getLocked(s, true)
 	if rt.direct.lane != k {
 		r.changes++
@@ -278,6 +293,25 @@ func (r *Routes) directFreshLocked(rt *route, now time.Duration) bool {
 func (r *Routes) Answered(s lane.Ship, from, next lane.Key, now time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.answeredLocked(s, from, next, now)
+}
+
+// PageArrived is, under one lock, what a relay learns from a page published
+// by s that arrived from lane from with next-hop next: if heard (a hop-0
+// page), Heard(s, from); then Answered(s, from, next); then it appends the
+// known lanes of ships (appendLanesOf) to dst and returns it.
+func (r *Routes) PageArrived(s lane.Ship, from, next lane.Key, heard bool, now time.Duration, ships []lane.Ship, dst []lane.Key) []lane.Key {
+	self := r.isSelf(from)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if heard && from.IsValid() && !self {
+		r.heardLocked(s, from, now, false)
+	}
+	r.answeredLocked(s, from, next, now)
+	return r.appendLanesOfLocked(dst, ships)
+}
+
+func (r *Routes) answeredLocked(s lane.Ship, from, next lane.Key, now time.Duration) {
 	rt := r.getLocked(s, next.IsValid())
 	if rt == nil {
 		return
@@ -297,7 +331,7 @@ func (r *Routes) Answered(s lane.Ship, from, next lane.Key, now time.Duration) {
 			rt.base.answer(now)
 		}
 	}
-	if r.cfg.NoHints || !next.IsValid() || r.selfKey[next] || next == from || next == rt.direct.lane ||
+	if r.cfg.NoHints || !next.IsValid() || r.isSelf(next) || next == from || next == rt.direct.lane ||
 		next == rt.hint.lane || next == rt.base.lane ||
 		(next == rt.bad && now < rt.badUntil) {
 		return
@@ -354,10 +388,15 @@ func (r *Routes) Select(s lane.Ship, from lane.Key, now time.Duration) Targets {
 	var t Targets
 	var cands [8]candidate
 	n := 0
+	// done is set once a proven candidate is in: looser candidates are
+	// never chosen (the rubric takes the tightest proven one and the one
+	// just tighter), so the walk stops there.
+	done := false
+	selfKeys := *r.selfKeys.Load()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	add := func(k lane.Key, proven bool, p *path) {
-		if !k.IsValid() || r.selfKey[k] || n == len(cands) {
+		if done || !k.IsValid() || slices.Contains(selfKeys, k) || n == len(cands) {
 			return
 		}
 		if k == from {
@@ -371,6 +410,7 @@ func (r *Routes) Select(s lane.Ship, from lane.Key, now time.Duration) Targets {
 		}
 		cands[n] = candidate{lane: k, proven: proven, p: p}
 		n++
+		done = proven
 	}
 	if rt := r.getLocked(s, false); rt != nil {
 		r.expireProbesLocked(rt, now)
@@ -380,13 +420,16 @@ func (r *Routes) Select(s lane.Ship, from lane.Key, now time.Duration) Targets {
 		add(rt.hint.lane, rt.hint.proven, &rt.hint)
 		add(rt.base.lane, rt.base.proven, &rt.base)
 	}
-	if s != r.self {
+	if s != r.self && !done {
 		if k, ok := r.static[s]; ok {
 			add(k, true, nil)
 		}
 		var chainBuf [8]lane.Ship
 		chain := r.sponsors.AppendChain(chainBuf[:0], s)
 		for _, sp := range chain {
+			if done {
+				break
+			}
 			if sp == s {
 				continue
 			}
@@ -494,12 +537,8 @@ func (r *Routes) Info(s lane.Ship) (RouteInfo, bool) {
 	}, true
 }
 
-// isSelf reports whether k is a lane of this process.
-func (r *Routes) isSelf(k lane.Key) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.selfKey[k]
-}
+// isSelf reports whether k is a lane of this process. It takes no lock.
+func (r *Routes) isSelf(k lane.Key) bool { return slices.Contains(*r.selfKeys.Load(), k) }
 
 // appendLanesOf appends to dst the known lanes of ships: each one's static
 // lane and its direct lane (fresh or not: a sponsor that has gone quiet is
@@ -507,6 +546,10 @@ func (r *Routes) isSelf(k lane.Key) bool {
 func (r *Routes) appendLanesOf(dst []lane.Key, ships []lane.Ship) []lane.Key {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.appendLanesOfLocked(dst, ships)
+}
+
+func (r *Routes) appendLanesOfLocked(dst []lane.Key, ships []lane.Ship) []lane.Key {
 	for _, s := range ships {
 		if k, ok := r.static[s]; ok {
 			dst = append(dst, k)

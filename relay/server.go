@@ -63,6 +63,7 @@ type Server struct {
 	readErr  atomic.Uint64 // failed reads other than closure
 	batches  atomic.Uint64 // read batches
 	batchSum atomic.Uint64 // datagrams over all read batches
+	service  ServiceHistogram
 }
 
 // NewServer returns a server for r on conns. It does not start it.
@@ -150,6 +151,10 @@ func (s *Server) BatchStats() (batches, datagrams uint64) {
 	return s.batches.Load(), s.batchSum.Load()
 }
 
+// ServiceTimes returns the histogram of the time datagrams spend in the
+// server, from their read's return to their batch's last write's return.
+func (s *Server) ServiceTimes() *ServiceHistogram { return &s.service }
+
 // RoutineExpire advances the relay's timers every ExpiryInterval.
 func (s *Server) RoutineExpire() {
 	defer s.wg.Done()
@@ -222,6 +227,7 @@ func (s *Server) RoutineRead(rd *reader) {
 			outMsgs = append(outMsgs, transport.Message{Buf: snd.Buf, N: len(snd.Buf), Addr: snd.To})
 		}
 		ok := s.writeAll(c, outMsgs)
+		s.service.Observe(s.cfg.Clock.Now()-now, n)
 		// Drop references to datagram buffers before the next read.
 		clear(outMsgs)
 		rd.batchMu.Unlock()

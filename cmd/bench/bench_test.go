@@ -23,16 +23,16 @@ func TestBenchSmoke(t *testing.T) {
 		t.Skip("starts child processes")
 	}
 	cfg := benchConfig{pairs: 1, base: 43000, duration: 300 * time.Millisecond, window: 32, page: 512}
-	base, err := measure(cfg, "bare forwarder", "forward", 0, 1, 1, 1, 0)
+	res, err := measureSet(cfg, 1, []scenario{
+		{name: "bare forwarder", role: "forward", sockets: 1, procs: 1},
+		{name: "relay", role: "relay", pending: 1000, sockets: 1, procs: 1},
+	}, 2, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel, err := measure(cfg, "relay", "relay", 1000, 1, 1, 1, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if base.RTPerSec <= 0 || rel.RTPerSec <= 0 {
-		t.Fatalf("no traffic: baseline %.0f, relay %.0f round trips/s", base.RTPerSec, rel.RTPerSec)
+	base, rel := res[0], res[1]
+	if len(rel.Rounds) != 2 || base.RTPerSec <= 0 || rel.RTPerSec <= 0 {
+		t.Fatalf("no traffic: baseline %.0f, relay %.0f round trips/s over %d rounds", base.RTPerSec, rel.RTPerSec, len(rel.Rounds))
 	}
 	if rel.Allocs > 0.01 {
 		t.Errorf("relay allocates %.3f times per datagram", rel.Allocs)
@@ -40,8 +40,13 @@ func TestBenchSmoke(t *testing.T) {
 	if rel.Answered < 0.99 || len(rel.Lat) == 0 {
 		t.Errorf("open loop answered %.2f%% with %d samples", 100*rel.Answered, len(rel.Lat))
 	}
+	for _, r := range res {
+		if r.service(1) == 0 {
+			t.Errorf("%s: no service times recorded", r.Name)
+		}
+	}
 	dir := t.TempDir()
-	rep := &report{cfg: cfg, results: []*result{base, rel}, halfRate: rel.Rate, when: time.Now()}
+	rep := &report{cfg: cfg, rounds: 2, results: res, halfRate: rel.Rate, when: time.Now()}
 	if err := rep.write(filepath.Join(dir, "B.md"), filepath.Join(dir, "plots")); err != nil {
 		t.Fatal(err)
 	}

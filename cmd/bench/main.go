@@ -1,18 +1,21 @@
 // Command bench measures the relay against the machine's limit.
 //
-// It runs, one after the other, a bare forwarder (the same sockets and
-// batching as the relay, no decision: the limit this machine allows) and the
-// relay with its pending table empty, at 100,000 and at 1,000,000 entries,
-// each as a separate child process driven by the same load generator with
-// the same packets. For each it reports request/response round trips per
-// second (closed loop), CPU time per datagram, the ratio to the baseline,
-// latency percentiles at half the relay's maximum rate (open loop),
-// allocations per datagram, resident memory and bytes per pending entry;
-// then how throughput grows with GOMAXPROCS and with --sockets (several
-// SO_REUSEPORT sockets). It writes BENCHMARKS.md and SVG plots.
+// It runs a bare forwarder (the same sockets and batching as the relay, no
+// decision: the limit this machine allows) and the relay with its pending
+// table empty, at 100,000 and at 1,000,000 entries, each as a separate
+// child process driven by the same load generator with the same packets.
+// The children run side by side and are measured in turn, several rounds,
+// so that the machine's drift falls on all of them alike. For each it
+// reports request/response round trips per second (closed loop; median and
+// range of the rounds), CPU time per datagram (user and system), the ratio
+// to the baseline, latency percentiles at half the relay's rate (open loop:
+// round trip, and time inside the server), allocations per datagram,
+// resident memory and bytes per pending entry; then how throughput grows
+// with GOMAXPROCS and with --sockets (several SO_REUSEPORT sockets). It
+// writes BENCHMARKS.md and SVG plots.
 //
-//	go run ./cmd/bench                     # full run, ~2 minutes
-//	go run ./cmd/bench -duration 3s -quick # a smoke run
+//	go run ./cmd/bench                                # full run, ~5 minutes
+//	go run ./cmd/bench -duration 2s -rounds 1 -quick  # a smoke run
 package main
 
 import (
@@ -36,7 +39,8 @@ func main() {
 	var (
 		pairs    = flag.Int("pairs", 2, "requester/publisher socket pairs in the load generator")
 		base     = flag.Int("base-port", 42000, "first requester port; publishers at +1000")
-		duration = flag.Duration("duration", 8*time.Second, "length of each measurement")
+		duration = flag.Duration("duration", 5*time.Second, "length of each measurement")
+		rounds   = flag.Int("rounds", 3, "closed-loop rounds per configuration, interleaved; the median is reported")
 		window   = flag.Int("window", 256, "requests in flight per pair in the closed loop")
 		page     = flag.Int("page", 1024, "page fragment bytes")
 		quick    = flag.Bool("quick", false, "skip the 1M-entry and scaling runs")
@@ -45,7 +49,7 @@ func main() {
 	)
 	flag.Parse()
 	cfg := benchConfig{pairs: *pairs, base: *base, duration: *duration, window: *window, page: *page}
-	rep, err := runAll(cfg, *quick)
+	rep, err := runAll(cfg, max(*rounds, 1), *quick)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -149,11 +153,11 @@ func (c *child) stop() {
 	}
 }
 
-// cpuTime returns the process's user+system CPU time.
-func (c *child) cpuTime() time.Duration {
+// cpuTime returns the process's user and system CPU time.
+func (c *child) cpuTime() (user, sys time.Duration) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	// Fields after the parenthesised command name; utime and stime are
 	// fields 14 and 15 of the whole line, in clock ticks (100 Hz).
@@ -161,7 +165,7 @@ func (c *child) cpuTime() time.Duration {
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond
+	return time.Duration(ut) * 10 * time.Millisecond, time.Duration(st) * 10 * time.Millisecond
 }
 
 // rss returns the process's resident memory in bytes.

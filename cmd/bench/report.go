@@ -8,30 +8,70 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/urbit-relay/relay/relay"
 )
 
 // result is one measured configuration.
 type result struct {
-	Name     string
-	Role     string
-	Pending  int
-	Sockets  int
-	Procs    int
-	Pairs    int
-	RTPerSec float64 // closed-loop round trips per second
-	CPUPerDG time.Duration
-	Allocs   float64 // heap allocations per datagram, server side
-	RSS      int64
-	Heap     uint64
-	Drops    uint64 // kernel receive drops at the server
-	Lost     uint64 // requests written off by the generator
-	Batch    float64
+	Name    string
+	Role    string
+	Pending int
+	Sockets int
+	Procs   int
+	Pairs   int
+	Rounds  []round // closed-loop measurements, in the order taken
+	// Summaries of Rounds (medians unless said otherwise):
+	RTPerSec     float64 // round trips per second
+	RTMin, RTMax float64
+	CPUPerDG     time.Duration // user+system per datagram
+	User, Sys    time.Duration
+	Batch        float64 // datagrams per read
+	Allocs       float64 // heap allocations per datagram, worst round
+	Drops        uint64  // kernel receive drops over all rounds
+	Lost         uint64  // requests written off, over all rounds
+	RSS          int64
+	Heap         uint64
 	// Open loop at a fixed rate:
 	Rate     float64
 	Answered float64
-	Lat      []time.Duration // sorted
+	Lat      []time.Duration // round trips, sorted
+	Service  []uint64        // server service-time histogram (relay.ServiceHistogram buckets)
+}
+
+// summarize fills the summary fields from Rounds.
+func (r *result) summarize() {
+	var rates, user, sys, batch []float64
+	r.RTMin = math.Inf(1)
+	for _, rd := range r.Rounds {
+		rates = append(rates, rd.rate)
+		user = append(user, float64(rd.user))
+		sys = append(sys, float64(rd.sys))
+		batch = append(batch, rd.batch)
+		r.RTMin = math.Min(r.RTMin, rd.rate)
+		r.RTMax = math.Max(r.RTMax, rd.rate)
+		r.Allocs = math.Max(r.Allocs, rd.allocs)
+		r.Drops += rd.drops
+		r.Lost += rd.lost
+	}
+	r.RTPerSec = median(rates)
+	r.User, r.Sys = time.Duration(median(user)), time.Duration(median(sys))
+	r.CPUPerDG = r.User + r.Sys
+	r.Batch = median(batch)
+}
+
+// ratio is r's throughput relative to base: the median over rounds of the
+// ratio of the two rates measured in the same round, so that drift between
+// rounds cancels.
+func (r *result) ratio(base *result) float64 {
+	var q []float64
+	for k := range min(len(r.Rounds), len(base.Rounds)) {
+		if base.Rounds[k].rate > 0 {
+			q = append(q, r.Rounds[k].rate/base.Rounds[k].rate)
+		}
+	}
+	return median(q)
 }
 
 func (r *result) pct(q float64) time.Duration {
@@ -41,125 +81,54 @@ func (r *result) pct(q float64) time.Duration {
 	return r.Lat[min(len(r.Lat)-1, int(q*float64(len(r.Lat))))]
 }
 
+// service returns quantile q of the server's service time during the open
+// loop.
+func (r *result) service(q float64) time.Duration { return relay.ServiceQuantile(r.Service, q) }
+
 type report struct {
 	cfg      benchConfig
+	rounds   int
 	results  []*result
 	scaling  []*result
 	halfRate float64
 	when     time.Time
 }
 
-func runAll(cfg benchConfig, quick bool) (*report, error) {
-	rep := &report{cfg: cfg, when: time.Now()}
-	type sc struct {
-		name, role string
-		pending    int
-	}
-	main := []sc{{"bare forwarder", "forward", 0}, {"relay, table empty", "relay", 0}, {"relay, 100k pending", "relay", 100_000}}
-	if !quick {
-		main = append(main, sc{"relay, 1M pending", "relay", 1_000_000})
-	}
-	// Latency is measured at half the empty relay's maximum for every
-	// configuration, so the empty relay runs first.
+// runAll measures the main configurations, then (unless quick) the
+// scaling ones.
+func runAll(cfg benchConfig, rounds int, quick bool) (*report, error) {
+	rep := &report{cfg: cfg, rounds: rounds, when: time.Now()}
 	// Servers with one socket have one reader goroutine: they run with
 	// GOMAXPROCS=1, leaving the other core to the load generator (the
 	// scaling runs below vary it).
-	empty, err := measure(cfg, main[1].name, "relay", 0, 1, 1, cfg.pairs, -1)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", main[1].name, err)
-	}
-	rep.halfRate = empty.Rate
-	for i, s := range main {
-		r := empty
-		if i != 1 {
-			if r, err = measure(cfg, s.name, s.role, s.pending, 1, 1, cfg.pairs, rep.halfRate); err != nil {
-				return nil, fmt.Errorf("%s: %w", s.name, err)
-			}
-		}
-		rep.results = append(rep.results, r)
-		fmt.Fprintf(os.Stderr, "%-24s %9.0f rt/s  cpu %v/datagram  %.1f/read  p50 %v p99 %v\n", r.Name, r.RTPerSec, r.CPUPerDG, r.Batch, r.pct(0.5), r.pct(0.99))
+	scs := []scenario{
+		{name: "bare forwarder", role: "forward", sockets: 1, procs: 1},
+		{name: "relay, table empty", role: "relay", sockets: 1, procs: 1},
+		{name: "relay, 100k pending", role: "relay", pending: 100_000, sockets: 1, procs: 1},
 	}
 	if !quick {
-		for _, s := range []struct{ procs, sockets int }{{1, 1}, {2, 1}, {2, 2}} {
-			for _, role := range []string{"forward", "relay"} {
-				name := fmt.Sprintf("%s GOMAXPROCS=%d sockets=%d", role, s.procs, s.sockets)
-				r, err := measure(cfg, name, role, 0, s.sockets, s.procs, 4, 0)
-				if err != nil {
-					return nil, fmt.Errorf("%s: %w", name, err)
-				}
-				rep.scaling = append(rep.scaling, r)
-				fmt.Fprintf(os.Stderr, "%-36s %9.0f rt/s\n", name, r.RTPerSec)
-			}
+		scs = append(scs, scenario{name: "relay, 1M pending", role: "relay", pending: 1_000_000, sockets: 1, procs: 1})
+	}
+	var err error
+	// Latency is measured at half the empty relay's median rate.
+	if rep.results, err = measureSet(cfg, cfg.pairs, scs, rounds, 1); err != nil {
+		return nil, err
+	}
+	rep.halfRate = rep.results[1].Rate
+	if quick {
+		return rep, nil
+	}
+	scs = scs[:0]
+	for _, s := range []struct{ procs, sockets int }{{1, 1}, {2, 1}, {2, 2}} {
+		for _, role := range []string{"forward", "relay"} {
+			name := fmt.Sprintf("%s GOMAXPROCS=%d sockets=%d", role, s.procs, s.sockets)
+			scs = append(scs, scenario{name: name, role: role, sockets: s.sockets, procs: s.procs})
 		}
+	}
+	if rep.scaling, err = measureSet(cfg, 4, scs, rounds, -1); err != nil {
+		return nil, err
 	}
 	return rep, nil
-}
-
-// measure runs one configuration in a fresh child: throughput closed loop,
-// then latency open loop at rate (half the measured throughput if rate < 0;
-// skipped if 0).
-func measure(cfg benchConfig, name, role string, pending, sockets, procs, pairs int, rate float64) (*result, error) {
-	cfg.pairs = pairs
-	c, err := startChild(role, sockets, procs, cfg)
-	if err != nil {
-		return nil, err
-	}
-	defer c.stop()
-	g, err := newLoadGen(c.addr, pairs, cfg.base, cfg.page)
-	if err != nil {
-		return nil, err
-	}
-	var pubs sync.WaitGroup
-	g.runPublishers(&pubs)
-	defer func() {
-		g.close()
-		pubs.Wait()
-	}()
-	r := &result{Name: name, Role: role, Pending: pending, Sockets: sockets, Procs: procs, Pairs: pairs}
-	if pending > 0 {
-		if err := g.prefill(pending, func() int {
-			s, err := c.stats()
-			if err != nil {
-				return 0
-			}
-			return s.Pending
-		}); err != nil {
-			return nil, err
-		}
-	}
-	g.closedLoop(cfg.window, time.Second) // warm up
-	s0, err := c.stats()
-	if err != nil {
-		return nil, err
-	}
-	cpu0 := c.cpuTime()
-	lost0 := g.lost.Load()
-	r.RTPerSec = g.closedLoop(cfg.window, cfg.duration)
-	cpu1 := c.cpuTime()
-	s1, err := c.stats()
-	if err != nil {
-		return nil, err
-	}
-	dg := s1.Datagrams - s0.Datagrams
-	if dg > 0 {
-		r.CPUPerDG = (cpu1 - cpu0) / time.Duration(dg)
-		r.Allocs = float64(s1.Mallocs) / float64(dg)
-	}
-	if b := s1.BatchesRead - s0.BatchesRead; b > 0 {
-		r.Batch = float64(dg) / float64(b)
-	}
-	r.Drops = s1.KernelDrops
-	r.Lost = g.lost.Load() - lost0
-	r.RSS = c.rss()
-	r.Heap = s1.HeapInuse
-	if rate < 0 {
-		rate = r.RTPerSec / 2
-	}
-	if rate > 0 {
-		r.Rate = rate
-		r.Lat, r.Answered = g.openLoop(rate, cfg.duration)
-	}
-	return r, nil
 }
 
 func (rep *report) write(out, plots string) error {
@@ -172,19 +141,22 @@ func (rep *report) write(out, plots string) error {
 	fmt.Fprintf(&b, "# Benchmarks\n\nMade by `go run ./cmd/bench` on %s (%s, %d CPUs, %s, %s). Regenerate with that command;\n",
 		rep.when.UTC().Format("2006-01-02"), cpuModel(), runtime.NumCPU(), kernel(), runtime.Version())
 	fmt.Fprintf(&b, "`-quick` skips the 1M-entry and scaling runs. Host %q. The load generator runs on the same machine.\n\n", host)
-	b.WriteString(`Each configuration runs as its own child process, driven by the same generator over loopback:
-` + fmt.Sprintf("%d", rep.cfg.pairs) + ` requester sockets send peeks through the server to ` + fmt.Sprintf("%d", rep.cfg.pairs) + ` publisher sockets, which answer
-with ` + fmt.Sprintf("%d", rep.cfg.page) + `-byte pages. The **bare forwarder** uses the same sockets and batching
+	fmt.Fprintf(&b, `Each configuration runs as its own child process, driven by the same generator over loopback:
+%d requester sockets send peeks through the server to %d publisher sockets, which answer
+with %d-byte pages. The **bare forwarder** uses the same sockets and batching
 (recvmmsg/sendmmsg, 64 per call) and decides nothing: it maps a requester port to its publisher port by
-arithmetic. It is the limit this machine allows, not a peer. Throughput is closed loop (` + fmt.Sprintf("%d", rep.cfg.window) + ` requests in
-flight per pair, ` + rep.cfg.duration.String() + `); latency is open loop at half the empty relay's maximum (` + fmt.Sprintf("%.0f", rep.halfRate) + ` requests/s)
-for every configuration. The pending table is pre-filled with requests that are never answered.
-Each server runs with GOMAXPROCS=1 (one socket, one reader goroutine), leaving the other core to the
-generator; the scaling runs vary GOMAXPROCS and the number of sockets.
+arithmetic. It is the limit this machine allows, not a peer. All children of a table run at once and
+are measured in turn, %d rounds of %v each (after %v of warm-up), so that the machine's drift falls on
+all alike; a rate is the median of its rounds (min-max beside it), and "vs baseline" is the median of
+the per-round ratios to the forwarder. Throughput is closed loop (%d requests in flight per pair);
+latency is open loop at half the empty relay's median rate (%.0f requests/s) for every configuration.
+The pending table is pre-filled with requests that are never answered. Each server runs with
+GOMAXPROCS=1 (one socket, one reader goroutine), leaving the other core to the generator; the scaling
+runs vary GOMAXPROCS and the number of sockets.
 
-`)
-	b.WriteString("| configuration | round trips/s | vs baseline | CPU/datagram | datagrams/read | allocs/datagram | p50 | p99 | p99.9 | answered | RSS | heap | B/pending entry | kernel drops |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+`, rep.cfg.pairs, rep.cfg.pairs, rep.cfg.page, rep.rounds, rep.cfg.duration, warmUp, rep.cfg.window, rep.halfRate)
+	b.WriteString("| configuration | round trips/s | min-max | vs baseline | CPU/datagram (user+sys) | datagrams/read | allocs/datagram | RSS | heap | B/pending entry | kernel drops |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	var empty *result
 	for _, r := range rep.results {
 		if r.Role == "relay" && r.Pending == 0 {
@@ -194,23 +166,38 @@ generator; the scaling runs vary GOMAXPROCS and the number of sockets.
 		if r.Pending > 0 && empty != nil {
 			perEntry = fmt.Sprintf("%.0f", float64(int64(r.Heap)-int64(empty.Heap))/float64(r.Pending))
 		}
-		fmt.Fprintf(&b, "| %s | %.0f | %.0f%% | %v | %.1f | %.3f | %v | %v | %v | %.2f%% | %.1f MiB | %.1f MiB | %s | %d |\n",
-			r.Name, r.RTPerSec, 100*r.RTPerSec/base.RTPerSec, r.CPUPerDG, r.Batch, r.Allocs,
+		fmt.Fprintf(&b, "| %s | %.0f | %.0f-%.0f | %.0f%% | %v (%v+%v) | %.1f | %.3f | %.1f MiB | %.1f MiB | %s | %d |\n",
+			r.Name, r.RTPerSec, r.RTMin, r.RTMax, 100*r.ratio(base), r.CPUPerDG, r.User, r.Sys, r.Batch, r.Allocs,
+			float64(r.RSS)/(1<<20), float64(r.Heap)/(1<<20), perEntry, r.Drops)
+	}
+	fmt.Fprintf(&b, "\nLatency at %.0f requests/s, open loop. *Round trip* is requester to publisher and back through the\n", rep.halfRate)
+	b.WriteString("server, as the generator sees it (its own scheduling included). *In server* is the time a datagram spends\n")
+	b.WriteString("inside the server process, from the return of the read that brought it to the return of its batch's last\n")
+	b.WriteString("write (`relay_service_seconds`; log-linear buckets, upper bounds shown).\n\n")
+	b.WriteString("| configuration | round trip p50 | p99 | p99.9 | in server p50 | p99 | p99.9 | answered |\n|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rep.results {
+		fmt.Fprintf(&b, "| %s | %v | %v | %v | %v | %v | %v | %.2f%% |\n", r.Name,
 			r.pct(0.5).Round(time.Microsecond), r.pct(0.99).Round(time.Microsecond), r.pct(0.999).Round(time.Microsecond),
-			100*r.Answered, float64(r.RSS)/(1<<20), float64(r.Heap)/(1<<20), perEntry, r.Drops)
+			r.service(0.5), r.service(0.99), r.service(0.999), 100*r.Answered)
 	}
 	if empty != nil {
-		fmt.Fprintf(&b, "\nAdded latency of the empty relay over the bare forwarder at the same rate: p50 %v, p99 %v, p99.9 %v.\n",
+		fmt.Fprintf(&b, "\nAdded latency of the empty relay over the bare forwarder at the same rate: in server p50 %v, p99 %v, p99.9 %v;\n",
+			empty.service(0.5)-base.service(0.5), empty.service(0.99)-base.service(0.99), empty.service(0.999)-base.service(0.999))
+		fmt.Fprintf(&b, "round trip p50 %v, p99 %v, p99.9 %v (the round-trip figures carry the generator's own jitter).\n",
 			(empty.pct(0.5) - base.pct(0.5)).Round(time.Microsecond), (empty.pct(0.99) - base.pct(0.99)).Round(time.Microsecond),
 			(empty.pct(0.999) - base.pct(0.999)).Round(time.Microsecond))
 	}
 	b.WriteString("\n![round trips per second against pending entries](" + filepath.ToSlash(filepath.Join(plots, "throughput.svg")) + ")\n")
 	b.WriteString("![latency CDF at half load](" + filepath.ToSlash(filepath.Join(plots, "latency.svg")) + ")\n")
 	if len(rep.scaling) > 0 {
-		b.WriteString("\n## Scaling past one core\n\nFour pairs, table empty; `sockets=2` is two SO_REUSEPORT sockets (the relay's opt-in `--sockets`), each with its own reader.\n\n")
-		b.WriteString("| configuration | round trips/s | CPU/datagram |\n|---|---|---|\n")
-		for _, r := range rep.scaling {
-			fmt.Fprintf(&b, "| %s | %.0f | %v |\n", r.Name, r.RTPerSec, r.CPUPerDG)
+		b.WriteString("\n## Scaling past one core\n\nFour pairs, table empty, measured side by side as above; `sockets=2` is two SO_REUSEPORT sockets (the relay's opt-in `--sockets`), each with its own reader.\n\n")
+		b.WriteString("| configuration | round trips/s | min-max | vs forwarder alike | CPU/datagram (user+sys) |\n|---|---|---|---|---|\n")
+		for i, r := range rep.scaling {
+			vs := "-"
+			if r.Role == "relay" && i > 0 && rep.scaling[i-1].Role == "forward" {
+				vs = fmt.Sprintf("%.0f%%", 100*r.ratio(rep.scaling[i-1]))
+			}
+			fmt.Fprintf(&b, "| %s | %.0f | %.0f-%.0f | %s | %v (%v+%v) |\n", r.Name, r.RTPerSec, r.RTMin, r.RTMax, vs, r.CPUPerDG, r.User, r.Sys)
 		}
 	}
 	if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
@@ -237,34 +224,75 @@ func kernel() string {
 	return "Linux " + strings.TrimSpace(string(b))
 }
 
-// throughputSVG is a bar chart of round trips per second per configuration.
+// throughputSVG plots the relay's round trips per second against its
+// pending entries (median, with the rounds' min-max as a bar), against the
+// bare forwarder's median and 85% of it as horizontal lines.
 func (rep *report) throughputSVG() []byte {
-	const w, h, left, bottom = 720, 360, 70, 90
+	const w, h, left, bottom, right, top = 720, 380, 80, 60, 170, 40
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`, w, h)
-	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="14">Round trips per second (closed loop)</text>`, left)
-	top := 0.0
+	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="14">Round trips per second against pending entries (closed loop, median of %d rounds)</text>`, left, rep.rounds)
+	var base *result
+	var relays []*result
+	hi := 0.0
 	for _, r := range rep.results {
-		top = math.Max(top, r.RTPerSec)
-	}
-	top *= 1.1
-	plotH := float64(h - bottom - 40)
-	bw := float64(w-left-20) / float64(len(rep.results))
-	for i, r := range rep.results {
-		bh := plotH * r.RTPerSec / top
-		x := float64(left) + float64(i)*bw + bw*0.15
-		y := float64(h-bottom) - bh
-		color := "#4a7ab5"
 		if r.Role == "forward" {
-			color = "#999"
+			base = r
+		} else {
+			relays = append(relays, r)
 		}
-		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"/>`, x, y, bw*0.7, bh, color)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%.0fk</text>`, x+bw*0.35, y-4, r.RTPerSec/1000)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`, x+bw*0.35, h-bottom+16, r.Name)
+		hi = math.Max(hi, math.Max(r.RTMax, r.RTPerSec))
 	}
-	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`, left, h-bottom, w-10, h-bottom)
+	if hi == 0 || len(relays) == 0 {
+		b.WriteString(`</svg>`)
+		return b.Bytes()
+	}
+	hi *= 1.1
+	py := func(v float64) float64 { return float64(h-bottom) - v/hi*float64(h-bottom-top) }
+	px := func(i int) float64 {
+		return left + (float64(i)+0.5)/float64(len(relays))*float64(w-left-right)
+	}
+	for _, f := range []float64{0, 0.25, 0.5, 0.75, 1} {
+		v := f * hi
+		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#eee"/><text x="%d" y="%.1f" text-anchor="end">%.0fk</text>`,
+			left, py(v), w-right, py(v), left-6, py(v)+4, v/1000)
+	}
+	if base != nil {
+		for _, l := range []struct {
+			v     float64
+			label string
+			dash  string
+		}{{base.RTPerSec, "bare forwarder", ""}, {0.85 * base.RTPerSec, "85% of forwarder", ` stroke-dasharray="5,4"`}} {
+			fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#999" stroke-width="2"%s/><text x="%d" y="%.1f" fill="#666">%s</text>`,
+				left, py(l.v), w-right, py(l.v), l.dash, w-right+6, py(l.v)+4, l.label)
+		}
+	}
+	var pts strings.Builder
+	for i, r := range relays {
+		x := px(i)
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#4a7ab5"/>`, x, py(r.RTMin), x, py(r.RTMax))
+		fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="#4a7ab5"/><text x="%.1f" y="%.1f" text-anchor="middle">%.0fk</text>`,
+			x, py(r.RTPerSec), x+22, py(r.RTPerSec)-6, r.RTPerSec/1000)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`, x, h-bottom+18, pendingLabel(r.Pending))
+		fmt.Fprintf(&pts, "%.1f,%.1f ", x, py(r.RTPerSec))
+	}
+	fmt.Fprintf(&b, `<polyline fill="none" stroke="#4a7ab5" stroke-width="2" points="%s"/>`, strings.TrimSpace(pts.String()))
+	fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#4a7ab5">relay</text>`, w-right+6, top+10)
+	fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">pending entries</text>`, float64(left+w-right)/2, h-bottom+40)
+	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`, left, h-bottom, w-right, h-bottom)
 	b.WriteString(`</svg>`)
 	return b.Bytes()
+}
+
+// pendingLabel writes n as 0, 100k or 1M.
+func pendingLabel(n int) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return fmt.Sprintf("%dM", n/1_000_000)
+	case n >= 1000 && n%1000 == 0:
+		return fmt.Sprintf("%dk", n/1000)
+	}
+	return fmt.Sprint(n)
 }
 
 // latencySVG plots the latency CDF of each configuration (log time axis).

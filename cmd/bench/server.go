@@ -34,6 +34,9 @@ type serverStats struct {
 	BatchesRead  uint64 `json:"batches_read"`  // read system calls that returned data
 	GoMaxProcs   int    `json:"gomaxprocs"`    // as the child ran
 	SocketsBound int    `json:"sockets_bound"` // reader sockets
+	// Service is the server's relay.ServiceHistogram: time from a
+	// datagram's read to its batch's last write, cumulative.
+	Service []uint64 `json:"service"`
 }
 
 // serve runs a server child: the relay, or the bare forwarder that is the
@@ -98,7 +101,8 @@ func serve(role string, sockets, pairs, basePort int) error {
 		stop = func() { srv.Close() }
 		report = func() serverStats {
 			b, d := srv.BatchStats()
-			return serverStats{Pending: r.Pending().Len(), KernelDrops: srv.KernelDrops(), Datagrams: d, BatchesRead: b}
+			return serverStats{Pending: r.Pending().Len(), KernelDrops: srv.KernelDrops(), Datagrams: d, BatchesRead: b,
+				Service: srv.ServiceTimes().Snapshot(make([]uint64, relay.ServiceBuckets))}
 		}
 	case "forward":
 		f := &forwarder{conns: conns, base: basePort}
@@ -134,6 +138,8 @@ type forwarder struct {
 	done  chan struct{}
 	n     []atomic.Uint64 // datagrams read, per socket
 	b     []atomic.Uint64 // read batches, per socket
+	// service is timed as the relay's server times itself.
+	service relay.ServiceHistogram
 }
 
 func (f *forwarder) start() {
@@ -148,6 +154,7 @@ func (f *forwarder) start() {
 func (f *forwarder) loop(idx int, c transport.Conn) {
 	defer func() { f.done <- struct{}{} }()
 	msgs := newMessages(transport.DefaultBatchSize, relay.MaxPacket, relay.MaxPacket)
+	clock := relay.NewSystemClock()
 	for {
 		n, err := c.ReadBatch(msgs)
 		if err != nil {
@@ -156,6 +163,7 @@ func (f *forwarder) loop(idx int, c transport.Conn) {
 			}
 			continue
 		}
+		t0 := clock.Now()
 		for i := 0; i < n; i++ {
 			p := int(msgs[i].Addr.Port())
 			if p >= f.base+pairOffset {
@@ -177,6 +185,7 @@ func (f *forwarder) loop(idx int, c transport.Conn) {
 			}
 			out = out[min(k, len(out)):]
 		}
+		f.service.Observe(clock.Now()-t0, n)
 	}
 }
 
@@ -190,7 +199,7 @@ func (f *forwarder) close() {
 }
 
 func (f *forwarder) stats() serverStats {
-	var s serverStats
+	s := serverStats{Service: f.service.Snapshot(make([]uint64, relay.ServiceBuckets))}
 	for i := range f.n {
 		s.Datagrams += f.n[i].Load()
 		s.BatchesRead += f.b[i].Load()

@@ -56,6 +56,7 @@ type relayCollector struct {
 	ampThrottled, forwarded, pagesMatched, cappedForwards    *prometheus.Desc
 	captureRecords, captureDropped, captureBytes             *prometheus.Desc
 	captureRotations, captureErrors                          *prometheus.Desc
+	serviceTime                                              *prometheus.Desc
 }
 
 // metricPrefix begins every relay metric name.
@@ -101,6 +102,7 @@ func newRelayCollector(srv *relay.Server, ops *opsStats, version string) *relayC
 		captureDropped:     d("capture_dropped_total", "Datagrams not captured (the disk fell behind, or a write failed)."),
 		captureRotations:   d("capture_rotations_total", "Capture files started after the first."),
 		captureErrors:      d("capture_write_errors_total", "Failed capture file operations (create, write, rename)."),
+		serviceTime:        d("service_seconds", "Time datagrams spend in the relay: from the read that brought one to the last write of its batch; the latency the relay adds."),
 		buildInf:           d("build_info", "Always 1; labels give the relay's version and Go version.", "version", "goversion"),
 	}
 }
@@ -114,7 +116,7 @@ func (c *relayCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.packetsIn, c.packetsOut, c.drops, c.forwarded, c.forwards, c.dualSends, c.aggregated, c.retransmits,
 		c.answered, c.pagesMatched, c.ampThrottled, c.cappedForwards, c.evictions, c.toShip, c.originsInserted, c.nextHopUnencodable,
 		c.pendingEntries, c.pendingOps, c.routes, c.routeChanges, c.readBatches, c.readDatagrams,
-		c.readErrors, c.writeErrors, c.kernelDrops, c.buildInf,
+		c.readErrors, c.writeErrors, c.kernelDrops, c.serviceTime, c.buildInf,
 	} {
 		ch <- d
 	}
@@ -177,6 +179,7 @@ func (c *relayCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.readErrors, c.srv.ReadErrors())
 	counter(c.writeErrors, c.srv.WriteErrors())
 	counter(c.kernelDrops, c.srv.KernelDrops())
+	ch <- serviceHistogram(c.serviceTime, c.srv.ServiceTimes())
 	gauge(c.buildInf, 1, c.version, runtime.Version())
 
 	if c.ops != nil {
@@ -193,6 +196,28 @@ func (c *relayCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.captureRotations, cs.Rotations)
 		counter(c.captureErrors, cs.WriteErrors)
 	}
+}
+
+// serviceHistogram exports h with one Prometheus bucket per power of two
+// (the histogram's own buckets are four times finer). The sum is estimated
+// from bucket midpoints, since h keeps no sum.
+func serviceHistogram(d *prometheus.Desc, h *relay.ServiceHistogram) prometheus.Metric {
+	var snap [relay.ServiceBuckets]uint64
+	h.Snapshot(snap[:])
+	buckets := make(map[float64]uint64, relay.ServiceBuckets/4)
+	var count uint64
+	var sum float64
+	lower := time.Duration(0)
+	for i, n := range snap {
+		count += n
+		upper := relay.ServiceBucketUpper(i)
+		sum += float64(n) * (lower + upper).Seconds() / 2
+		lower = upper
+		if i%4 == 3 || i == len(snap)-1 {
+			buckets[upper.Seconds()] = count
+		}
+	}
+	return prometheus.MustNewConstHistogram(d, count, sum, buckets)
 }
 
 // newMetricsRegistry returns a registry with the relay's metrics and the Go
