@@ -184,6 +184,7 @@ func (s *Server) RoutineRead(rd *reader) {
 		in[i].Buf = make([]byte, MaxPacket, MaxPacket+GrowRoom)
 	}
 	outMsgs := make([]transport.Message, 0, 2*s.cfg.Batch)
+	gso, _ := c.(transport.GSOer)
 	out := NewOut(s.cfg.Batch)
 	var lastWarn time.Time
 	for {
@@ -225,6 +226,10 @@ func (s *Server) RoutineRead(rd *reader) {
 				s.cfg.Tap(false, local, snd.To, snd.Buf)
 			}
 			outMsgs = append(outMsgs, transport.Message{Buf: snd.Buf, N: len(snd.Buf), Addr: snd.To})
+		}
+		if gso != nil && gso.GSO() {
+			// Runs to one lane share one send; each lane keeps its order.
+			transport.GroupByAddr(outMsgs)
 		}
 		ok := s.writeAll(c, outMsgs)
 		s.service.Observe(s.cfg.Clock.Now()-now, n)

@@ -155,6 +155,7 @@ func (f *forwarder) loop(idx int, c transport.Conn) {
 	defer func() { f.done <- struct{}{} }()
 	msgs := newMessages(transport.DefaultBatchSize, relay.MaxPacket, relay.MaxPacket)
 	clock := relay.NewSystemClock()
+	gso, _ := c.(transport.GSOer)
 	for {
 		n, err := c.ReadBatch(msgs)
 		if err != nil {
@@ -172,6 +173,9 @@ func (f *forwarder) loop(idx int, c transport.Conn) {
 				p += pairOffset
 			}
 			msgs[i].Addr = netip.AddrPortFrom(msgs[i].Addr.Addr(), uint16(p))
+		}
+		if gso != nil && gso.GSO() {
+			transport.GroupByAddr(msgs[:n]) // as the relay's server does
 		}
 		f.n[idx].Add(uint64(n))
 		f.b[idx].Add(1)

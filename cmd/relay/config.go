@@ -69,6 +69,7 @@ type runConfig struct {
 	galaxyRefresh time.Duration
 	batch         int
 	sockets       int // SO_REUSEPORT sockets on the listen address
+	gso           bool
 	logLevel      zapcore.Level
 	logFormat     string // "auto", "json" or "console"
 	metrics       string // "" for none, else HOST:PORT for net.Listen
@@ -104,7 +105,7 @@ type runFlags struct {
 	batch                              int
 	logLevel, logFormat                string
 	metrics                            string
-	pprof                              bool
+	pprof, gso                         bool
 	sockets, ampFactor, ampRate        int
 	ampBurst                           int
 	capture                            string
@@ -145,6 +146,7 @@ func newRunFlags() *runFlags {
 	fs.IntVar(&f.maxRoutes, "max-routes", relay.DefaultMaxRoutes, "ships with learned routing state (least recently used dropped)")
 	fs.DurationVar(&f.laneExpiry, "direct-lane-expiry", relay.DefaultDirectLaneExpiry, "how long a learned direct lane is used without hearing from it")
 	fs.IntVar(&f.batch, "batch", transport.DefaultBatchSize, "datagrams per recvmmsg/sendmmsg")
+	fs.BoolVar(&f.gso, "gso", true, "send runs of datagrams to one lane with UDP GSO where the kernel supports it (Linux 4.18+); false sends each datagram on its own")
 	fs.IntVar(&f.sockets, "sockets", 1, "UDP sockets on the listen address (SO_REUSEPORT, Linux), each with its own reader goroutine")
 	fs.IntVar(&f.ampFactor, "amp-factor", relay.DefaultAmpFactor, "page bytes sent to an address per byte of requests from it; negative disables the amplification budget")
 	fs.IntVar(&f.ampRate, "amp-rate", relay.DefaultAmpRate, "page bytes per second an address may receive regardless of its requests")
@@ -457,6 +459,7 @@ func (f *runFlags) validate() (runConfig, error) {
 	c.galaxyRefresh = f.refresh
 	c.batch = f.batch
 	c.sockets = f.sockets
+	c.gso = f.gso
 	c.pprof = f.pprof
 	c.settings = map[string]string{}
 	f.fs.VisitAll(func(fl *flag.Flag) { c.settings[fl.Name] = fl.Value.String() })

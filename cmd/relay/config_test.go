@@ -350,3 +350,33 @@ func FuzzConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestGSOFlag checks that --gso defaults on and that false reaches the
+// config the sockets are opened from, by flag and by config file.
+func TestGSOFlag(t *testing.T) {
+	c, err := loadRunConfig([]string{"--ship", "~zod"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.gso {
+		t.Error("gso is off by default")
+	}
+	c, err = loadRunConfig([]string{"--ship", "~zod", "--gso=false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.gso {
+		t.Error("--gso=false left gso on")
+	}
+	path := filepath.Join(t.TempDir(), "relay.json")
+	if err := os.WriteFile(path, []byte(`{"ship": "~zod", "gso": false}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err = loadRunConfig([]string{"--config", path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.gso {
+		t.Error(`config "gso": false left gso on`)
+	}
+}

@@ -316,7 +316,7 @@ func resolveGalaxies(ctx context.Context, domain string, lookup lookupNetIP) map
 // more than one, SO_REUSEPORT lets the kernel spread flows across them, and
 // the server runs a reader per socket over the one shared relay core.
 func listenSockets(cfg runConfig) ([]transport.Conn, error) {
-	opts := transport.Options{BatchSize: cfg.batch, ReusePort: cfg.sockets > 1}
+	opts := transport.Options{BatchSize: cfg.batch, ReusePort: cfg.sockets > 1, DisableGSO: !cfg.gso}
 	addr := cfg.listen
 	var conns []transport.Conn
 	for i := 0; i < cfg.sockets; i++ {

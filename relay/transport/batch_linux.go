@@ -30,12 +30,13 @@ type batchConn struct {
 	ipv6  bool // the socket is AF_INET6 (dual-stack or IPv6-only)
 
 	closed atomic.Bool
+	gso    atomic.Bool // WriteBatch merges runs into UDP_SEGMENT sends
 
 	rxMu sync.Mutex // serialises readers; guards rx
 	rx   mmsgScratch
 
 	txMu sync.Mutex // serialises writers; guards tx
-	tx   mmsgScratch
+	tx   txScratch
 
 	dropsMu    sync.Mutex // guards dropsLast and dropsTotal
 	dropsLast  uint32     // last kernel sk_drops seen (a wrapping u32)
@@ -43,8 +44,9 @@ type batchConn struct {
 }
 
 // mmsgScratch is the reusable argument block of one recvmmsg or sendmmsg
-// call. hdrs[i] points at iovs[i] and names[i] permanently; each call
-// rewrites iovs[i] (the caller's buffer) and the name length.
+// call. hdrs[i] points at names[i] permanently and, as built, at iovs[i]
+// (reads keep that; see txScratch for writes); each call rewrites the
+// iovecs (the caller's buffers) and the name lengths.
 type mmsgScratch struct {
 	hdrs  []unix.Mmsghdr
 	iovs  []unix.Iovec
@@ -52,7 +54,7 @@ type mmsgScratch struct {
 
 	// Arguments to and results of the callback run by RawConn.Read/Write.
 	count int                // entries of hdrs to pass
-	n     int                // messages transferred by the last system call
+	n     int                // mmsghdrs transferred by the last system call
 	errno unix.Errno         // error of the last system call, 0 if none
 	fn    func(uintptr) bool // bound once: a method value allocates
 }
@@ -72,15 +74,43 @@ func newMmsgScratch(batch int) mmsgScratch {
 	return s
 }
 
-func newBatchConn(uc *net.UDPConn, batch int) (*batchConn, error) {
+// txScratch is the sendmmsg argument block. Unlike a read, a write may put
+// several messages in one mmsghdr (a GSO run), so hdrs[i] is repointed at
+// its first iovec on every call, iovs holds one entry per message (at most
+// BatchSize messages per call, as without GSO), segs[i] counts the
+// messages hdrs[i] carries, and cmsgs[i] is hdrs[i]'s UDP_SEGMENT control
+// message when segs[i] > 1.
+type txScratch struct {
+	mmsgScratch
+	segs  []int
+	cmsgs []gsoCmsg
+}
+
+func newTxScratch(batch int) txScratch {
+	s := txScratch{
+		mmsgScratch: newMmsgScratch(batch),
+		segs:        make([]int, batch),
+		cmsgs:       make([]gsoCmsg, batch),
+	}
+	for i := range s.cmsgs {
+		s.cmsgs[i].init()
+	}
+	return s
+}
+
+// newBatchConn wraps uc; useGSO asks for UDP GSO, granted if the kernel
+// supports it.
+func newBatchConn(uc *net.UDPConn, batch int, useGSO bool) (*batchConn, error) {
 	raw, err := uc.SyscallConn()
 	if err != nil {
 		return nil, err
 	}
 	var domain int
 	var sockErr error
+	gso := false
 	if err := raw.Control(func(fd uintptr) {
 		domain, sockErr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_DOMAIN)
+		gso = useGSO && gsoSupported(fd)
 	}); err != nil {
 		return nil, err
 	}
@@ -93,8 +123,9 @@ func newBatchConn(uc *net.UDPConn, batch int) (*batchConn, error) {
 		local: localAddrPort(uc),
 		ipv6:  domain == unix.AF_INET6,
 		rx:    newMmsgScratch(batch),
-		tx:    newMmsgScratch(batch),
+		tx:    newTxScratch(batch),
 	}
+	c.gso.Store(gso)
 	c.rx.fn = c.rx.recvmmsg
 	c.tx.fn = c.tx.sendmmsg
 	return c, nil
@@ -180,6 +211,20 @@ func (c *batchConn) ReadBatch(msgs []Message) (int, error) {
 	return s.n, nil
 }
 
+// WriteBatch sends msgs with as few sendmmsg calls as BatchSize allows.
+// With GSO on, each run of adjacent messages that gsoRun accepts becomes
+// one mmsghdr with one iovec per message (no copy) and a UDP_SEGMENT
+// control message; the kernel's per-mmsghdr count is translated back to
+// messages through txScratch.segs, so the contract (msgs[:n] sent, the
+// error concerns msgs[n]) holds in terms of the caller's messages.
+//
+// A failed GSO send is resent one datagram per mmsghdr: per-datagram
+// errors (EMSGSIZE, EACCES, unreachable) then surface on the message they
+// belong to, and a segment larger than the route MTU (which GSO refuses
+// with EMSGSIZE but a plain send fragments) still goes out. If the error
+// was one gsoRefusal accepts and the run's first datagram then goes out
+// plain, the kernel refused GSO itself: GSO is disabled on this Conn for
+// good and the caller never sees the error.
 func (c *batchConn) WriteBatch(msgs []Message) (int, error) {
 	if c.closed.Load() {
 		return 0, net.ErrClosed
@@ -188,48 +233,95 @@ func (c *batchConn) WriteBatch(msgs []Message) (int, error) {
 	defer c.txMu.Unlock()
 	s := &c.tx
 	sent := 0
+	// msgs[:plainUntil] must not be merged (a GSO send of them failed);
+	// suspect is that failure's errno if it may mean GSO was refused,
+	// to be confirmed by msgs[sent] going out plain.
+	plainUntil, suspect := 0, unix.Errno(0)
 	for sent < len(msgs) {
-		// Pack the longest valid prefix that fits one call; packErr is
-		// the error of msgs[sent+k] if packing stopped on it.
-		k := 0
-		var packErr error
-		for k < len(s.hdrs) && sent+k < len(msgs) {
-			m := &msgs[sent+k]
-			if err := checkWrite(m); err != nil {
-				packErr = err
-				break
-			}
-			namelen, ok := c.putSockaddr(&s.names[k], m.Addr)
-			if !ok {
-				packErr = ErrInvalidAddr
-				break
-			}
-			setIov(&s.iovs[k], m.Buf[:m.N])
-			s.hdrs[k].Hdr.Namelen = namelen
-			s.hdrs[k].Len = 0
-			k++
-		}
-		if k == 0 {
+		h, packErr := c.packTx(msgs[sent:], max(plainUntil-sent, 0))
+		if h == 0 {
 			return sent, packErr
 		}
-		s.count = k
+		s.count = h
 		if err := c.raw.Write(s.fn); err != nil {
 			return sent, err
 		}
 		if s.errno != 0 {
+			if s.segs[0] > 1 {
+				plainUntil = sent + s.segs[0]
+				suspect = 0
+				if gsoRefusal(s.errno) {
+					suspect = s.errno
+				}
+				continue
+			}
 			return sent, os.NewSyscallError("sendmmsg", s.errno)
 		}
 		if s.n <= 0 {
 			return sent, io.ErrShortWrite // sendmmsg with vlen > 0 never returns 0
 		}
-		sent += s.n
-		// If s.n < k the kernel stopped at msgs[sent] and dropped that
+		if suspect != 0 {
+			// The run's first datagram went out plain after its GSO send
+			// failed: the kernel refuses GSO here.
+			c.gso.Store(false)
+			suspect = 0
+		}
+		for _, segs := range s.segs[:s.n] {
+			sent += segs
+		}
+		// If s.n < h the kernel stopped at msgs[sent] and dropped that
 		// message's error; the next iteration retries it and reports it.
-		if s.n == k && packErr != nil {
+		if s.n == h && packErr != nil {
 			return sent, packErr
 		}
 	}
 	return sent, nil
+}
+
+// packTx fills c.tx with the longest valid prefix of msgs that fits one
+// sendmmsg: at most len(hdrs) mmsghdrs carrying at most len(iovs)
+// messages, merging GSO runs (see gsoRun) if GSO is on, except within
+// msgs[:plain]. It returns the number of mmsghdrs packed, carrying
+// msgs[:k] with k = sum(segs[:h]), and, if packing stopped on an invalid
+// msgs[k], its error.
+func (c *batchConn) packTx(msgs []Message, plain int) (h int, err error) {
+	s := &c.tx
+	gso := c.gso.Load()
+	k := 0
+	for h < len(s.hdrs) && k < len(s.iovs) && k < len(msgs) {
+		m := &msgs[k]
+		if err := checkWrite(m); err != nil {
+			return h, err
+		}
+		namelen, ok := c.putSockaddr(&s.names[h], m.Addr)
+		if !ok {
+			return h, ErrInvalidAddr
+		}
+		segs := 1
+		if gso && k >= plain {
+			segs = gsoRun(msgs[k:min(len(msgs), len(s.iovs))])
+		}
+		for j := k; j < k+segs; j++ {
+			setIov(&s.iovs[j], msgs[j].Buf[:msgs[j].N])
+		}
+		hdr := &s.hdrs[h]
+		hdr.Hdr.Namelen = namelen
+		hdr.Hdr.Iov = &s.iovs[k]
+		hdr.Hdr.SetIovlen(segs)
+		if segs > 1 {
+			s.cmsgs[h].size = uint16(m.N)
+			hdr.Hdr.Control = (*byte)(unsafe.Pointer(&s.cmsgs[h]))
+			hdr.Hdr.SetControllen(gsoCmsgLen)
+		} else {
+			hdr.Hdr.Control = nil
+			hdr.Hdr.SetControllen(0)
+		}
+		hdr.Len = 0
+		s.segs[h] = segs
+		h++
+		k += segs
+	}
+	return h, nil
 }
 
 // putSockaddr writes ap into sa in the socket's address family and returns

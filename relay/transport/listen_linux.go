@@ -16,8 +16,10 @@ import (
 // zero AddrPort gives a dual-stack socket where the host allows it; any
 // other IPv6 address gives an IPv6-only socket. Port 0 picks a free port
 // (see LocalAddr). On Linux the Conn moves up to opts.BatchSize datagrams
-// per recvmmsg/sendmmsg system call, allocation-free, and also implements
-// DropCounter and SocketBufferSizer.
+// per recvmmsg/sendmmsg system call, allocation-free, sends runs of
+// datagrams to one destination with UDP GSO where the kernel supports it
+// (unless opts.DisableGSO), and also implements DropCounter,
+// SocketBufferSizer and GSOer.
 func ListenUDP(addr netip.AddrPort, opts Options) (Conn, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -27,7 +29,7 @@ func ListenUDP(addr netip.AddrPort, opts Options) (Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := newBatchConn(uc, opts.BatchSize)
+	c, err := newBatchConn(uc, opts.BatchSize, !opts.DisableGSO)
 	if err != nil {
 		uc.Close()
 		return nil, fmt.Errorf("transport: listen %v: %w", addr, err)

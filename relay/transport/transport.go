@@ -51,6 +51,18 @@ type SocketBufferSizer interface {
 	SocketBufferSizes() (recv, send int, err error)
 }
 
+// GSOer is implemented by a Conn that can send with UDP generic
+// segmentation offload (Linux sockets from ListenUDP). Tests and
+// benchmarks use it to tell which send path a Conn takes.
+type GSOer interface {
+	// GSO reports whether WriteBatch currently merges runs of adjacent,
+	// equal-sized datagrams to one destination into single UDP_SEGMENT
+	// sends. False if Options.DisableGSO was set, if the kernel lacks
+	// UDP_SEGMENT (before Linux 4.18), or once the kernel has refused a
+	// GSO send on this Conn (GSO then stays off for its lifetime).
+	GSO() bool
+}
+
 const (
 	// DefaultBatchSize is the number of datagrams moved per system call
 	// when Options.BatchSize is 0. 64 amortises the syscall cost well
@@ -90,6 +102,13 @@ type Options struct {
 	// reader goroutine) can share one address and the kernel spreads flows
 	// across them. Supported on Linux only; elsewhere ListenUDP fails.
 	ReusePort bool
+
+	// DisableGSO turns off UDP generic segmentation offload, which Linux
+	// sockets otherwise use where the kernel supports it (see the package
+	// comment, "Cost", and GSOer). Datagrams and the WriteBatch contract
+	// are the same either way; only the number of trips through the
+	// kernel's send path differs. Ignored on other platforms.
+	DisableGSO bool
 }
 
 // withDefaults validates o and fills in defaults.
