@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +45,19 @@ func TestBenchSmoke(t *testing.T) {
 		if r.service(1) == 0 {
 			t.Errorf("%s: no service times recorded", r.Name)
 		}
+	}
+	// With GSO off everywhere, the relay still carries the load.
+	off := cfg
+	off.noGSO = true
+	res2, err := measureSet(off, 1, []scenario{{name: "relay", role: "relay", sockets: 1, procs: 1}}, 1, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res2[0].RTPerSec <= 0 || res2[0].GSO {
+		t.Errorf("relay without GSO: %.0f round trips/s, GSO %v", res2[0].RTPerSec, res2[0].GSO)
+	}
+	if !rel.GSO && runtime.GOOS == "linux" {
+		t.Errorf("relay child does not send with GSO")
 	}
 	dir := t.TempDir()
 	rep := &report{cfg: cfg, rounds: 2, results: res, halfRate: rel.Rate, when: time.Now()}

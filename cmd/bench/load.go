@@ -48,6 +48,7 @@ type loadGen struct {
 	server   netip.AddrPort
 	pairs    []*pair
 	pageSize int
+	opts     transport.Options // for every generator socket
 
 	sendTime []atomic.Int64 // ring: send time (ns since start) by sequence number
 	start    time.Time
@@ -60,14 +61,14 @@ type loadGen struct {
 	rec  atomic.Bool
 }
 
-func newLoadGen(server netip.AddrPort, pairs, basePort, pageSize int) (*loadGen, error) {
-	g := &loadGen{server: server, pageSize: pageSize, sendTime: make([]atomic.Int64, 1<<ringBits), start: time.Now()}
+func newLoadGen(server netip.AddrPort, pairs, basePort, pageSize int, opts transport.Options) (*loadGen, error) {
+	g := &loadGen{server: server, pageSize: pageSize, opts: opts, sendTime: make([]atomic.Int64, 1<<ringBits), start: time.Now()}
 	for i := 0; i < pairs; i++ {
-		req, err := transport.ListenUDP(netip.AddrPortFrom(loopback, uint16(basePort+i)), transport.Options{})
+		req, err := transport.ListenUDP(netip.AddrPortFrom(loopback, uint16(basePort+i)), opts)
 		if err != nil {
 			return nil, fmt.Errorf("requester socket: %w", err)
 		}
-		pub, err := transport.ListenUDP(netip.AddrPortFrom(loopback, uint16(basePort+pairOffset+i)), transport.Options{})
+		pub, err := transport.ListenUDP(netip.AddrPortFrom(loopback, uint16(basePort+pairOffset+i)), opts)
 		if err != nil {
 			req.Close()
 			return nil, fmt.Errorf("publisher socket: %w", err)
@@ -287,7 +288,7 @@ func (g *loadGen) quiesce(wg *sync.WaitGroup) {
 	for _, p := range g.pairs {
 		addr := p.req.LocalAddr()
 		p.req.Close()
-		c, err := transport.ListenUDP(addr, transport.Options{})
+		c, err := transport.ListenUDP(addr, g.opts)
 		if err != nil {
 			panic(fmt.Sprintf("reopening %v: %v", addr, err))
 		}

@@ -64,6 +64,7 @@ func main() {
 type benchConfig struct {
 	pairs, base, window, page int
 	duration                  time.Duration
+	noGSO                     bool // every socket, the generator's too, sends without UDP GSO
 }
 
 // child is a running server process.
@@ -75,7 +76,8 @@ type child struct {
 }
 
 // childEnv names the environment variable that makes this executable (the
-// command, or its test binary) a server child: ROLE,SOCKETS,PAIRS,BASEPORT.
+// command, or its test binary) a server child: ROLE,SOCKETS,PAIRS,BASEPORT,GSO
+// with GSO "gso" or "nogso".
 const childEnv = "RELAY_BENCH_CHILD"
 
 // childMain runs the process as a server child if childEnv says so, and
@@ -87,14 +89,16 @@ func childMain() bool {
 	}
 	var role string
 	var sockets, pairs, base int
+	gso := true
 	f := strings.Split(spec, ",")
-	if len(f) == 4 {
+	if len(f) == 5 {
 		role = f[0]
 		sockets, _ = strconv.Atoi(f[1])
 		pairs, _ = strconv.Atoi(f[2])
 		base, _ = strconv.Atoi(f[3])
+		gso = f[4] != "nogso"
 	}
-	if err := serve(role, sockets, pairs, base); err != nil {
+	if err := serve(role, sockets, pairs, base, gso); err != nil {
 		fmt.Fprintln(os.Stderr, "bench child:", err)
 		os.Exit(1)
 	}
@@ -104,7 +108,7 @@ func childMain() bool {
 func startChild(role string, sockets, gomaxprocs int, cfg benchConfig) (*child, error) {
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(gomaxprocs),
-		fmt.Sprintf("%s=%s,%d,%d,%d", childEnv, role, sockets, cfg.pairs, cfg.base))
+		fmt.Sprintf("%s=%s,%d,%d,%d,%s", childEnv, role, sockets, cfg.pairs, cfg.base, map[bool]string{true: "nogso", false: "gso"}[cfg.noGSO]))
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {

@@ -31,6 +31,7 @@ type result struct {
 	Allocs       float64 // heap allocations per datagram, worst round
 	Drops        uint64  // kernel receive drops over all rounds
 	Lost         uint64  // requests written off, over all rounds
+	GSO          bool    // the server's socket sent with UDP GSO
 	RSS          int64
 	Heap         uint64
 	// Open loop at a fixed rate:
@@ -61,6 +62,10 @@ func (r *result) summarize() {
 	r.Batch = median(batch)
 }
 
+// busy is the share of one core the server used in the closed loop: two
+// datagrams per round trip at CPUPerDG each.
+func (r *result) busy() float64 { return 2 * r.RTPerSec * r.CPUPerDG.Seconds() }
+
 // ratio is r's throughput relative to base: the median over rounds of the
 // ratio of the two rates measured in the same round, so that drift between
 // rounds cancels.
@@ -89,6 +94,7 @@ type report struct {
 	cfg      benchConfig
 	rounds   int
 	results  []*result
+	noGSO    []*result // the bare forwarder and the empty relay with GSO off
 	scaling  []*result
 	halfRate float64
 	when     time.Time
@@ -118,7 +124,12 @@ func runAll(cfg benchConfig, rounds int, quick bool) (*report, error) {
 	if quick {
 		return rep, nil
 	}
-	scs = scs[:0]
+	off := cfg
+	off.noGSO = true
+	if rep.noGSO, err = measureSet(off, cfg.pairs, scs[:2], rounds, -1); err != nil {
+		return nil, err
+	}
+	scs = nil
 	for _, s := range []struct{ procs, sockets int }{{1, 1}, {2, 1}, {2, 2}} {
 		for _, role := range []string{"forward", "relay"} {
 			name := fmt.Sprintf("%s GOMAXPROCS=%d sockets=%d", role, s.procs, s.sockets)
@@ -155,8 +166,13 @@ GOMAXPROCS=1 (one socket, one reader goroutine), leaving the other core to the g
 runs vary GOMAXPROCS and the number of sockets.
 
 `, rep.cfg.pairs, rep.cfg.pairs, rep.cfg.page, rep.rounds, rep.cfg.duration, warmUp, rep.cfg.window, rep.halfRate)
-	b.WriteString("| configuration | round trips/s | min-max | vs baseline | CPU/datagram (user+sys) | datagrams/read | allocs/datagram | RSS | heap | B/pending entry | kernel drops |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("Where the time goes, and what was changed to get here: [docs/performance.md](docs/performance.md).\n\n")
+	b.WriteString("*Server core busy* is the share of one core the server used during the closed loop: a server near 100%\n")
+	b.WriteString("is the bottleneck, one below it waits on the generator. *CPU vs baseline* is the forwarder's CPU per\n")
+	b.WriteString("datagram over the configuration's: the throughput ratio a machine would show where the server alone\n")
+	b.WriteString("limits both (the generator elsewhere).\n\n")
+	b.WriteString("| configuration | round trips/s | min-max | vs baseline | CPU/datagram (user+sys) | server core busy | CPU vs baseline | datagrams/read | allocs/datagram | RSS | heap | B/pending entry | kernel drops |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	var empty *result
 	for _, r := range rep.results {
 		if r.Role == "relay" && r.Pending == 0 {
@@ -166,8 +182,9 @@ runs vary GOMAXPROCS and the number of sockets.
 		if r.Pending > 0 && empty != nil {
 			perEntry = fmt.Sprintf("%.0f", float64(int64(r.Heap)-int64(empty.Heap))/float64(r.Pending))
 		}
-		fmt.Fprintf(&b, "| %s | %.0f | %.0f-%.0f | %.0f%% | %v (%v+%v) | %.1f | %.3f | %.1f MiB | %.1f MiB | %s | %d |\n",
-			r.Name, r.RTPerSec, r.RTMin, r.RTMax, 100*r.ratio(base), r.CPUPerDG, r.User, r.Sys, r.Batch, r.Allocs,
+		fmt.Fprintf(&b, "| %s | %.0f | %.0f-%.0f | %.0f%% | %v (%v+%v) | %.0f%% | %.0f%% | %.1f | %.3f | %.1f MiB | %.1f MiB | %s | %d |\n",
+			r.Name, r.RTPerSec, r.RTMin, r.RTMax, 100*r.ratio(base), r.CPUPerDG, r.User, r.Sys, 100*r.busy(),
+			100*float64(base.CPUPerDG)/float64(max(r.CPUPerDG, 1)), r.Batch, r.Allocs,
 			float64(r.RSS)/(1<<20), float64(r.Heap)/(1<<20), perEntry, r.Drops)
 	}
 	fmt.Fprintf(&b, "\nLatency at %.0f requests/s, open loop. *Round trip* is requester to publisher and back through the\n", rep.halfRate)
@@ -189,6 +206,14 @@ runs vary GOMAXPROCS and the number of sockets.
 	}
 	b.WriteString("\n![round trips per second against pending entries](" + filepath.ToSlash(filepath.Join(plots, "throughput.svg")) + ")\n")
 	b.WriteString("![latency CDF at half load](" + filepath.ToSlash(filepath.Join(plots, "latency.svg")) + ")\n")
+	if len(rep.noGSO) == 2 {
+		b.WriteString("\n## UDP GSO\n\nThe same two configurations with GSO off on every socket (`relay run --gso=false`), generator included, measured side by side as above:\n\n")
+		b.WriteString("| configuration | round trips/s | min-max | vs forwarder | CPU/datagram (user+sys) | GSO on, for comparison |\n|---|---|---|---|---|---|\n")
+		for i, r := range rep.noGSO {
+			fmt.Fprintf(&b, "| %s, GSO off | %.0f | %.0f-%.0f | %.0f%% | %v (%v+%v) | %.0f |\n", r.Name, r.RTPerSec, r.RTMin, r.RTMax,
+				100*r.ratio(rep.noGSO[0]), r.CPUPerDG, r.User, r.Sys, rep.results[i].RTPerSec)
+		}
+	}
 	if len(rep.scaling) > 0 {
 		b.WriteString("\n## Scaling past one core\n\nFour pairs, table empty, measured side by side as above; `sockets=2` is two SO_REUSEPORT sockets (the relay's opt-in `--sockets`), each with its own reader.\n\n")
 		b.WriteString("| configuration | round trips/s | min-max | vs forwarder alike | CPU/datagram (user+sys) |\n|---|---|---|---|---|\n")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/relay/transport"
 )
 
 // scenario is one server configuration under test.
@@ -51,7 +52,7 @@ func measureSet(cfg benchConfig, pairs int, scs []scenario, rounds, latencyRef i
 		}
 		children[i] = c
 	}
-	g, err := newLoadGen(children[0].addr, pairs, cfg.base, cfg.page)
+	g, err := newLoadGen(children[0].addr, pairs, cfg.base, cfg.page, transport.Options{DisableGSO: cfg.noGSO})
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +124,7 @@ func measureSet(cfg benchConfig, pairs int, scs []scenario, rounds, latencyRef i
 			return nil, err
 		}
 		results[i].RSS = c.rss()
+		results[i].GSO = s.GSO
 		results[i].Heap = s.HeapInuse
 	}
 	return results, nil

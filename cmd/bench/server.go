@@ -34,6 +34,7 @@ type serverStats struct {
 	BatchesRead  uint64 `json:"batches_read"`  // read system calls that returned data
 	GoMaxProcs   int    `json:"gomaxprocs"`    // as the child ran
 	SocketsBound int    `json:"sockets_bound"` // reader sockets
+	GSO          bool   `json:"gso"`           // the first socket sends with UDP GSO
 	// Service is the server's relay.ServiceHistogram: time from a
 	// datagram's read to its batch's last write, cumulative.
 	Service []uint64 `json:"service"`
@@ -42,7 +43,7 @@ type serverStats struct {
 // serve runs a server child: the relay, or the bare forwarder that is the
 // baseline. It prints its address, then a stats line for every line read on
 // stdin (a snapshot request), and exits when stdin closes.
-func serve(role string, sockets, pairs, basePort int) error {
+func serve(role string, sockets, pairs, basePort int, gso bool) error {
 	if path := os.Getenv(profileEnv); path != "" {
 		f, err := os.Create(fmt.Sprintf("%s.%s.%d", path, role, os.Getpid()))
 		if err != nil {
@@ -58,7 +59,7 @@ func serve(role string, sockets, pairs, basePort int) error {
 	}
 	var conns []transport.Conn
 	listen := netip.MustParseAddrPort("127.0.0.1:0")
-	opts := transport.Options{}
+	opts := transport.Options{DisableGSO: !gso}
 	if sockets > 1 {
 		opts.ReusePort = true
 	}
@@ -123,6 +124,9 @@ func serve(role string, sockets, pairs, basePort int) error {
 		s.HeapInuse = ms.HeapInuse
 		s.GoMaxProcs = runtime.GOMAXPROCS(0)
 		s.SocketsBound = len(conns)
+		if g, ok := conns[0].(transport.GSOer); ok {
+			s.GSO = g.GSO()
+		}
 		json.NewEncoder(os.Stdout).Encode(s)
 	}
 	stop()
