@@ -66,6 +66,14 @@ const (
 	// table's timer wheel and its other timers.
 	DefaultExpiryInterval = 100 * time.Millisecond
 
+	// PrefetchMinPending is the pending-table size from which the server
+	// prefetches each batch's table slots before deciding the batch
+	// (Relay.Prefetch). Below it the table's index fits in a core's L2
+	// cache (about 7 bytes of index per entry) and the extra look at each
+	// datagram's name costs more than it saves; above it, each new name
+	// is a cache miss, and prefetching lets a batch's misses overlap.
+	PrefetchMinPending = 1 << 16
+
 	// readErrorPause is how long a reader waits after a failed read (not
 	// a closed socket), so that an error returned at once on every call
 	// cannot spin a core.

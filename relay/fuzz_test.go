@@ -112,6 +112,13 @@ func FuzzDecide(f *testing.F) {
 			if p.Parse(pkt) == nil && (p.Header.Type == scry.TypePeek || p.Header.Type == scry.TypePoke) {
 				asked[string(p.NameBytes())+"@"+lane.Canon(from).String()] = true
 			}
+			// Prefetch is a hint: it must neither crash on any input nor
+			// change what the relay counts or holds.
+			before, pending := fx.r.Counters().Snapshot(), fx.r.Pending().Len()
+			fx.r.Prefetch(pkt)
+			if fx.r.Counters().Snapshot() != before || fx.r.Pending().Len() != pending {
+				t.Fatalf("step %d: Prefetch changed the relay", steps)
+			}
 			for _, s := range fx.handle(pkt, from) {
 				var q scry.Packet
 				if q.Parse(s.Buf) != nil {

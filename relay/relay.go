@@ -295,6 +295,17 @@ func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Ou
 	r.ames(b, &a, from, now, out)
 }
 
+// Prefetch starts bringing into cache the pending-table slot Handle will
+// look up for datagram b, if b is a mesa request or page, and returns at
+// once. A server calls it for every datagram of a batch before handling
+// the first, so that in a table too big for the cache the misses overlap.
+// It changes nothing; Handle must still be called.
+func (r *Relay) Prefetch(b []byte) {
+	if _, name, ok := scry.NameWire(b); ok {
+		r.pending.Prefetch(r.key(name))
+	}
+}
+
 // drop counts a datagram of kind k (not yet counted in In when k is
 // KindOther) dropped for reason d.
 func (r *Relay) drop(k Kind, d Drop) {

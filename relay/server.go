@@ -213,6 +213,11 @@ func (s *Server) RoutineRead(rd *reader) {
 		s.batchSum.Add(uint64(n))
 		now := s.cfg.Clock.Now()
 		out.Reset()
+		if s.relay.pending.Len() >= PrefetchMinPending {
+			for i := 0; i < n; i++ {
+				s.relay.Prefetch(in[i].Buf[:in[i].N])
+			}
+		}
 		for i := 0; i < n; i++ {
 			m := &in[i]
 			if s.cfg.Tap != nil {

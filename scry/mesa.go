@@ -779,3 +779,25 @@ func mesaChubTag(v uint64) uint8 {
 	}
 	return 3
 }
+
+// NameWire returns the type and the name's wire bytes (a sub-slice of b) of
+// a mesa peek, poke or page, reading only the header and the name: no
+// checksum, no data. It is a cheap look ahead, for a relay that wants a
+// datagram's table key before deciding on it; the decision must still
+// Parse. For every peek, poke and page Parse accepts, NameWire returns
+// Parse's Name.Wire. It allocates nothing.
+func NameWire(b []byte) (Type, []byte, bool) {
+	if !IsMesa(b) || len(b) > MesaMaxPacket {
+		return 0, nil, false
+	}
+	h := mesaHeaderOf(binary.LittleEndian.Uint32(b))
+	if h.Version != MesaVersion || (h.Type != TypePeek && h.Type != TypePoke && h.Type != TypePage) {
+		return 0, nil, false
+	}
+	var n Name
+	s := mesaSifter{b: b, off: MesaHeaderLen}
+	if s.name(&n) != nil {
+		return 0, nil, false
+	}
+	return h.Type, n.Wire, true
+}

@@ -42,6 +42,19 @@ func checkMesaInput(t *testing.T, b []byte) {
 	if err != nil {
 		return
 	}
+	if len(b) <= MesaMaxPacket {
+		typ, wire, ok := NameWire(b)
+		switch p.Header.Type {
+		case TypePeek, TypePoke, TypePage:
+			if !ok || typ != p.Header.Type || !bytes.Equal(wire, p.Name.Wire) {
+				t.Fatalf("NameWire = %v %x %v, Parse gave type %v name %x", typ, wire, ok, p.Header.Type, p.Name.Wire)
+			}
+		default:
+			if ok {
+				t.Fatalf("NameWire found a name in a %v datagram", p.Header.Type)
+			}
+		}
+	}
 	if got := p.Append(nil); !bytes.Equal(got, b) {
 		t.Fatalf("Append differs from accepted input:\n got  %x\n want %x", got, b)
 	}

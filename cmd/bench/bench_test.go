@@ -68,7 +68,7 @@ func TestBenchSmoke(t *testing.T) {
 	if !strings.Contains(string(md), "| relay |") {
 		t.Errorf("report lacks the relay row:\n%s", md)
 	}
-	for _, f := range []string{"throughput.svg", "latency.svg"} {
+	for _, f := range []string{"throughput.svg", "latency.svg", "service.svg"} {
 		if b, err := os.ReadFile(filepath.Join(dir, "plots", f)); err != nil || !strings.HasPrefix(string(b), "<svg") {
 			t.Errorf("plot %s: %v", f, err)
 		}

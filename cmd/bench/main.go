@@ -14,7 +14,7 @@
 // with GOMAXPROCS and with --sockets (several SO_REUSEPORT sockets). It
 // writes BENCHMARKS.md and SVG plots.
 //
-//	go run ./cmd/bench                                # full run, ~5 minutes
+//	go run ./cmd/bench                                # full run, ~6 minutes
 //	go run ./cmd/bench -duration 2s -rounds 1 -quick  # a smoke run
 package main
 
@@ -39,8 +39,8 @@ func main() {
 	var (
 		pairs    = flag.Int("pairs", 2, "requester/publisher socket pairs in the load generator")
 		base     = flag.Int("base-port", 42000, "first requester port; publishers at +1000")
-		duration = flag.Duration("duration", 5*time.Second, "length of each measurement")
-		rounds   = flag.Int("rounds", 3, "closed-loop rounds per configuration, interleaved; the median is reported")
+		duration = flag.Duration("duration", 4*time.Second, "length of each measurement")
+		rounds   = flag.Int("rounds", 5, "closed-loop rounds per configuration, interleaved; the median is reported")
 		window   = flag.Int("window", 256, "requests in flight per pair in the closed loop")
 		page     = flag.Int("page", 1024, "page fragment bytes")
 		quick    = flag.Bool("quick", false, "skip the 1M-entry and scaling runs")

@@ -206,6 +206,7 @@ runs vary GOMAXPROCS and the number of sockets.
 	}
 	b.WriteString("\n![round trips per second against pending entries](" + filepath.ToSlash(filepath.Join(plots, "throughput.svg")) + ")\n")
 	b.WriteString("![latency CDF at half load](" + filepath.ToSlash(filepath.Join(plots, "latency.svg")) + ")\n")
+	b.WriteString("![time in the server, CDF at half load](" + filepath.ToSlash(filepath.Join(plots, "service.svg")) + ")\n")
 	if len(rep.noGSO) == 2 {
 		b.WriteString("\n## UDP GSO\n\nThe same two configurations with GSO off on every socket (`relay run --gso=false`), generator included, measured side by side as above:\n\n")
 		b.WriteString("| configuration | round trips/s | min-max | vs forwarder | CPU/datagram (user+sys) | GSO on, for comparison |\n|---|---|---|---|---|---|\n")
@@ -229,6 +230,9 @@ runs vary GOMAXPROCS and the number of sockets.
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(plots, "throughput.svg"), rep.throughputSVG(), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(plots, "service.svg"), rep.serviceSVG(), 0o644); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(plots, "latency.svg"), rep.latencySVG(), 0o644)
@@ -320,50 +324,124 @@ func pendingLabel(n int) string {
 	return fmt.Sprint(n)
 }
 
-// latencySVG plots the latency CDF of each configuration (log time axis).
+// cdfPoint is one point of a CDF: a fraction q of the samples took at
+// most d.
+type cdfPoint struct {
+	d time.Duration
+	q float64
+}
+
+// cdfSeries is one configuration's CDF, points in increasing order.
+type cdfSeries struct {
+	name   string
+	points []cdfPoint
+}
+
+// latencySVG plots each configuration's round-trip CDF.
 func (rep *report) latencySVG() []byte {
+	var series []cdfSeries
+	for _, r := range rep.results {
+		var pts []cdfPoint
+		for j := 0; j < len(r.Lat); {
+			pts = append(pts, cdfPoint{r.Lat[j], float64(j) / float64(len(r.Lat))})
+			// Denser past the 99th percentile, where the tail is drawn.
+			if j < len(r.Lat)*99/100 {
+				j += max(1, len(r.Lat)/400)
+			} else {
+				j += max(1, len(r.Lat)/20000)
+			}
+		}
+		if len(r.Lat) > 0 {
+			pts = append(pts, cdfPoint{r.Lat[len(r.Lat)-1], 1})
+		}
+		series = append(series, cdfSeries{r.Name, pts})
+	}
+	return cdfSVG(fmt.Sprintf("Round-trip latency CDF at %.0f requests/s", rep.halfRate), series)
+}
+
+// serviceSVG plots each configuration's in-server time CDF from its
+// histogram: a step at each bucket's upper bound.
+func (rep *report) serviceSVG() []byte {
+	var series []cdfSeries
+	for _, r := range rep.results {
+		var total, seen uint64
+		for _, c := range r.Service {
+			total += c
+		}
+		var pts []cdfPoint
+		for i, c := range r.Service {
+			if c == 0 || total == 0 {
+				continue
+			}
+			pts = append(pts, cdfPoint{relay.ServiceBucketUpper(i - 1), float64(seen) / float64(total)})
+			seen += c
+			pts = append(pts, cdfPoint{relay.ServiceBucketUpper(i), float64(seen) / float64(total)})
+		}
+		series = append(series, cdfSeries{r.Name, pts})
+	}
+	return cdfSVG(fmt.Sprintf("Time in the server (read to last write), CDF at %.0f requests/s", rep.halfRate), series)
+}
+
+// cdfSVG draws CDFs on a log time axis and a tail-stretching quantile axis.
+func cdfSVG(title string, series []cdfSeries) []byte {
 	const w, h, left, bottom, right, top = 720, 400, 60, 50, 180, 30
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`, w, h)
-	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="14">Round-trip latency CDF at %.0f requests/s</text>`, left, rep.halfRate)
+	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="14">%s</text>`, left, title)
 	lo, hi := math.Inf(1), 0.0
-	for _, r := range rep.results {
-		if len(r.Lat) > 0 {
-			lo = math.Min(lo, float64(r.Lat[0]))
-			hi = math.Max(hi, float64(r.Lat[len(r.Lat)-1]))
+	for _, s := range series {
+		for _, p := range s.points {
+			lo = math.Min(lo, float64(p.d))
+			hi = math.Max(hi, float64(p.d))
 		}
 	}
 	if hi <= lo {
 		b.WriteString(`</svg>`)
 		return b.Bytes()
 	}
-	lo, hi = math.Log10(math.Max(lo, 1000)), math.Log10(hi)
+	lo, hi = math.Log10(math.Max(lo, 100)), math.Log10(hi)
 	px := func(d time.Duration) float64 {
-		return left + (math.Log10(math.Max(float64(d), 1000))-lo)/(hi-lo)*float64(w-left-right)
+		return left + (math.Log10(math.Max(float64(d), 100))-lo)/(hi-lo)*float64(w-left-right)
 	}
-	py := func(q float64) float64 { return float64(h-bottom) - q*float64(h-bottom-top) }
+	// The quantile axis is -log10(1-q), so that the tail (0.99, 0.999)
+	// gets as much room as the body: 0 at q=0, 3 at q=0.999 and above.
+	const tailDecades = 3
+	py := func(q float64) float64 {
+		t := math.Min(-math.Log10(math.Max(1-q, math.Pow(10, -tailDecades))), tailDecades)
+		return float64(h-bottom) - t/tailDecades*float64(h-bottom-top)
+	}
 	colors := []string{"#999", "#4a7ab5", "#d9822b", "#c23b22", "#3a9a5b"}
-	for i, r := range rep.results {
-		if len(r.Lat) == 0 {
+	for _, q := range []float64{0, 0.5, 0.9, 0.99, 0.999} {
+		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#eee"/><text x="%d" y="%.1f" text-anchor="end">%g</text>`,
+			left, py(q), w-right, py(q), left-6, py(q)+4, q)
+	}
+	// Time ticks at 1, 2 and 5 times each power of ten in range.
+	for e := math.Floor(lo); e <= hi; e++ {
+		for _, m := range []float64{1, 2, 5} {
+			v := math.Log10(m) + e
+			if v < lo || v > hi {
+				continue
+			}
+			x := left + (v-lo)/(hi-lo)*float64(w-left-right)
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#ddd"/><text x="%.1f" y="%d" text-anchor="middle">%v</text>`,
+				x, top, x, h-bottom, x, h-bottom+16, time.Duration(math.Pow(10, v)).Round(time.Microsecond))
+		}
+	}
+	for i, s := range series {
+		if len(s.points) == 0 {
 			continue
 		}
 		b.WriteString(`<polyline fill="none" stroke-width="2" stroke="` + colors[i%len(colors)] + `" points="`)
-		step := max(1, len(r.Lat)/400)
-		for j := 0; j < len(r.Lat); j += step {
-			fmt.Fprintf(&b, "%.1f,%.1f ", px(r.Lat[j]), py(float64(j)/float64(len(r.Lat))))
+		for j, p := range s.points {
+			if j > 0 {
+				b.WriteByte(' ')
+			}
+			fmt.Fprintf(&b, "%.1f,%.1f", px(p.d), py(p.q))
 		}
-		fmt.Fprintf(&b, "%.1f,%.1f", px(r.Lat[len(r.Lat)-1]), py(1))
 		b.WriteString(`"/>`)
-		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">%s</text>`, w-right+10, top+20+18*i, colors[i%len(colors)], r.Name)
+		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">%s</text>`, w-right+10, top+20+18*i, colors[i%len(colors)], s.name)
 	}
-	for e := math.Ceil(lo); e <= hi; e++ {
-		x := left + (e-lo)/(hi-lo)*float64(w-left-right)
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#ddd"/><text x="%.1f" y="%d" text-anchor="middle">%v</text>`,
-			x, top, x, h-bottom, x, h-bottom+16, time.Duration(math.Pow(10, e)))
-	}
-	for _, q := range []float64{0, 0.5, 0.9, 0.99, 1} {
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%g</text>`, left-6, py(q)+4, q)
-	}
+	fmt.Fprintf(&b, `<text x="%d" y="%d">quantile</text>`, 4, top-8)
 	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`, left, h-bottom, w-right, h-bottom)
 	b.WriteString(`</svg>`)
 	return b.Bytes()

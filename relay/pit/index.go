@@ -77,6 +77,8 @@ func (s *shard) growIndexLocked() bool {
 	}
 	old := s.slots
 	s.slots = make([]uint32, max(2*len(old), initialIndexSlots))
+	view := s.slots
+	s.slotsView.Store(&view)
 	mask := len(s.slots) - 1
 	for _, v := range old {
 		if v == 0 {

@@ -3,6 +3,7 @@ package pit
 import (
 	"encoding/binary"
 	"sync"
+	"sync/atomic"
 
 	"github.com/urbit-relay/relay/lane"
 )
@@ -50,6 +51,9 @@ type shard struct {
 	// tag<<24 | (entry slot + 1), the tag being the hash's top byte.
 	// Guarded by mu.
 	slots []uint32
+	// slotsView is slots for Prefetch, which takes no lock: a pointer to
+	// an immutable copy of the slice header, replaced whenever slots is.
+	slotsView atomic.Pointer[[]uint32]
 
 	// chunks is the overflow requester slab; it grows by doubling up to
 	// p.chunkCap. Guarded by mu.

@@ -522,3 +522,41 @@ func TestEvictionShedsTheOldestOfATick(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefetch checks that Prefetch is safe on an empty table, while the
+// index grows under concurrent Adds and Takes (run with -race), changes
+// nothing, and allocates nothing.
+func TestPrefetch(t *testing.T) {
+	tb := mustNew(t, Config{MaxEntries: 1 << 16})
+	tb.Prefetch(1) // no index yet
+	var wg sync.WaitGroup
+	const n = 20000
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for i := range n {
+			tb.Add(uint64(i), laneN(i), 0)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for i := range 4 * n {
+			tb.Prefetch(uint64(i % n))
+		}
+	}()
+	wg.Wait()
+	if got := tb.Len(); got != n {
+		t.Fatalf("Len = %d after %d Adds, want %d", got, n, n)
+	}
+	before := tb.Stats()
+	if a := testing.AllocsPerRun(100, func() { tb.Prefetch(7) }); a != 0 {
+		t.Errorf("Prefetch allocates %v times", a)
+	}
+	if tb.Stats() != before || tb.Len() != n {
+		t.Error("Prefetch changed the table")
+	}
+	reqs, ok := tb.Take(7, nil, 0)
+	if !ok || len(reqs) != 1 || reqs[0] != laneN(7) {
+		t.Fatalf("Take after Prefetch = %v, %v", reqs, ok)
+	}
+}
