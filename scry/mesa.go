@@ -794,10 +794,23 @@ func NameWire(b []byte) (Type, []byte, bool) {
 	if h.Version != MesaVersion || (h.Type != TypePeek && h.Type != TypePoke && h.Type != TypePage) {
 		return 0, nil, false
 	}
-	var n Name
-	s := mesaSifter{b: b, off: MesaHeaderLen}
-	if s.name(&n) != nil {
+	// The name's length from its meta byte and path length alone (the
+	// layout mesaSifter.name reads), with no fields decoded.
+	start := MesaHeaderLen
+	if len(b)-start < 2 { // a meta byte that ends the datagram fails in Parse
 		return 0, nil, false
 	}
-	return h.Type, n.Wire, true
+	m := b[start]
+	off := start + 1 + 2<<(m&3) + int(m>>2&3) + 1 + 1 // meta, ship, rift, bloq
+	if m&(1<<4) == 0 {                                // not Init: a fragment number
+		off += 1 << (m >> 6)
+	}
+	if off+2 > len(b) {
+		return 0, nil, false
+	}
+	off += 2 + int(binary.LittleEndian.Uint16(b[off:]))
+	if off > len(b) {
+		return 0, nil, false
+	}
+	return h.Type, b[start:off:off], true
 }

@@ -101,3 +101,15 @@ func BenchmarkForwardEditsResumed(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMesaNameWire is the relay's look ahead at a page's name before
+// it decides a batch.
+func BenchmarkMesaNameWire(b *testing.B) {
+	pkt := benchPage()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, ok := NameWire(pkt); !ok {
+			b.Fatal("no name")
+		}
+	}
+}

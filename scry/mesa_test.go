@@ -702,3 +702,25 @@ func TestMesaZeroAlloc(t *testing.T) {
 		t.Errorf("Append with capacity allocates %v times", n)
 	}
 }
+
+// TestNameWireVectors checks NameWire against every valid vector's name, and
+// that it refuses what has no whole name.
+func TestNameWireVectors(t *testing.T) {
+	for _, r := range loadMesaRecords(t, "mesa-vectors.jsonl") {
+		var p Packet
+		if err := p.Parse(r.Wire); err != nil {
+			continue
+		}
+		typ, wire, ok := NameWire(r.Wire)
+		if !ok || typ != p.Header.Type || !bytes.Equal(wire, p.Name.Wire) {
+			t.Fatalf("%x: NameWire = %v %x %v, want %v %x", r.Wire, typ, wire, ok, p.Header.Type, p.Name.Wire)
+		}
+		// Every truncation that cuts into the name has no name.
+		nameEnd := MesaHeaderLen + len(p.Name.Wire)
+		for n := MesaHeaderLen; n < nameEnd; n++ {
+			if _, _, ok := NameWire(r.Wire[:n]); ok {
+				t.Fatalf("%x cut to %d bytes: NameWire found a name", r.Wire, n)
+			}
+		}
+	}
+}
