@@ -93,7 +93,6 @@ func (t *Table) Prefetch(key uint64) {
 // with a full shard); the caller counts it. now is the caller's monotonic
 // clock (time since an arbitrary epoch, non-negative); calls may carry
 // slightly out-of-order readings from different goroutines.
-
 func (t *Table) Add(key uint64, requester lane.Key, now time.Duration) (v Verdict, evicted bool) {
 	h := mix(key)
 	s := t.shardOf(h)
