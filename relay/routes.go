@@ -245,18 +245,17 @@ func (r *Routes) Heard(s lane.Ship, k lane.Key, now time.Duration) { r.heard(s, 
 func (r *Routes) Contacted(s lane.Ship, k lane.Key, now time.Duration) { r.heard(s, k, now, true) }
 
 func (r *Routes) heard(s lane.Ship, k lane.Key, now time.Duration, kept bool) {
-	if !k.IsValid() {
-		return
-	}
-	if r.isSelf(k) {
-		return
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.heardLocked(s, k, now, kept)
 }
 
+// heardLocked is heard with mu held; an invalid lane or one of our own
+// teaches nothing.
 func (r *Routes) heardLocked(s lane.Ship, k lane.Key, now time.Duration, kept bool) {
+	if !k.IsValid() || r.isSelf(k) {
+		return
+	}
 	rt := r.getLocked(s, true)
 	if rt.direct.lane != k {
 		r.changes++
@@ -301,10 +300,9 @@ func (r *Routes) Answered(s lane.Ship, from, next lane.Key, now time.Duration) {
 // page), Heard(s, from); then Answered(s, from, next); then it appends the
 // known lanes of ships (appendLanesOf) to dst and returns it.
 func (r *Routes) PageArrived(s lane.Ship, from, next lane.Key, heard bool, now time.Duration, ships []lane.Ship, dst []lane.Key) []lane.Key {
-	self := r.isSelf(from)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if heard && from.IsValid() && !self {
+	if heard {
 		r.heardLocked(s, from, now, false)
 	}
 	r.answeredLocked(s, from, next, now)

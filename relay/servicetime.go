@@ -10,6 +10,10 @@ import (
 // 4 sub-buckets, so a bucket's upper bound is at most 19% above its lower.
 const serviceSubBits = 2
 
+// ServiceBucketsPerOctave is how many ServiceHistogram buckets span one
+// power of two.
+const ServiceBucketsPerOctave = 1 << serviceSubBits
+
 // serviceMinShift: durations below 1<<serviceMinShift ns (256 ns) share
 // bucket 0.
 const serviceMinShift = 8

@@ -107,8 +107,12 @@ func childMain() bool {
 
 func startChild(role string, sockets, gomaxprocs int, cfg benchConfig) (*child, error) {
 	cmd := exec.Command(os.Args[0])
+	gso := "gso"
+	if cfg.noGSO {
+		gso = "nogso"
+	}
 	cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(gomaxprocs),
-		fmt.Sprintf("%s=%s,%d,%d,%d,%s", childEnv, role, sockets, cfg.pairs, cfg.base, map[bool]string{true: "nogso", false: "gso"}[cfg.noGSO]))
+		fmt.Sprintf("%s=%s,%d,%d,%d,%s", childEnv, role, sockets, cfg.pairs, cfg.base, gso))
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {

@@ -204,7 +204,7 @@ func (c *relayCollector) Collect(ch chan<- prometheus.Metric) {
 func serviceHistogram(d *prometheus.Desc, h *relay.ServiceHistogram) prometheus.Metric {
 	var snap [relay.ServiceBuckets]uint64
 	h.Snapshot(snap[:])
-	buckets := make(map[float64]uint64, relay.ServiceBuckets/4)
+	buckets := make(map[float64]uint64, relay.ServiceBuckets/relay.ServiceBucketsPerOctave)
 	var count uint64
 	var sum float64
 	lower := time.Duration(0)
@@ -213,7 +213,7 @@ func serviceHistogram(d *prometheus.Desc, h *relay.ServiceHistogram) prometheus.
 		upper := relay.ServiceBucketUpper(i)
 		sum += float64(n) * (lower + upper).Seconds() / 2
 		lower = upper
-		if i%4 == 3 || i == len(snap)-1 {
+		if i%relay.ServiceBucketsPerOctave == relay.ServiceBucketsPerOctave-1 || i == len(snap)-1 {
 			buckets[upper.Seconds()] = count
 		}
 	}
