@@ -220,6 +220,7 @@ type Out struct {
 	scratch [][]byte
 	used    int
 	reqs    []lane.Key
+	admit   pendingAdmit // Handle's pending-table admission, reused
 }
 
 // NewOut returns an Out sized for batches of up to batch input datagrams.
@@ -239,7 +240,8 @@ func (o *Out) Reset() {
 
 func (o *Out) add(b []byte, to netip.AddrPort) { o.Sends = append(o.Sends, Send{Buf: b, To: to}) }
 
-// scratchCopy returns a copy of b in a scratch buffer, or nil if none is left.
+// scratchCopy returns a copy of b in a scratch buffer, growing the pool
+// when every buffer is in use.
 func (o *Out) scratchCopy(b []byte) []byte {
 	if o.used == len(o.scratch) {
 		o.scratch = append(o.scratch, make([]byte, 0, MaxPacket+GrowRoom))
@@ -334,12 +336,17 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 		r.amp.credit(fromKey, len(b), now)
 	}
 	// A poke names its sender: at hop 0 it was sent by that ship itself.
-	if k == KindPoke && p.Header.Hops == 0 && !fromShip {
-		r.routes.Contacted(p.PayloadName.Ship, fromKey, now)
-	}
+	// The sender's lane is learned only if the poke is sent on.
+	learn := k == KindPoke && p.Header.Hops == 0 && !fromShip
+	key := r.key(p.NameBytes())
 	rcvr := p.Name.Ship
 	if rcvr == r.ship {
 		if !r.shipLane.IsValid() {
+			// A relay with no ship behind it still learns its sponsees
+			// from their pings: it is the only thing that hears them.
+			if learn {
+				r.routes.Contacted(p.PayloadName.Ship, fromKey, now)
+			}
 			r.counters.drops[DropOwnShipNoLane].Add(1)
 			return
 		}
@@ -347,8 +354,11 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 			r.counters.drops[DropLoop].Add(1)
 			return
 		}
-		if !r.remember(p, fromKey, now) {
+		if !r.remember(key, fromKey, now) {
 			return
+		}
+		if learn {
+			r.routes.Contacted(p.PayloadName.Ship, fromKey, now)
 		}
 		r.counters.toShip.Add(1)
 		r.counters.out[k].Add(1)
@@ -359,24 +369,38 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 		r.counters.drops[DropHopLimit].Add(1)
 		return
 	}
-	t := r.routes.Select(rcvr, fromKey, now)
-	if t.N == 0 {
-		r.dropUnrouted(&t)
-		return
-	}
-	if !r.remember(p, fromKey, now) {
-		return
+	out.admit = pendingAdmit{r: r, key: key, from: fromKey, now: now}
+	q := Query{Rcvr: rcvr, From: fromKey, Sender: p.PayloadName.Ship, Learn: learn}
+	plan, sent := r.routes.Route(q, now, &out.admit)
+	if !sent {
+		if plan.N == 0 {
+			r.dropUnrouted(&plan.Targets)
+		}
+		return // else the pending table's verdict was counted by remember
 	}
 	if !fromShip {
 		scry.SetHops(b, int(p.Header.Hops)+1)
 	}
-	r.forward(b, k, &t, out)
+	r.forward(b, k, &plan.Targets, out)
 }
 
-// remember records the request in the pending table and reports whether it
-// is to be forwarded.
-func (r *Relay) remember(p *scry.Packet, from lane.Key, now time.Duration) bool {
-	v, evicted := r.pending.Add(r.key(p.NameBytes()), from, now)
+// pendingAdmit admits a planned request when the pending table says it is
+// to be forwarded (Relay.remember). It lives in Out, so passing it to
+// Routes.Route as an Admitter allocates nothing.
+type pendingAdmit struct {
+	r    *Relay
+	key  uint64
+	from lane.Key
+	now  time.Duration
+}
+
+// Admit implements Admitter.
+func (a *pendingAdmit) Admit() bool { return a.r.remember(a.key, a.from, a.now) }
+
+// remember records a request whose name hashes to key in the pending table
+// and reports whether it is to be forwarded.
+func (r *Relay) remember(key uint64, from lane.Key, now time.Duration) bool {
+	v, evicted := r.pending.Add(key, from, now)
 	if evicted {
 		r.counters.evicted.Add(1)
 	}
@@ -490,11 +514,14 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 		r.counters.drops[DropSelf].Add(1)
 		return
 	}
-	if !a.Relayed && !fromShip {
-		r.routes.Contacted(a.Sndr, fromKey, now)
-	}
+	// An unrelayed packet was sent by its sender itself; its lane is
+	// learned only if the packet is sent on.
+	learn := !a.Relayed && !fromShip
 	if a.Rcvr == r.ship {
 		if !r.shipLane.IsValid() {
+			if learn { // as for pokes: see request
+				r.routes.Contacted(a.Sndr, fromKey, now)
+			}
 			r.counters.drops[DropOwnShipNoLane].Add(1)
 			return
 		}
@@ -502,14 +529,17 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 			r.counters.drops[DropLoop].Add(1)
 			return
 		}
+		if learn {
+			r.routes.Contacted(a.Sndr, fromKey, now)
+		}
 		r.counters.toShip.Add(1)
 		r.counters.out[KindAmes].Add(1)
 		out.add(b, r.shipLane)
 		return
 	}
-	t := r.routes.Select(a.Rcvr, fromKey, now)
-	if t.N == 0 {
-		r.dropUnrouted(&t)
+	plan, sent := r.routes.Route(Query{Rcvr: a.Rcvr, From: fromKey, Sender: a.Sndr, Learn: learn}, now, nil)
+	if !sent {
+		r.dropUnrouted(&plan.Targets)
 		return
 	}
 	if !fromShip && scry.NeedsOrigin(a) {
@@ -520,7 +550,7 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 			}
 		}
 	}
-	r.forward(b, KindAmes, &t, out)
+	r.forward(b, KindAmes, &plan.Targets, out)
 }
 
 // dropUnrouted counts a datagram for which Select found no target.

@@ -29,8 +29,12 @@ import (
 //     The walk stops at the fronted ship itself: we are R's sponsor, and
 //     R is reachable only through lanes we learned below us.
 //
-// Select sends on the tightest known-good lane and on the candidate just
-// tighter than it, until the tighter one answers; then on that one alone.
+// A request is sent on the tightest known-good lane and on the candidate
+// just tighter than it, until the tighter one answers; then on that one
+// alone. Choosing is separate from acting: Plan reads the table, Commit
+// records what was sent, and Route does both under one lock with the
+// caller's admission decision between them, so that a datagram that is not
+// sent (aggregated, refused, capped) changes no route.
 // A lane that stays unanswered (ProbeTimeout, counted per lane) is demoted if
 // it had proved itself and dropped if it had not; a dropped hint is not
 // retried for BadLaneHold. Only a page coming from a lane changes that lane's
@@ -173,17 +177,9 @@ func (r *Routes) SetStaticLane(s lane.Ship, k lane.Key) {
 	if r.static[s] == k {
 		return
 	}
-	// Copy on write: SetStatic hands out no references, but keep the map
-	// private to this mutex either way.
+	// In place: the map is read and written only under mu, and SetStatic
+	// copies what it is given, so no reference to it exists outside.
 	r.static[s] = k
-}
-
-// StaticLane returns the configured lane of s.
-func (r *Routes) StaticLane(s lane.Ship) (lane.Key, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	k, ok := r.static[s]
-	return k, ok
 }
 
 // AddSelf records a lane that belongs to this process (its listening
@@ -360,14 +356,13 @@ func (p *path) answer(now time.Duration) {
 	p.heard = now
 }
 
-// candidate is one lane considered by Select.
+// candidate is one lane considered by a plan.
 type candidate struct {
 	lane   lane.Key
 	proven bool
-	p      *path // nil for sponsor and static lanes, which are not probed
 }
 
-// Targets is the result of Select: up to MaxTargets lanes, tightest first.
+// Targets is a plan's choice: up to MaxTargets lanes, tightest first.
 type Targets struct {
 	Lanes [MaxTargets]lane.Key
 	N     int
@@ -379,11 +374,97 @@ type Targets struct {
 	Sponsee bool
 }
 
-// Select chooses the lanes a request for receiver s, heard from lane from,
-// is sent on at now, and records the sends as probes of those lanes. It
-// never returns from, nor a lane of this process.
+// Query is what one datagram asks of the route table: where a datagram for
+// Rcvr, heard from lane From, goes. When Learn is set, the datagram also
+// names its sender (a hop-0 poke's payload ship, an unrelayed legacy
+// packet's sender): if it is sent, Sender is recorded as contacting us from
+// From (see Contacted).
+type Query struct {
+	Rcvr   lane.Ship
+	From   lane.Key
+	Sender lane.Ship
+	Learn  bool
+}
+
+// Plan is a route decision not yet acted on: the lanes a datagram would be
+// sent on, made without changing the table. Commit applies what sending it
+// changes (the probes of the lanes it goes to, a sender's lane); a plan that
+// is not sent is simply dropped, and the table is as if it never was made.
+type Plan struct {
+	Targets
+	q Query
+}
+
+// Admitter decides, under the route table's lock and after the plan, whether
+// a planned datagram is sent (the relay asks its pending table). It must not
+// call back into the route table.
+type Admitter interface {
+	Admit() bool
+}
+
+// Route plans q, asks adm (nil: admitted) whether to send, and commits the
+// plan if so, all under one lock, so that nothing changes between the plan
+// and its commit. It reports the plan and whether it was committed; a plan
+// with no targets is never admitted.
+func (r *Routes) Route(q Query, now time.Duration, adm Admitter) (Plan, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.planLocked(q, now)
+	if p.N == 0 || (adm != nil && !adm.Admit()) {
+		return p, false
+	}
+	r.commitLocked(&p, now)
+	return p, true
+}
+
+// Plan returns the plan for q at now without changing anything.
+func (r *Routes) Plan(q Query, now time.Duration) Plan {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.planLocked(q, now)
+}
+
+// Commit records that p, made at or before now, was sent: each of its
+// target lanes that is a path of the receiver's route starts waiting for an
+// answer, and a sender named by its query is recorded as contacting us.
+// Committing a plan with no targets records only the sender.
+func (r *Routes) Commit(p *Plan, now time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.commitLocked(p, now)
+}
+
+// Select plans a request for receiver s heard from lane from and commits
+// it: for callers that always send what they plan (the endpoint). It never
+// returns from, nor a lane of this process.
 func (r *Routes) Select(s lane.Ship, from lane.Key, now time.Duration) Targets {
-	var t Targets
+	p, _ := r.Route(Query{Rcvr: s, From: from}, now, nil)
+	return p.Targets
+}
+
+func (r *Routes) commitLocked(p *Plan, now time.Duration) {
+	if p.N > 0 {
+		if rt := r.getLocked(p.q.Rcvr, false); rt != nil {
+			r.changes += expireProbes(rt, now, &r.cfg)
+			for i := 0; i < p.N; i++ {
+				for _, q := range [...]*path{&rt.direct, &rt.hint, &rt.base} {
+					if q.valid() && q.lane == p.Lanes[i] && q.waiting == 0 {
+						q.waiting = now
+					}
+				}
+			}
+		}
+	}
+	if p.q.Learn {
+		r.heardLocked(p.q.Sender, p.q.From, now, true)
+	}
+}
+
+// planLocked chooses the lanes for q at now. It reads the table only: the
+// receiver's route is judged as expiry would leave it at now, on a copy.
+func (r *Routes) planLocked(q Query, now time.Duration) Plan {
+	p := Plan{q: q}
+	t := &p.Targets
 	var cands [8]candidate
 	n := 0
 	// done is set once a proven candidate is in: looser candidates are
@@ -391,13 +472,11 @@ func (r *Routes) Select(s lane.Ship, from lane.Key, now time.Duration) Targets {
 	// just tighter), so the walk stops there.
 	done := false
 	selfKeys := *r.selfKeys.Load()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	add := func(k lane.Key, proven bool, p *path) {
+	add := func(k lane.Key, proven bool) {
 		if done || !k.IsValid() || slices.Contains(selfKeys, k) || n == len(cands) {
 			return
 		}
-		if k == from {
+		if k == q.From {
 			t.Looped = true
 			return
 		}
@@ -406,21 +485,23 @@ func (r *Routes) Select(s lane.Ship, from lane.Key, now time.Duration) Targets {
 				return
 			}
 		}
-		cands[n] = candidate{lane: k, proven: proven, p: p}
+		cands[n] = candidate{lane: k, proven: proven}
 		n++
 		done = proven
 	}
-	if rt := r.getLocked(s, false); rt != nil {
-		r.expireProbesLocked(rt, now)
-		if r.directFreshLocked(rt, now) {
-			add(rt.direct.lane, rt.direct.proven, &rt.direct)
+	s := q.Rcvr
+	if v, ok := r.table.Peek(s); ok {
+		rt := *v
+		expireProbes(&rt, now, &r.cfg)
+		if r.directFreshLocked(&rt, now) {
+			add(rt.direct.lane, rt.direct.proven)
 		}
-		add(rt.hint.lane, rt.hint.proven, &rt.hint)
-		add(rt.base.lane, rt.base.proven, &rt.base)
+		add(rt.hint.lane, rt.hint.proven)
+		add(rt.base.lane, rt.base.proven)
 	}
 	if s != r.self && !done {
 		if k, ok := r.static[s]; ok {
-			add(k, true, nil)
+			add(k, true)
 		}
 		var chainBuf [8]lane.Ship
 		chain := r.sponsors.AppendChain(chainBuf[:0], s)
@@ -439,21 +520,20 @@ func (r *Routes) Select(s lane.Ship, from lane.Key, now time.Duration) Targets {
 				continue
 			}
 			if k, ok := r.static[sp]; ok {
-				add(k, true, nil)
+				add(k, true)
 				continue
 			}
-			if rt := r.getLocked(sp, false); rt != nil && r.directFreshLocked(rt, now) {
-				add(rt.direct.lane, true, nil)
+			if v, ok := r.table.Peek(sp); ok && r.directFreshLocked(v, now) {
+				add(v.direct.lane, true)
 			}
 		}
 	}
 	if n == 0 {
-		return t
+		return p
 	}
 	if r.cfg.SingleRoute {
 		t.Lanes[0], t.N = cands[0].lane, 1
-		cands[0].probe(now)
-		return t
+		return p
 	}
 	// The tightest known-good candidate, or the loosest if none is.
 	good := n - 1
@@ -466,50 +546,44 @@ func (r *Routes) Select(s lane.Ship, from lane.Key, now time.Duration) Targets {
 	if good > 0 {
 		t.Lanes[t.N] = cands[good-1].lane
 		t.N++
-		cands[good-1].probe(now)
 	}
 	t.Lanes[t.N] = cands[good].lane
 	t.N++
-	cands[good].probe(now)
-	return t
+	return p
 }
 
-func (c *candidate) probe(now time.Duration) {
-	if c.p != nil && c.p.waiting == 0 {
-		c.p.waiting = now
-	}
-}
-
-// expireProbesLocked counts probes unanswered for ProbeTimeout as failures,
+// expireProbes counts rt's probes unanswered for ProbeTimeout as failures,
 // demoting a proven lane after ProvenFailures and dropping an unproven one
-// after CandidateFailures.
-func (r *Routes) expireProbesLocked(rt *route, now time.Duration) {
+// after CandidateFailures, and returns how many route changes that made. It
+// touches rt only, so a plan can run it on a copy.
+func expireProbes(rt *route, now time.Duration, cfg *RouteConfig) (changes uint64) {
 	for _, p := range [...]*path{&rt.direct, &rt.hint, &rt.base} {
-		if !p.valid() || p.kept || p.waiting == 0 || now-p.waiting < r.cfg.ProbeTimeout {
+		if !p.valid() || p.kept || p.waiting == 0 || now-p.waiting < cfg.ProbeTimeout {
 			continue
 		}
 		p.fails++
 		p.waiting = 0
-		if p.proven && int(p.fails) >= r.cfg.ProvenFailures {
+		if p.proven && int(p.fails) >= cfg.ProvenFailures {
 			p.proven = false
 			p.fails = 0
-			r.changes++
-		} else if !p.proven && int(p.fails) >= r.cfg.CandidateFailures {
+			changes++
+		} else if !p.proven && int(p.fails) >= cfg.CandidateFailures {
 			// The lane is dead: forget it in every role it holds, and
 			// do not take it back from next-hop hints for a while.
 			dead := p.lane
-			rt.bad, rt.badUntil = dead, now+r.cfg.BadLaneHold
+			rt.bad, rt.badUntil = dead, now+cfg.BadLaneHold
 			for _, q := range [...]*path{&rt.direct, &rt.hint, &rt.base} {
 				if q.lane == dead {
 					*q = path{}
 				}
 			}
-			r.changes++
+			changes++
 		}
 	}
 	if !rt.hint.valid() && rt.base.valid() {
 		rt.hint, rt.base = rt.base, path{}
 	}
+	return changes
 }
 
 // RouteInfo is a snapshot of one ship's route, for logs, tests and tools.
