@@ -85,3 +85,39 @@ func ParseLane(s string) (netip.AddrPort, error) {
 	}
 	return Canon(ap), nil
 }
+
+// nonPublic lists the address blocks, beyond what netip's predicates name,
+// that are never reachable across the internet: "this network", shared
+// address space (carrier-grade NAT), IETF protocol assignments, benchmarking,
+// reserved space and limited broadcast (IANA special-purpose registries), and
+// IPv6's discard-only and IPv4-mapped/translated prefixes. Documentation
+// prefixes (TEST-NET) are left public: they are what examples and tests use
+// for remote hosts.
+var nonPublic = [...]netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("100.64.0.0/10"),
+	netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("198.18.0.0/15"),
+	netip.MustParsePrefix("240.0.0.0/4"),
+	netip.MustParsePrefix("100::/64"),
+	netip.MustParsePrefix("64:ff9b:1::/48"),
+}
+
+// PublicAddr reports whether a may be the address of a remote host on the
+// internet: not unspecified, loopback, private (RFC 1918, ULA), link-local,
+// multicast, broadcast or otherwise reserved. A relay names and sends to
+// only such addresses unless its operator declares another network.
+func PublicAddr(a netip.Addr) bool {
+	a = a.Unmap()
+	if !a.IsValid() || a.IsUnspecified() || a.IsLoopback() || a.IsPrivate() ||
+		a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() || a.IsMulticast() ||
+		a.IsInterfaceLocalMulticast() {
+		return false
+	}
+	for _, p := range nonPublic {
+		if p.Contains(a) {
+			return false
+		}
+	}
+	return true
+}

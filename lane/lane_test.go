@@ -146,3 +146,22 @@ func FuzzShortRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+func TestPublicAddr(t *testing.T) {
+	for _, c := range []struct {
+		addr   string
+		public bool
+	}{
+		{"203.0.113.7", true}, {"8.8.8.8", true}, {"2001:db8::1", true}, {"2a00:1450::1", true},
+		{"127.0.0.1", false}, {"127.0.0.53", false}, {"10.1.2.3", false}, {"172.16.0.1", false},
+		{"192.168.1.1", false}, {"169.254.13.37", false}, {"0.0.0.0", false}, {"0.1.2.3", false},
+		{"100.64.0.1", false}, {"224.0.0.1", false}, {"239.1.2.3", false}, {"255.255.255.255", false},
+		{"240.0.0.1", false}, {"198.18.0.1", false}, {"192.0.0.8", false},
+		{"::1", false}, {"::", false}, {"fe80::1", false}, {"fd00::1", false}, {"ff02::1", false},
+		{"::ffff:127.0.0.1", false}, {"::ffff:203.0.113.7", true}, {"100::1", false},
+	} {
+		if got := PublicAddr(netip.MustParseAddr(c.addr)); got != c.public {
+			t.Errorf("PublicAddr(%s) = %v, want %v", c.addr, got, c.public)
+		}
+	}
+}

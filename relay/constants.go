@@ -79,6 +79,36 @@ const (
 	// cannot spin a core.
 	readErrorPause = time.Millisecond
 
+	// DefaultVouchedLaneExpiry is how long a lane the fronted ship itself
+	// sent a sponsee's traffic to (Routes.Vouch) stays usable without the
+	// ship using it again. vere keeps a sponsee's lane for as long as it
+	// has no newer one, and a ship whose STUN works pings its sponsor
+	// rarely, so this is long: half an hour of the ship never once sending
+	// to the lane. A stale vouched lane costs little: the ship still gets
+	// every request the relay cannot route, and forwards it itself.
+	DefaultVouchedLaneExpiry = 30 * time.Minute
+
+	// PingTableSlots is the size of the front-mode table that remembers,
+	// per lane, the sender of the last hop-0 poke handed to the ship, so
+	// that the ship's answer on that lane vouches for it. 4096 slots of
+	// 48 bytes: a galaxy's pings over PingAnswerWindow fit many times over;
+	// a collision only forgets one ping.
+	PingTableSlots = 4096
+
+	// PingAnswerWindow is how soon after a ping the ship's answer on its
+	// lane counts as vouching for the pinging ship: vere acks at once, and
+	// a second covers a slow event loop.
+	PingAnswerWindow = time.Second
+
+	// ShipSTUNSlots is how many of the fronted ship's STUN transactions are
+	// remembered (front mode), so that only responses to them reach it;
+	// vere's client has one in flight at a time.
+	ShipSTUNSlots = 16
+
+	// ShipSTUNWindow is how long a STUN response to the ship is accepted
+	// after its request: vere's client waits this long at most.
+	ShipSTUNWindow = 40 * time.Second
+
 	// MaxTargets is the most lanes one request is sent to: the tightest
 	// untried route and the tightest known-good one.
 	MaxTargets = 2

@@ -23,6 +23,7 @@ const (
 	DropPendingFull                  // pending table full and its policy refuses new entries
 	DropSelf                         // a packet from one of this process's own lanes
 	DropPendingPerSource             // the source IP already holds its share of the pending table
+	DropShipUnsafe                   // would crash vere's drivers if handed to the ship (4-9 bytes, relayed bit set)
 	numDrops
 )
 
@@ -42,6 +43,40 @@ var dropNames = [numDrops]string{
 	DropPendingFull:      "pending_full",
 	DropSelf:             "from_self",
 	DropPendingPerSource: "pending_per_source",
+	DropShipUnsafe:       "ship_unsafe",
+}
+
+// ShipDrop is why the relay dropped a datagram the fronted ship sent
+// (fronting mode, Relay.HandleFromShip).
+type ShipDrop uint8
+
+// Ship-side drop reasons. Their String values are stable metric labels.
+const (
+	ShipDropTarget      ShipDrop = iota // addressed to this relay, port 0, or a network not declared routable
+	ShipDropPrivateHint                 // a private origin, and no public lane to rewrite it to
+	numShipDrops
+)
+
+var shipDropNames = [numShipDrops]string{
+	ShipDropTarget:      "bad_target",
+	ShipDropPrivateHint: "private_hint",
+}
+
+// String returns the reason's metric label.
+func (d ShipDrop) String() string {
+	if d < numShipDrops {
+		return shipDropNames[d]
+	}
+	return "unknown"
+}
+
+// ShipDrops lists every ship-side drop reason.
+func ShipDrops() []ShipDrop {
+	out := make([]ShipDrop, numShipDrops)
+	for i := range out {
+		out[i] = ShipDrop(i)
+	}
+	return out
 }
 
 // String returns the reason's metric label.
@@ -112,6 +147,14 @@ type Counters struct {
 	reqFwd    atomic.Uint64 // request and ames datagrams forwarded (once each, whatever the targets)
 	cappedFwd atomic.Uint64 // requests forwarded to refresh an entry at its requester cap, requester not recorded
 	pageHit   atomic.Uint64 // page datagrams that matched a pending entry
+
+	// Fronting mode: datagrams the ship sent (each sent on or dropped with
+	// one ShipDrop reason), ship-vouched lanes, scrubbed hints.
+	fromShip     atomic.Uint64
+	fromShipSent atomic.Uint64
+	shipDrops    [numShipDrops]atomic.Uint64
+	vouched      atomic.Uint64 // sponsee lanes vouched for by the ship's own sends
+	scrubbed     atomic.Uint64 // private next-hops and origins rewritten or removed
 }
 
 // Snapshot is a copy of the counters at one moment.
@@ -133,6 +176,12 @@ type Snapshot struct {
 	// ToShip, Aggregated, PagesMatched or a Drop (see Accounted).
 	Forwarded    uint64
 	PagesMatched uint64
+	// Fronting mode: FromShip = FromShipSent + the sum of ShipDrops.
+	FromShip      uint64
+	FromShipSent  uint64
+	ShipDrops     [numShipDrops]uint64
+	Vouched       uint64
+	HintsScrubbed uint64
 }
 
 // Accounted returns how many datagrams have a recorded outcome; it equals
@@ -164,6 +213,13 @@ func (c *Counters) Snapshot() Snapshot {
 	s.CappedForwards = c.cappedFwd.Load()
 	s.Forwarded = c.reqFwd.Load()
 	s.PagesMatched = c.pageHit.Load()
+	s.FromShip = c.fromShip.Load()
+	s.FromShipSent = c.fromShipSent.Load()
+	for i := range c.shipDrops {
+		s.ShipDrops[i] = c.shipDrops[i].Load()
+	}
+	s.Vouched = c.vouched.Load()
+	s.HintsScrubbed = c.scrubbed.Load()
 	return s
 }
 

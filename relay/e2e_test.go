@@ -103,7 +103,7 @@ func newSeedNet(t *testing.T, n netw, retry time.Duration) *seedNet {
 		t.Fatal(err)
 	}
 	mk := func(me lane.Ship, c transport.Conn, pinned map[lane.Ship]netip.AddrPort) *relay.Relay {
-		r, err := relay.New(relay.Config{Ship: me, Galaxies: galaxies, Sponsors: sponsors, Pinned: pinned, Self: []netip.AddrPort{c.LocalAddr()}})
+		r, err := relay.New(relay.Config{HintNets: loopbackNets, Ship: me, Galaxies: galaxies, Sponsors: sponsors, Pinned: pinned, Self: []netip.AddrPort{c.LocalAddr()}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -311,7 +311,7 @@ func testAggregation(t *testing.T, n netw) {
 	nec, pubShip := ship(t, "~nec"), ship(t, "~dapnep-ronmyl") // a planet under ~zod
 	zod := ship(t, "~zod")
 	relayConn := n.listen(t)
-	r, err := relay.New(relay.Config{
+	r, err := relay.New(relay.Config{HintNets: loopbackNets,
 		Ship: zod, Self: []netip.AddrPort{relayConn.LocalAddr()},
 		Pending: pit.Config{MaxRequestersPerEntry: requesters},
 	})
@@ -380,3 +380,7 @@ func testAggregation(t *testing.T, n netw) {
 		t.Errorf("relay answered %d requesters, want %d", snap.Answered, requesters)
 	}
 }
+
+// loopbackNets declares loopback a network that next-hops may name: every
+// lane here is on 127.0.0.1.
+var loopbackNets = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}

@@ -35,7 +35,7 @@ func TestForwardingLoopCostIsBounded(t *testing.T) {
 		relays := []string{"~zod", "~nec", "~bud"}
 		for i, c := range conns {
 			next := conns[(i+1)%3].LocalAddr()
-			r, err := relay.New(relay.Config{
+			r, err := relay.New(relay.Config{HintNets: loopbackNets,
 				Ship: ship(t, relays[i]), Self: []netip.AddrPort{c.LocalAddr()},
 				Pinned: map[lane.Ship]netip.AddrPort{target: next},
 			})

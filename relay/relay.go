@@ -81,6 +81,20 @@ type Config struct {
 	// Amp bounds amplification (see AmpConfig); the zero value takes the
 	// defaults.
 	Amp AmpConfig
+	// Front is fronting mode (see front.go): the ship's process is reached
+	// through a device the relay owns (relay/front), datagrams for it carry
+	// their true source (Send.From), and what it sends is decided by
+	// HandleFromShip. ShipLane must then be set: it is the ship's lane on
+	// that device, and its key in the pending table.
+	Front bool
+	// PublicLane is the relay's lane as the internet reaches it: what a
+	// private next-hop or origin is rewritten to. Invalid means such hints
+	// are removed (next-hops) or their datagrams dropped (origins).
+	PublicLane netip.AddrPort
+	// HintNets are networks besides the public internet (lane.PublicAddr)
+	// that next-hops and origins may name and the ship may send to: an
+	// operator's LAN, or loopback in tests. Nil: the public internet only.
+	HintNets []netip.Prefix
 	// Fraternize sets the next-hop on pages to our own sponsors too,
 	// disabling the seed's rule (a strategy switch for the simulator).
 	Fraternize bool
@@ -99,12 +113,21 @@ type Relay struct {
 	amp      *ampTable // nil when the budget is disabled
 	routes   *Routes
 	counters Counters
+
+	front      bool
+	publicLane netip.AddrPort
+	hintNets   []netip.Prefix
+	pings      pingTable // front mode: pings handed to the ship, by lane
+	stuns      stunTable // front mode: the ship's STUN transactions
 }
 
 // New returns a relay core for cfg.
 func New(cfg Config) (*Relay, error) {
 	if cfg.ShipLane.IsValid() && cfg.ShipLane.Port() == 0 {
 		return nil, errors.New("relay: ship lane has port 0")
+	}
+	if cfg.Front && !cfg.ShipLane.IsValid() {
+		return nil, errors.New("relay: fronting mode needs the ship's lane on its device")
 	}
 	for g, ap := range cfg.Galaxies {
 		if g.Class() != lane.Galaxy {
@@ -144,13 +167,16 @@ func New(cfg Config) (*Relay, error) {
 		return nil, fmt.Errorf("relay: seed: %w", err)
 	}
 	r := &Relay{
-		ship:     cfg.Ship,
-		shipLane: lane.Canon(cfg.ShipLane),
-		sponsors: cfg.Sponsors,
-		hashSeed: binary.LittleEndian.Uint64(seed[:]),
-		pending:  pt,
-		amp:      amp,
-		routes:   rt,
+		ship:       cfg.Ship,
+		shipLane:   lane.Canon(cfg.ShipLane),
+		sponsors:   cfg.Sponsors,
+		hashSeed:   binary.LittleEndian.Uint64(seed[:]),
+		pending:    pt,
+		amp:        amp,
+		routes:     rt,
+		front:      cfg.Front,
+		publicLane: lane.Canon(cfg.PublicLane),
+		hintNets:   slices.Clone(cfg.HintNets),
 	}
 	if r.shipLane.IsValid() {
 		r.shipKey = lane.KeyOf(r.shipLane)
@@ -191,6 +217,9 @@ func (r *Relay) SetLanes(galaxies, pinned map[lane.Ship]netip.AddrPort) {
 // address an operator configures, or a second socket).
 func (r *Relay) AddSelf(ap netip.AddrPort) { r.routes.AddSelf(lane.KeyOf(lane.Canon(ap))) }
 
+// ShipLane returns the fronted ship's lane (invalid when there is none).
+func (r *Relay) ShipLane() netip.AddrPort { return r.shipLane }
+
 // Routes returns the relay's route table.
 func (r *Relay) Routes() *Routes { return r.routes }
 
@@ -204,10 +233,13 @@ func (r *Relay) Counters() *Counters { return &r.counters }
 // DefaultExpiryInterval.
 func (r *Relay) Expire(now time.Duration) { r.pending.Expire(now) }
 
-// Send is one datagram the relay decided to send.
+// Send is one datagram the relay decided to send. In fronting mode a send
+// to the ship's lane carries the lane it came from in From, the source the
+// ship must see; From is invalid otherwise.
 type Send struct {
-	Buf []byte
-	To  netip.AddrPort
+	Buf  []byte
+	To   netip.AddrPort
+	From netip.AddrPort
 }
 
 // Out collects the datagrams Handle decides to send. Buffers in Sends alias
@@ -288,6 +320,16 @@ func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Ou
 		r.drop(KindOther, DropSTUN)
 		return
 	}
+	if r.front && isSTUNSuccess(b) {
+		// The answer to the ship's own STUN request (it STUNs its galaxy
+		// through us): its XOR-MAPPED-ADDRESS is our public lane, as the
+		// ship must learn.
+		if tx, _ := stunTxID(b); r.stuns.take(tx, now) {
+			r.counters.in[KindOther].Add(1)
+			r.toShip(b, KindOther, from, out)
+			return
+		}
+	}
 	var a scry.AmesPacket
 	if err := a.Parse(b); err != nil {
 		r.drop(KindOther, DropMalformedAmes)
@@ -354,15 +396,18 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 			r.counters.drops[DropLoop].Add(1)
 			return
 		}
-		if !r.remember(key, fromKey, now) {
+		// In front mode the ship answers the requester's true lane
+		// itself; otherwise it answers us, and we pass the page on.
+		if !r.front && !r.remember(key, fromKey, now) {
 			return
 		}
 		if learn {
 			r.routes.Contacted(p.PayloadName.Ship, fromKey, now)
+			if r.front {
+				r.pings.put(fromKey, p.PayloadName.Ship, now)
+			}
 		}
-		r.counters.toShip.Add(1)
-		r.counters.out[k].Add(1)
-		out.add(b, r.shipLane)
+		r.toShip(b, k, from, out)
 		return
 	}
 	if p.Header.Hops >= MaxHops {
@@ -373,10 +418,21 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 	q := Query{Rcvr: rcvr, From: fromKey, Sender: p.PayloadName.Ship, Learn: learn}
 	plan, sent := r.routes.Route(q, now, &out.admit)
 	if !sent {
-		if plan.N == 0 {
-			r.dropUnrouted(&plan.Targets)
+		if plan.N != 0 {
+			return // the pending table's verdict was counted by remember
 		}
-		return // else the pending table's verdict was counted by remember
+		if r.front && plan.Sponsee {
+			// Our sponsee, at a lane we do not know: the ship knows its
+			// sponsees and forwards for them (and its forward teaches us
+			// the lane: HandleFromShip).
+			if learn {
+				r.routes.Contacted(p.PayloadName.Ship, fromKey, now)
+			}
+			r.toShip(b, k, from, out)
+			return
+		}
+		r.dropUnrouted(&plan.Targets)
+		return
 	}
 	if !fromShip {
 		scry.SetHops(b, int(p.Header.Hops)+1)
@@ -464,23 +520,43 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 		hopShort, canShort = lane.EncodeShort(from)
 		if !canShort {
 			r.counters.noShort.Add(1)
+		} else if !r.hintOK(from) {
+			// Never point a requester at a private lane: no next-hop,
+			// so it goes on asking us.
+			canShort = false
+			r.counters.scrubbed.Add(1)
 		}
 	}
 	hops := int(p.Header.Hops)
 	if !fromShip && hops < MaxHops {
 		hops++
 	}
+	// In front mode the ship gets the page as it came, from where it came.
+	var orig []byte
 	for _, q := range reqs {
-		if bare == nil && slices.Contains(sponsors, q) {
+		if bare == nil && r.bareFor(q, sponsors) {
 			bare = out.scratchCopy(b)
 			bare = r.editPage(bare, p, hops, [6]byte{}, false)
 		}
+		if orig == nil && r.front && q == r.shipKey {
+			orig = b
+			if len(reqs) > 1 {
+				orig = out.scratchCopy(b)
+			}
+		}
 	}
-	main := r.editPage(b, p, hops, hopShort, canShort)
+	var main []byte
+	if orig == nil || len(reqs) > 1 {
+		main = r.editPage(b, p, hops, hopShort, canShort)
+	}
 	sent := 0
 	for _, q := range reqs {
+		if orig != nil && q == r.shipKey {
+			r.toShip(orig, KindPage, from, out)
+			continue
+		}
 		buf := main
-		if bare != nil && slices.Contains(sponsors, q) {
+		if bare != nil && r.bareFor(q, sponsors) {
 			buf = bare
 		}
 		if q != r.shipKey && !r.amp.spend(q, len(buf), now) {
@@ -492,6 +568,13 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	}
 	r.counters.out[KindPage].Add(uint64(sent))
 	r.counters.answered.Add(uint64(sent))
+}
+
+// bareFor reports whether requester q gets a page with no next-hop: one of
+// our own sponsors (the seed's rule), or the ship behind us in ship-lane
+// mode, which must not learn lanes that bypass the relay it sits behind.
+func (r *Relay) bareFor(q lane.Key, sponsors []lane.Key) bool {
+	return slices.Contains(sponsors, q) || (!r.front && r.shipLane.IsValid() && q == r.shipKey)
 }
 
 // editPage sets a page's hop count and next-hop (cleared when !set), with
@@ -531,19 +614,34 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 		}
 		if learn {
 			r.routes.Contacted(a.Sndr, fromKey, now)
+			if r.front {
+				r.pings.put(fromKey, a.Sndr, now)
+			}
 		}
-		r.counters.toShip.Add(1)
-		r.counters.out[KindAmes].Add(1)
-		out.add(b, r.shipLane)
+		r.toShip(b, KindAmes, from, out)
 		return
 	}
 	plan, sent := r.routes.Route(Query{Rcvr: a.Rcvr, From: fromKey, Sender: a.Sndr, Learn: learn}, now, nil)
 	if !sent {
+		if r.front && plan.Sponsee {
+			if learn {
+				r.routes.Contacted(a.Sndr, fromKey, now)
+			}
+			r.toShip(b, KindAmes, from, out)
+			return
+		}
 		r.dropUnrouted(&plan.Targets)
 		return
 	}
 	if !fromShip && scry.NeedsOrigin(a) {
-		if o, ok := lane.EncodeShort(from); ok {
+		origin := from
+		if !r.hintOK(from) {
+			// A sender on a private network is named by our public
+			// lane, or not at all: answers then come back through us.
+			origin = r.publicLane
+			r.counters.scrubbed.Add(1)
+		}
+		if o, ok := lane.EncodeShort(origin); ok && origin.IsValid() {
 			if nb, err := scry.InsertOrigin(b, o); err == nil {
 				b = nb
 				r.counters.origins.Add(1)

@@ -54,13 +54,19 @@ func newFixture(t testing.TB, mod func(*relay.Config)) *fixture {
 // decided to send.
 func (f *fixture) handle(pkt []byte, from netip.AddrPort) []relay.Send {
 	f.t.Helper()
+	return f.decide(pkt, func(buf []byte) { f.r.Handle(buf, from, f.now, f.out) })
+}
+
+// decide runs handler on a copy of pkt with GrowRoom spare and returns
+// copies of what it decided to send.
+func (f *fixture) decide(pkt []byte, handler func(buf []byte)) []relay.Send {
 	buf := make([]byte, len(pkt), len(pkt)+relay.GrowRoom)
 	copy(buf, pkt)
 	f.out.Reset()
-	f.r.Handle(buf, from, f.now, f.out)
+	handler(buf)
 	var sends []relay.Send
 	for _, s := range f.out.Sends {
-		sends = append(sends, relay.Send{Buf: append([]byte(nil), s.Buf...), To: s.To})
+		sends = append(sends, relay.Send{Buf: append([]byte(nil), s.Buf...), To: s.To, From: s.From})
 	}
 	return sends
 }

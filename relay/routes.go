@@ -65,6 +65,7 @@ type Routes struct {
 type RouteConfig struct {
 	MaxRoutes         int
 	DirectLaneExpiry  time.Duration
+	VouchedLaneExpiry time.Duration
 	ProbeTimeout      time.Duration
 	CandidateFailures int
 	ProvenFailures    int
@@ -92,6 +93,9 @@ func (c *RouteConfig) fill() {
 	if c.DirectLaneExpiry <= 0 {
 		c.DirectLaneExpiry = DefaultDirectLaneExpiry
 	}
+	if c.VouchedLaneExpiry <= 0 {
+		c.VouchedLaneExpiry = DefaultVouchedLaneExpiry
+	}
 	if c.ProbeTimeout <= 0 {
 		c.ProbeTimeout = DefaultProbeTimeout
 	}
@@ -115,6 +119,10 @@ type path struct {
 	// kept marks a direct lane the ship itself keeps alive by contacting
 	// us; unanswered requests do not fail it.
 	kept bool
+	// vouched marks a direct lane the fronted ship's own process sends the
+	// ship's traffic to (Vouch): kept for VouchedLaneExpiry, and not
+	// displaced by lanes learned from the wire while fresh.
+	vouched bool
 	// waiting is when the oldest unanswered request to this lane was sent;
 	// zero when none is outstanding.
 	waiting time.Duration
@@ -253,6 +261,10 @@ func (r *Routes) heardLocked(s lane.Ship, k lane.Key, now time.Duration, kept bo
 		return
 	}
 	rt := r.getLocked(s, true)
+	if rt.direct.vouched && rt.direct.lane != k && r.directFreshLocked(rt, now) {
+		// The ship's own word outranks the wire's.
+		return
+	}
 	if rt.direct.lane != k {
 		r.changes++
 		rt.direct = path{lane: k}
@@ -264,6 +276,27 @@ func (r *Routes) heardLocked(s lane.Ship, k lane.Key, now time.Duration, kept bo
 	if kept {
 		rt.direct.kept = true
 	}
+}
+
+// Vouch records that the fronted ship's own process sent s's traffic to
+// lane k (it forwarded a request for s there, or answered s's ping there):
+// k becomes s's direct lane, proven and kept, for VouchedLaneExpiry after the
+// ship's last such send, and lanes learned from the wire do not displace it
+// meanwhile.
+func (r *Routes) Vouch(s lane.Ship, k lane.Key, now time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !k.IsValid() || r.isSelf(k) {
+		return
+	}
+	rt := r.getLocked(s, true)
+	if rt.direct.lane != k {
+		r.changes++
+		rt.direct = path{lane: k}
+	}
+	rt.direct.proven, rt.direct.kept, rt.direct.vouched = true, true, true
+	rt.direct.heard = now
+	rt.direct.fails, rt.direct.waiting = 0, 0
 }
 
 // DirectLane returns s's fresh direct lane, if any.
@@ -278,7 +311,11 @@ func (r *Routes) DirectLane(s lane.Ship, now time.Duration) (lane.Key, bool) {
 }
 
 func (r *Routes) directFreshLocked(rt *route, now time.Duration) bool {
-	return rt.direct.valid() && now-rt.direct.heard < r.cfg.DirectLaneExpiry
+	expiry := r.cfg.DirectLaneExpiry
+	if rt.direct.vouched {
+		expiry = r.cfg.VouchedLaneExpiry
+	}
+	return rt.direct.valid() && now-rt.direct.heard < expiry
 }
 
 // Answered records that a page published by s (a response to a request sent

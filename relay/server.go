@@ -43,6 +43,12 @@ type ServerConfig struct {
 	// It must not retain b. It is for packet capture; it costs a call per
 	// datagram.
 	Tap func(in bool, local, remote netip.AddrPort, b []byte)
+	// Ship, in fronting mode (Config.Front), is the fronted ship's device
+	// (relay/front's TUN, or a transport pipe in tests): a Conn whose reads
+	// are what the ship sent, Addr the lane it addressed, and whose writes
+	// reach the ship from Addr. Sends to the ship go there with their
+	// Send.From as Addr; what the ship sends leaves by the first socket.
+	Ship transport.Conn
 }
 
 // Server runs a Relay on one or more sockets: one reader goroutine per
@@ -84,12 +90,16 @@ func NewServer(r *Relay, conns []transport.Conn, cfg ServerConfig) *Server {
 	for _, c := range conns {
 		s.readers = append(s.readers, &reader{conn: c})
 	}
+	if cfg.Ship != nil {
+		s.readers = append(s.readers, &reader{conn: cfg.Ship, ship: true})
+	}
 	return s
 }
 
 // reader is one socket's read loop.
 type reader struct {
 	conn transport.Conn
+	ship bool // the ship's device: datagrams are the ship's own
 	// batchMu is held while a batch is decided and sent, so that Close
 	// can wait for the batch in hand before closing the socket.
 	batchMu sync.Mutex
@@ -184,7 +194,18 @@ func (s *Server) RoutineRead(rd *reader) {
 		in[i].Buf = make([]byte, MaxPacket, MaxPacket+GrowRoom)
 	}
 	outMsgs := make([]transport.Message, 0, 2*s.cfg.Batch)
-	gso, _ := c.(transport.GSOer)
+	var shipMsgs []transport.Message
+	if s.cfg.Ship != nil {
+		shipMsgs = make([]transport.Message, 0, 2*s.cfg.Batch)
+	}
+	// What a reader decides leaves by its own socket; what the ship's
+	// device reader decides, by the first public socket.
+	pub := c
+	if rd.ship {
+		pub = s.conns[0]
+	}
+	pubLocal := pub.LocalAddr()
+	gso, _ := pub.(transport.GSOer)
 	out := NewOut(s.cfg.Batch)
 	var lastWarn time.Time
 	for {
@@ -220,15 +241,24 @@ func (s *Server) RoutineRead(rd *reader) {
 		}
 		for i := 0; i < n; i++ {
 			m := &in[i]
+			if rd.ship {
+				s.relay.HandleFromShip(m.Buf[:m.N:cap(m.Buf)], m.Addr, now, out)
+				continue
+			}
 			if s.cfg.Tap != nil {
 				s.cfg.Tap(true, local, m.Addr, m.Buf[:m.N])
 			}
 			s.relay.Handle(m.Buf[:m.N:cap(m.Buf)], m.Addr, now, out)
 		}
 		outMsgs = outMsgs[:0]
+		shipMsgs = shipMsgs[:0]
 		for _, snd := range out.Sends {
+			if s.cfg.Ship != nil && snd.From.IsValid() {
+				shipMsgs = append(shipMsgs, transport.Message{Buf: snd.Buf, N: len(snd.Buf), Addr: snd.From})
+				continue
+			}
 			if s.cfg.Tap != nil {
-				s.cfg.Tap(false, local, snd.To, snd.Buf)
+				s.cfg.Tap(false, pubLocal, snd.To, snd.Buf)
 			}
 			outMsgs = append(outMsgs, transport.Message{Buf: snd.Buf, N: len(snd.Buf), Addr: snd.To})
 		}
@@ -236,10 +266,17 @@ func (s *Server) RoutineRead(rd *reader) {
 			// Runs to one lane share one send; each lane keeps its order.
 			transport.GroupByAddr(outMsgs)
 		}
-		ok := s.writeAll(c, outMsgs)
+		ok := s.writeAll(pub, outMsgs)
+		if len(shipMsgs) > 0 {
+			// The ship's device closing stops only its own reader.
+			if shipOK := s.writeAll(s.cfg.Ship, shipMsgs); rd.ship {
+				ok = ok && shipOK
+			}
+		}
 		s.service.Observe(s.cfg.Clock.Now()-now, n)
 		// Drop references to datagram buffers before the next read.
 		clear(outMsgs)
+		clear(shipMsgs)
 		rd.batchMu.Unlock()
 		if !ok {
 			return

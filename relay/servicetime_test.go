@@ -68,7 +68,7 @@ func TestServerServiceTime(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer peer.Close()
-		r, err := relay.New(relay.Config{Ship: lane.ShipFromUint64(0), Self: []netip.AddrPort{srvConn.LocalAddr()}})
+		r, err := relay.New(relay.Config{HintNets: loopbackNets, Ship: lane.ShipFromUint64(0), Self: []netip.AddrPort{srvConn.LocalAddr()}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -79,7 +79,7 @@ func serve(role string, sockets, pairs, basePort int, gso bool) error {
 		for i := 0; i < pairs; i++ {
 			pinned[publisherShip(i)] = netip.AddrPortFrom(loopback, uint16(basePort+pairOffset+i))
 		}
-		r, err := relay.New(relay.Config{
+		r, err := relay.New(relay.Config{HintNets: loopbackNets,
 			Ship:   lane.ShipFromUint64(0), // ~zod
 			Self:   []netip.AddrPort{listen},
 			Pinned: pinned,
@@ -219,3 +219,7 @@ func (f *forwarder) stats() serverStats {
 	}
 	return s
 }
+
+// loopbackNets declares loopback a network that next-hops may name: every
+// lane here is on 127.0.0.1.
+var loopbackNets = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}

@@ -93,6 +93,7 @@ type runFlags struct {
 
 	config, listen, shipName, shipLane string
 	public                             laneList
+	hintNets                           prefixList
 	galaxies, pinned                   shipLanes
 	sponsors                           *sponsorFlag
 	domain                             string
@@ -119,6 +120,7 @@ var fileKeys = map[string]string{
 	"lanes":        "lane",
 	"sponsors":     "sponsor",
 	"public-lanes": "public-lane",
+	"hint-nets":    "hint-net",
 }
 
 // newRunFlags returns the flag set of `relay run`, writing nothing: the
@@ -132,6 +134,7 @@ func newRunFlags() *runFlags {
 	fs.StringVar(&f.listen, "listen", defaultListen, "UDP `ADDR:PORT` to listen on (the ship's public port)")
 	fs.StringVar(&f.shipLane, "ship-lane", "", "`ADDR:PORT` of the fronted ship's own process; datagrams for the ship go there")
 	fs.Var(&f.public, "public-lane", "another `ADDR:PORT` this relay is reached at (behind NAT; repeatable): never a target")
+	fs.Var(&f.hintNets, "hint-net", "a private `PREFIX` (CIDR) that next-hops and origins may name and the ship may send to, such as a LAN or loopback in a test (repeatable); by default only public addresses")
 	fs.Var(f.galaxies, "galaxy", "galaxy lane `~GALAXY=ADDR:PORT` (repeatable)")
 	fs.Var(f.pinned, "lane", "pinned lane of any ship `SHIP=ADDR:PORT` (repeatable)")
 	fs.Var(f.sponsors, "sponsor", "sponsor override for an escaped ship `SHIP=SPONSOR` (repeatable)")
@@ -275,10 +278,10 @@ func applyKey(fs *flag.FlagSet, key string, raw json.RawMessage) error {
 			}
 		}
 		return nil
-	case "public-lane":
+	case "public-lane", "hint-net":
 		var l []string
 		if err := json.Unmarshal(raw, &l); err != nil {
-			return fmt.Errorf("%q: want an array of \"ADDR:PORT\" strings", key)
+			return fmt.Errorf("%q: want an array of strings", key)
 		}
 		for _, v := range l {
 			if err := set(v); err != nil {
@@ -441,8 +444,18 @@ func (f *runFlags) validate() (runConfig, error) {
 		policy = pit.RefuseNew
 	}
 	self := append([]netip.AddrPort{c.listen}, f.public...)
+	// The public lane that private hints are rewritten to: the first of
+	// the lanes the relay is reached at that is public.
+	var public netip.AddrPort
+	for _, ap := range self {
+		if lane.PublicAddr(ap.Addr()) {
+			public = ap
+			break
+		}
+	}
 	c.relay = relay.Config{
 		Ship: me, ShipLane: sl, Self: self,
+		PublicLane: public, HintNets: f.hintNets,
 		Galaxies: map[lane.Ship]netip.AddrPort(f.galaxies),
 		Pinned:   map[lane.Ship]netip.AddrPort(f.pinned),
 		Sponsors: f.sponsors.sp,
@@ -592,6 +605,25 @@ func (l *laneList) Set(v string) error {
 		return err
 	}
 	*l = append(*l, ap)
+	return nil
+}
+
+// prefixList is a repeatable CIDR prefix flag.
+type prefixList []netip.Prefix
+
+func (l *prefixList) String() string {
+	if l == nil {
+		return ""
+	}
+	return fmt.Sprint([]netip.Prefix(*l))
+}
+
+func (l *prefixList) Set(v string) error {
+	p, err := netip.ParsePrefix(v)
+	if err != nil {
+		return fmt.Errorf("want a network as ADDR/BITS, like 10.0.0.0/8: %w", err)
+	}
+	*l = append(*l, p.Masked())
 	return nil
 }
 

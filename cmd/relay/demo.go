@@ -259,7 +259,7 @@ func newDemoNet(out io.Writer) (n *demoNet, err error) {
 	for i, node := range n.nodes {
 		switch node.role {
 		case "relay":
-			r, err := relay.New(relay.Config{
+			r, err := relay.New(relay.Config{HintNets: loopbackNets,
 				Ship: node.ship, Galaxies: galaxies, Pinned: pinned[node], Sponsors: n.sponsors,
 				Self: []netip.AddrPort{node.addr},
 			})
@@ -590,3 +590,7 @@ func stepSubscription(ctx context.Context, n *demoNet) error {
 		r.resp.Data, time.Since(grown).Round(time.Microsecond), how, n.name(r.resp.From))
 	return nil
 }
+
+// loopbackNets declares loopback a network that next-hops may name: every
+// lane here is on 127.0.0.1.
+var loopbackNets = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}

@@ -187,6 +187,7 @@ func TestE2E(t *testing.T) {
 	"ship": "~sipsyl",
 	"listen": "127.0.0.1:0",
 	"metrics": "127.0.0.1:0",
+	"hint-nets": ["127.0.0.0/8"],
 	"galaxies": {"~zod": %q, "~nec": %q},
 	"max-pending": 1000
 }`, zodPub.Addr(), necLane)

@@ -57,6 +57,7 @@ type relayCollector struct {
 	captureRecords, captureDropped, captureBytes             *prometheus.Desc
 	captureRotations, captureErrors                          *prometheus.Desc
 	serviceTime                                              *prometheus.Desc
+	fromShip, fromShipDropped, vouched, hintsScrubbed        *prometheus.Desc
 }
 
 // metricPrefix begins every relay metric name.
@@ -84,6 +85,10 @@ func newRelayCollector(srv *relay.Server, ops *opsStats, version string) *relayC
 		evictions:          d("pending_evictions_total", "Pending entries shed to make room in a full table."),
 		toShip:             d("to_ship_total", "Datagrams handed to the fronted ship's own process (--ship-lane)."),
 		originsInserted:    d("origins_inserted_total", "Legacy ames packets forwarded with an origin lane inserted."),
+		fromShip:           d("from_ship_total", "Datagrams the fronted ship sent through its device (fronting mode)."),
+		fromShipDropped:    d("from_ship_dropped_total", "Datagrams the fronted ship sent that were not sent on, by reason.", "reason"),
+		vouched:            d("vouched_lanes_total", "Sponsee lanes the fronted ship vouched for by sending to them (fronting mode)."),
+		hintsScrubbed:      d("hints_scrubbed_total", "Private next-hops and origins rewritten to the public lane or removed."),
 		nextHopUnencodable: d("next_hop_unencodable_total", "Pages sent without a next-hop because the lane has no 6-byte form (IPv6)."),
 		pendingEntries:     d("pending_entries", "Live entries in the pending-request table."),
 		pendingOps:         d("pending_operations_total", "Pending-table operations, by result.", "op"),
@@ -117,6 +122,7 @@ func (c *relayCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.answered, c.pagesMatched, c.ampThrottled, c.cappedForwards, c.evictions, c.toShip, c.originsInserted, c.nextHopUnencodable,
 		c.pendingEntries, c.pendingOps, c.routes, c.routeChanges, c.readBatches, c.readDatagrams,
 		c.readErrors, c.writeErrors, c.kernelDrops, c.serviceTime, c.buildInf,
+		c.fromShip, c.fromShipDropped, c.vouched, c.hintsScrubbed,
 	} {
 		ch <- d
 	}
@@ -164,6 +170,12 @@ func (c *relayCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.toShip, snap.ToShip)
 	counter(c.originsInserted, snap.OriginsInserted)
 	counter(c.nextHopUnencodable, snap.NextHopUnencodable)
+	counter(c.fromShip, snap.FromShip)
+	for _, d := range relay.ShipDrops() {
+		counter(c.fromShipDropped, snap.ShipDrops[d], d.String())
+	}
+	counter(c.vouched, snap.Vouched)
+	counter(c.hintsScrubbed, snap.HintsScrubbed)
 
 	ps := r.Pending().Stats()
 	gauge(c.pendingEntries, float64(r.Pending().Len()))

@@ -84,7 +84,7 @@ func newMemRelay(t *testing.T) *memRelay {
 		return c
 	}
 	m := &memRelay{zod: mustShip(t, "~zod"), relayAddr: netip.MustParseAddrPort("10.0.0.1:13337"), pubAddr: netip.MustParseAddrPort("10.0.0.2:13337")}
-	r, err := relay.New(relay.Config{
+	r, err := relay.New(relay.Config{HintNets: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
 		Ship: mustShip(t, "~sipsyl"), Self: []netip.AddrPort{m.relayAddr},
 		Galaxies: map[lane.Ship]netip.AddrPort{m.zod: m.pubAddr},
 	})

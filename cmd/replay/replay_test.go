@@ -45,7 +45,7 @@ func startRelay(t *testing.T) (*relay.Relay, netip.AddrPort) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := relay.New(relay.Config{
+	r, err := relay.New(relay.Config{HintNets: loopbackNets,
 		Ship: ship, Self: []netip.AddrPort{c.LocalAddr()},
 		Pending: pit.Config{MaxRequestersPerEntry: pit.MaxRequestersLimit},
 	})

@@ -114,7 +114,7 @@ func (n *notifyNet) listen(addr netip.AddrPort) transport.Conn {
 
 // startRelay runs a fresh relay for ~marzod on c.
 func (n *notifyNet) startRelay(c transport.Conn) {
-	r, err := relay.New(relay.Config{Ship: n.star, Self: []netip.AddrPort{c.LocalAddr()}})
+	r, err := relay.New(relay.Config{HintNets: loopbackNets, Ship: n.star, Self: []netip.AddrPort{c.LocalAddr()}})
 	if err != nil {
 		n.t.Fatal(err)
 	}
@@ -562,3 +562,7 @@ func TestNotifyPublisherWithoutProtocol(t *testing.T) {
 		}
 	})
 }
+
+// loopbackNets declares loopback a network that next-hops may name: every
+// lane here is on 127.0.0.1.
+var loopbackNets = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}

@@ -75,7 +75,7 @@ func runSim(t testing.TB, sc simScenario) simResult {
 	// pings would be dropped by the relay's route rubric whenever
 	// requests to it go unanswered for a few ProbeTimeouts, as polls for
 	// a value that does not exist yet always do.)
-	r, err := relay.New(relay.Config{Ship: star, Self: []netip.AddrPort{relayAt},
+	r, err := relay.New(relay.Config{HintNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, Ship: star, Self: []netip.AddrPort{relayAt},
 		Pinned: map[lane.Ship]netip.AddrPort{pubShip: pubAt}})
 	if err != nil {
 		t.Fatal(err)

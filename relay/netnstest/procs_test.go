@@ -176,7 +176,7 @@ type relayProc struct {
 func startRelay(t testing.TB, name, ns, bin string, listen netip.AddrPort, args ...string) *relayProc {
 	t.Helper()
 	r := &relayProc{t: t, name: name, ns: ns, bin: bin, listen: listen,
-		args: append([]string{"run", "--listen", listen.String()}, args...)}
+		args: append([]string{"run", "--listen", listen.String(), "--hint-net", "10.77.0.0/16"}, args...)}
 	r.start()
 	t.Cleanup(func() {
 		if !r.p.stop(syscall.SIGTERM) {

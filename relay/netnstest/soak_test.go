@@ -105,7 +105,7 @@ func TestSoak(t *testing.T) {
 	relayAddr := netip.MustParseAddrPort(fmt.Sprintf("127.0.0.1:%d", freePort(t, "udp")))
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp"))
 	rp := startProcess(t, "relay-soak", "", []string{bin, "run", "--ship", zod.String(),
-		"--listen", relayAddr.String(), "--metrics", metricsAddr,
+		"--listen", relayAddr.String(), "--metrics", metricsAddr, "--hint-net", "127.0.0.0/8",
 		"--pending-ttl", soakPendingTTL.String(), "--log-level", "warn"},
 		func(cmd *exec.Cmd) error {
 			cmd.Env = append(os.Environ(), "GORACE=halt_on_error=1")

@@ -283,7 +283,9 @@ func (n *Network) configure(i int) error {
 	}
 	rl := &n.nodes[s.front]
 	rl.relayCfg = relay.Config{
-		Ship: s.ID, ShipLane: core.lane, Self: []netip.AddrPort{rl.lane},
+		// Every synthetic lane is in 10/8 (nodeLane).
+		HintNets: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
+		Ship:     s.ID, ShipLane: core.lane, Self: []netip.AddrPort{rl.lane},
 		Galaxies: n.galaxies, Pinned: pinned, Sponsors: n.sponsors,
 		Pending:    pit.Config{MaxEntries: PendingEntries, Shards: PendingShards},
 		Routes:     st.Routes(),

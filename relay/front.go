@@ -1,0 +1,264 @@
+package relay
+
+import (
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/urbit-relay/relay/lane"
+	"github.com/urbit-relay/relay/scry"
+)
+
+// Fronting mode (Config.Front): the fronted ship's own process (vere) sits
+// behind a device the relay owns (relay/front: a TUN device that is the only
+// route of the ship's network namespace), so that it behaves exactly as if it
+// stood on the relay's public lane:
+//
+//   - Every datagram for the ship is handed to it unchanged, with its true
+//     source (Send.From), so that vere's own lane learning, next-hops,
+//     origins and forwarding see the real network. The relay keeps no
+//     pending entry for requests to the ship: vere answers the requester's
+//     true lane itself, through the relay (HandleFromShip).
+//   - Every datagram the ship sends, wherever it is addressed, is decided by
+//     HandleFromShip and leaves through the public socket, unchanged but for
+//     a private next-hop or origin (scrubbed, see scrubHint); a request the
+//     ship sends is recorded in the pending table under the ship's lane, so
+//     that its answer, arriving at the public socket, reaches the ship.
+//   - Requests and legacy packets for the ship's sponsees whose lanes the
+//     relay does not know go to the ship, which forwards them itself from
+//     its own (authenticated) knowledge of its sponsees.
+//   - The ship is the authority on its sponsees' lanes: a lane the ship
+//     forwards a sponsee's traffic to, or answers a sponsee's ping on, is
+//     recorded as vouched (Routes.Vouch), kept while the ship keeps using
+//     it, and not displaced by lanes learned from the wire.
+
+// pingTable remembers, for each lane a hop-0 poke was handed to the ship
+// from, the ship the poke named as its sender: when the ship answers that
+// lane, it vouches for that sender's lane. It is a fixed array indexed by a
+// hash of the lane, so it is bounded (PingTableSlots) and a collision only
+// forgets a ping.
+type pingTable struct {
+	mu    sync.Mutex
+	slots [PingTableSlots]pingSlot // guarded by mu
+}
+
+type pingSlot struct {
+	from lane.Key
+	ship lane.Ship
+	at   time.Duration
+}
+
+func pingSlotOf(k lane.Key) int {
+	h := uint64(k.Port) * 0x9E3779B97F4A7C15
+	for _, b := range k.IP {
+		h = (h ^ uint64(b)) * 0x100000001B3
+	}
+	return int(h % PingTableSlots)
+}
+
+func (t *pingTable) put(from lane.Key, s lane.Ship, now time.Duration) {
+	t.mu.Lock()
+	t.slots[pingSlotOf(from)] = pingSlot{from: from, ship: s, at: now}
+	t.mu.Unlock()
+}
+
+// answered returns the ship whose ping from lane to was handed to the ship
+// within PingAnswerWindow of now.
+func (t *pingTable) answered(to lane.Key, now time.Duration) (lane.Ship, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := &t.slots[pingSlotOf(to)]
+	if s.from != to || now-s.at > PingAnswerWindow {
+		return lane.Ship{}, false
+	}
+	return s.ship, true
+}
+
+// stunTable holds the transaction ids of the STUN requests the ship sent
+// (a fronted star or planet STUNs its galaxy), so that only their responses
+// are handed to it.
+type stunTable struct {
+	mu    sync.Mutex
+	slots [ShipSTUNSlots]stunSlot // guarded by mu
+	next  int                     // guarded by mu
+}
+
+type stunSlot struct {
+	tx [12]byte
+	at time.Duration
+}
+
+func (t *stunTable) put(tx [12]byte, now time.Duration) {
+	t.mu.Lock()
+	t.slots[t.next] = stunSlot{tx: tx, at: now}
+	t.next = (t.next + 1) % len(t.slots)
+	t.mu.Unlock()
+}
+
+// take reports whether tx is a transaction the ship started within
+// ShipSTUNWindow, and forgets it.
+func (t *stunTable) take(tx [12]byte, now time.Duration) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := range t.slots {
+		if s := &t.slots[i]; s.at != 0 && s.tx == tx && now-s.at <= ShipSTUNWindow {
+			*s = stunSlot{}
+			return true
+		}
+	}
+	return false
+}
+
+// stunTxID returns the transaction id of STUN message b (a request or a
+// response: the RFC 8489 header, magic cookie at 4-7).
+func stunTxID(b []byte) (tx [12]byte, ok bool) {
+	if len(b) < 20 || b[0]&0xC0 != 0 || b[4] != 0x21 || b[5] != 0x12 || b[6] != 0xA4 || b[7] != 0x42 {
+		return tx, false
+	}
+	copy(tx[:], b[8:20])
+	return tx, true
+}
+
+// isSTUNSuccess reports whether b is a STUN binding success response.
+func isSTUNSuccess(b []byte) bool {
+	_, ok := stunTxID(b)
+	return ok && b[0] == 0x01 && b[1] == 0x01
+}
+
+// shipSafe reports whether b may be handed to the ship's process: vere's
+// legacy ames driver reads far past a datagram of 4-9 bytes whose relayed
+// bit is set (bit 31 = 0; shared/reference/ames, "Crash on 4-9 byte
+// datagrams") and dies. Everything the relay hands the ship has already
+// been parsed; this is the last guard, at the one place such sends are made.
+func shipSafe(b []byte) bool {
+	return len(b) >= scry.AmesHeaderLen+scry.AmesOriginLen || len(b) < scry.AmesHeaderLen || b[3]&0x80 != 0
+}
+
+// toShip hands b, heard from lane from, to the fronted ship's process.
+func (r *Relay) toShip(b []byte, k Kind, from netip.AddrPort, out *Out) {
+	if !shipSafe(b) {
+		r.counters.drops[DropShipUnsafe].Add(1)
+		return
+	}
+	r.counters.toShip.Add(1)
+	r.counters.out[k].Add(1)
+	out.Sends = append(out.Sends, Send{Buf: b, To: r.shipLane, From: from})
+}
+
+// HandleFromShip decides datagram b, which the fronted ship's process sent
+// to lane to (fronting mode only: it came through the ship's device, not the
+// public socket), and appends what to send to out, as Handle does. The ship
+// speaks for itself: what it sends goes to to, unchanged but for a private
+// next-hop or origin, which is scrubbed. It is dropped only when to is not a
+// lane the relay may send to (this process, port 0, or a network not
+// declared routable: vere learned a lane it should not have).
+func (r *Relay) HandleFromShip(b []byte, to netip.AddrPort, now time.Duration, out *Out) {
+	to = lane.Canon(to)
+	r.counters.fromShip.Add(1)
+	toKey := lane.KeyOf(to)
+	if !r.front || !r.hintOK(to) || r.routes.isSelf(toKey) {
+		r.counters.shipDrops[ShipDropTarget].Add(1)
+		return
+	}
+	switch {
+	case scry.IsMesa(b):
+		var p scry.Packet
+		if p.Parse(b) != nil {
+			break // vere's bytes; vere's peers judge them
+		}
+		switch p.Header.Type {
+		case scry.TypePeek, scry.TypePoke:
+			// Its answer comes back to the public socket, for the ship.
+			r.remember(r.key(p.NameBytes()), r.shipKey, now)
+			if p.Name.Ship != r.ship && p.Header.Hops > 0 {
+				// The ship forwards a request: it knows the receiver there.
+				r.vouch(p.Name.Ship, toKey, now)
+			}
+		case scry.TypePage:
+			if s, ok := r.pings.answered(toKey, now); ok {
+				r.vouch(s, toKey, now)
+			}
+			if ap, has := p.NextHopAddr(); has && !r.hintOK(ap) {
+				b = r.scrubNextHop(b, &p)
+			}
+		}
+	case isSTUNSuccess(b):
+	default:
+		if tx, ok := stunTxID(b); ok {
+			r.stuns.put(tx, now)
+			break
+		}
+		var a scry.AmesPacket
+		if a.Parse(b) != nil {
+			break
+		}
+		if a.Relayed {
+			if !r.hintOK(a.Origin) && !r.scrubOrigin(b) {
+				r.counters.shipDrops[ShipDropPrivateHint].Add(1)
+				return
+			}
+			if a.Rcvr != r.ship {
+				r.vouch(a.Rcvr, toKey, now)
+			}
+		} else if s, ok := r.pings.answered(toKey, now); ok && s == a.Rcvr {
+			r.vouch(s, toKey, now)
+		}
+	}
+	r.counters.fromShipSent.Add(1)
+	out.add(b, to)
+}
+
+// vouch records that the ship itself sends s's traffic to lane k.
+func (r *Relay) vouch(s lane.Ship, k lane.Key, now time.Duration) {
+	if s == r.ship {
+		return
+	}
+	r.counters.vouched.Add(1)
+	r.routes.Vouch(s, k, now)
+}
+
+// scrubNextHop replaces a page's next-hop that names a lane the relay will
+// not point anyone at with the relay's public lane, or removes it when no
+// public lane is known.
+func (r *Relay) scrubNextHop(b []byte, p *scry.Packet) []byte {
+	r.counters.scrubbed.Add(1)
+	hop, ok := lane.EncodeShort(r.publicLane)
+	nb, err := scry.EditPageNextHop(b, p, hop, ok && r.publicLane.IsValid())
+	if err != nil {
+		return b
+	}
+	return nb
+}
+
+// scrubOrigin rewrites, in place, the origin of relayed legacy packet b to
+// the relay's public lane (the origin's 6 bytes are not mugged). It reports
+// false, changing nothing, when no public lane is known: the packet must
+// then not be sent.
+func (r *Relay) scrubOrigin(b []byte) bool {
+	o, ok := lane.EncodeShort(r.publicLane)
+	if !ok || !r.publicLane.IsValid() || len(b) < scry.AmesHeaderLen+scry.AmesOriginLen {
+		return false
+	}
+	r.counters.scrubbed.Add(1)
+	copy(b[scry.AmesHeaderLen:], o[:])
+	return true
+}
+
+// hintOK reports whether lane ap may be sent to or named to others as a
+// next-hop or origin: a valid address and port, on the public internet or
+// in a network the operator declared (Config.HintNets).
+func (r *Relay) hintOK(ap netip.AddrPort) bool {
+	if !ap.IsValid() || ap.Port() == 0 {
+		return false
+	}
+	a := ap.Addr().Unmap()
+	if lane.PublicAddr(a) {
+		return true
+	}
+	for _, n := range r.hintNets {
+		if n.Contains(a) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,280 @@
+package relay_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"net/netip"
+	"os"
+	"testing"
+
+	"github.com/urbit-relay/relay/lane"
+	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/scry"
+)
+
+// The fronted ship's lane on its device (relay/front's default address).
+var frontShipLane = netip.MustParseAddrPort("169.254.13.37:13338")
+
+// sponseeOfMarzod is a planet under the fronted star ~marzod.
+var sponseeOfMarzod = lane.Ship{Lo: 0x0005_0100}
+
+func newFrontFixture(t *testing.T) *fixture {
+	return newFixture(t, func(c *relay.Config) {
+		c.Front = true
+		c.ShipLane = frontShipLane
+		c.PublicLane = selfLane
+	})
+}
+
+// shipSends runs datagram b, sent by the fronted ship to lane to, through
+// HandleFromShip and returns copies of what the relay sends.
+func (f *fixture) shipSends(b []byte, to netip.AddrPort) []relay.Send {
+	f.t.Helper()
+	return f.decide(b, func(buf []byte) { f.r.HandleFromShip(buf, to, f.now, f.out) })
+}
+
+func wantToShip(t *testing.T, sends []relay.Send, from netip.AddrPort, orig []byte) {
+	t.Helper()
+	if len(sends) != 1 || sends[0].To != frontShipLane || sends[0].From != from {
+		t.Fatalf("sends = %+v, want one to the ship from %v", sends, from)
+	}
+	if !bytes.Equal(sends[0].Buf, orig) {
+		t.Fatalf("the ship got\n%x\nwant it unchanged\n%x", sends[0].Buf, orig)
+	}
+}
+
+// TestFrontShipSeesTrueSources: in fronting mode a request for the ship
+// reaches it unchanged from the requester's own lane, the relay keeps no
+// pending entry for it, and the ship's answer goes to that lane unchanged.
+func TestFrontShipSeesTrueSources(t *testing.T) {
+	f := newFrontFixture(t)
+	req := peek(t, "~marzod", "own", 0)
+	wantToShip(t, f.handle(req, alice), alice, req)
+	if n := f.r.Pending().Len(); n != 0 {
+		t.Fatalf("pending entries %d: the ship answers the requester itself", n)
+	}
+	pg := page(t, "~marzod", "own", 0, netip.AddrPort{})
+	oneSend(t, f.shipSends(pg, alice), alice)
+	if s := f.shipSends(pg, alice); !bytes.Equal(s[0].Buf, pg) {
+		t.Fatalf("the ship's page was changed on its way out")
+	}
+	if sn := f.snap(); sn.FromShip != 2 || sn.FromShipSent != 2 || sn.ToShip != 1 {
+		t.Fatalf("counters: %+v", sn)
+	}
+}
+
+// TestFrontShipRequestIsAnsweredToShip: the ship's own peek leaves for the
+// lane it chose; the page that comes back reaches the ship as it came, from
+// the publisher's lane (no hop bump, no next-hop: vere judges for itself).
+func TestFrontShipRequestIsAnsweredToShip(t *testing.T) {
+	f := newFrontFixture(t)
+	req := peek(t, "~nec", "theirs", 0)
+	if s := f.shipSends(req, necLane); len(s) != 1 || s[0].To != necLane || !bytes.Equal(s[0].Buf, req) {
+		t.Fatalf("the ship's peek: %+v", s)
+	}
+	pg := page(t, "~nec", "theirs", 0, netip.AddrPort{})
+	wantToShip(t, f.handle(pg, necLane), necLane, pg)
+	// Another requester of the same name joins the ship's entry (the
+	// ship's request is upstream already) and gets the relay's edited
+	// page.
+	f.shipSends(peek(t, "~nec", "both", 0), necLane)
+	if s := f.handle(peek(t, "~nec", "both", 0), alice); len(s) != 0 {
+		t.Fatalf("alice's request for a name the ship asked for was sent to %v", sendsTo(s))
+	}
+	pg = page(t, "~nec", "both", 0, netip.AddrPort{})
+	s := f.handle(pg, necLane)
+	if len(s) != 2 {
+		t.Fatalf("sends %+v, want the ship and alice", s)
+	}
+	for _, x := range s {
+		p := parse(t, x.Buf)
+		switch x.To {
+		case frontShipLane:
+			if !bytes.Equal(x.Buf, pg) || x.From != necLane {
+				t.Errorf("the ship got an edited page or a wrong source: %+v", x)
+			}
+		case alice:
+			if next, ok := p.NextHopAddr(); !ok || next != necLane || p.Header.Hops != 1 {
+				t.Errorf("alice's page: next %v %v hops %d", next, ok, p.Header.Hops)
+			}
+		default:
+			t.Errorf("page sent to %v", x.To)
+		}
+	}
+}
+
+// TestFrontSponseeGoesToShipAndShipVouches: a request for a sponsee whose
+// lane the relay does not know goes to the ship, which forwards it; its
+// forward teaches the relay the lane, which the relay then uses itself and
+// which a lane learned from the wire does not displace.
+func TestFrontSponseeGoesToShipAndShipVouches(t *testing.T) {
+	f := newFrontFixture(t)
+	req := peekOf(sponseeOfMarzod, "a")
+	wantToShip(t, f.handle(req, alice), alice, req)
+	fwd := scry.NewPeek(scry.Name{Ship: sponseeOfMarzod, Bloq: scry.DefaultBloq, Path: []byte("a")})
+	fwd.Header.Hops = 1
+	oneSend(t, f.shipSends(fwd.Append(nil), sponseeLn), sponseeLn)
+	pg := pageOf(t, sponseeOfMarzod, "a")
+	wantToShip(t, f.handle(pg, sponseeLn), sponseeLn, pg)
+	oneSend(t, f.handle(peekOf(sponseeOfMarzod, "b"), bob), sponseeLn)
+	// An outsider's hop-0 poke naming the sponsee as its sender, forwarded
+	// on to ~nec, does not move the lane the ship vouched for.
+	pk := scry.NewPoke(scry.Name{Ship: ship(t, "~nec"), Bloq: 13, Path: []byte("x")},
+		scry.Name{Ship: sponseeOfMarzod, Bloq: 13, Path: []byte("x")}, scry.Data{AuthKind: scry.AuthNone})
+	oneSend(t, f.handle(pk.Append(nil), carol), necLane)
+	oneSend(t, f.handle(peekOf(sponseeOfMarzod, "c"), bob), sponseeLn)
+	// A sponsee silent for 5 minutes is still reached at its lane.
+	f.now += 5 * 60 * 1e9
+	oneSend(t, f.handle(peekOf(sponseeOfMarzod, "d"), bob), sponseeLn)
+	if sn := f.snap(); sn.Vouched == 0 {
+		t.Fatalf("no vouch counted: %+v", sn)
+	}
+}
+
+// TestFrontPingAnswerVouches: the ship's answer to a sponsee's ping, on the
+// lane the ping came from, vouches for that lane.
+func TestFrontPingAnswerVouches(t *testing.T) {
+	f := newFrontFixture(t)
+	ping := scry.NewPoke(scry.Name{Ship: ship(t, "~marzod"), Bloq: 13, Path: []byte("ping")},
+		scry.Name{Ship: sponseeOfMarzod, Bloq: 13, Path: []byte("ping")}, scry.Data{AuthKind: scry.AuthNone})
+	pb := ping.Append(nil)
+	wantToShip(t, f.handle(pb, sponseeLn), sponseeLn, pb)
+	before := f.snap().Vouched
+	oneSend(t, f.shipSends(page(t, "~marzod", "ping", 0, netip.AddrPort{}), sponseeLn), sponseeLn)
+	if f.snap().Vouched != before+1 {
+		t.Fatalf("the ship's ack did not vouch for the sponsee")
+	}
+	// Past DirectLaneExpiry (no more pings) the lane is still used.
+	f.now += relay.DefaultDirectLaneExpiry + 1
+	oneSend(t, f.handle(peekOf(sponseeOfMarzod, "later"), bob), sponseeLn)
+}
+
+// TestFrontNothingPrivateLeaves: a page the ship sends with a loopback
+// next-hop leaves with the relay's public lane instead; a relayed legacy
+// packet with a private origin likewise; the ship's datagrams to loopback,
+// private or our own lanes are dropped.
+func TestFrontNothingPrivateLeaves(t *testing.T) {
+	f := newFrontFixture(t)
+	pg := page(t, "~marzod", "x", 1, netip.MustParseAddrPort("127.0.0.1:13338"))
+	s := oneSend(t, f.shipSends(pg, alice), alice)
+	sp := parse(t, s)
+	if next, ok := sp.NextHopAddr(); !ok || next != selfLane {
+		t.Fatalf("next-hop %v %v, want the public lane %v", next, ok, selfLane)
+	}
+	a := scry.NewAmes(ship(t, "~nec"), sponseeOfMarzod, 0, 0, []byte("content"))
+	ab, err := scry.InsertOrigin(a.Append(nil), mustShort(t, "10.1.2.3:4000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = oneSend(t, f.shipSends(ab, sponseeLn), sponseeLn)
+	var got scry.AmesPacket
+	if err := got.Parse(s); err != nil || got.Origin != selfLane {
+		t.Fatalf("origin %v (%v), want %v", got.Origin, err, selfLane)
+	}
+	for _, to := range []string{"127.0.0.1:4000", "10.0.0.5:4000", "192.168.1.1:4000", "169.254.1.1:9", "203.0.113.9:0"} {
+		if s := f.shipSends(pg, netip.MustParseAddrPort(to)); len(s) != 0 {
+			t.Errorf("the ship's datagram to %s was sent", to)
+		}
+	}
+	if s := f.shipSends(pg, selfLane); len(s) != 0 {
+		t.Errorf("the ship's datagram to the relay itself was sent")
+	}
+	if sn := f.snap(); sn.ShipDrops[relay.ShipDropTarget] != 6 || sn.HintsScrubbed != 2 {
+		t.Errorf("counters: drops %v scrubbed %d", sn.ShipDrops, sn.HintsScrubbed)
+	}
+}
+
+// TestPrivateLaneNeverBecomesNextHop: a page arriving from a private lane
+// (a publisher on the operator's LAN) reaches the requester with no
+// next-hop, unless the operator declared that network.
+func TestPrivateLaneNeverBecomesNextHop(t *testing.T) {
+	lan := netip.MustParseAddrPort("192.168.7.7:5000")
+	for _, declared := range []bool{false, true} {
+		f := newFixture(t, func(c *relay.Config) {
+			if declared {
+				c.HintNets = []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16")}
+			}
+		})
+		oneSend(t, f.handle(peek(t, "~nec", "lan", 0), alice), necLane)
+		s := oneSend(t, f.handle(page(t, "~nec", "lan", 0, netip.AddrPort{}), lan), alice)
+		sp := parse(t, s)
+		next, ok := sp.NextHopAddr()
+		if declared != ok || (ok && next != lan) {
+			t.Errorf("declared %v: next-hop %v %v", declared, next, ok)
+		}
+	}
+}
+
+// TestFrontShipSTUN: the ship's STUN request leaves for the galaxy, and only
+// the response to it is handed back to the ship.
+func TestFrontShipSTUN(t *testing.T) {
+	f := newFrontFixture(t)
+	req, _ := hex.DecodeString("000100082112a442" + "0102030405060708090a0b0c" + "80280004" + "00000000")
+	oneSend(t, f.shipSends(req, zodLane), zodLane)
+	resp, _ := hex.DecodeString("010100002112a442" + "0102030405060708090a0b0c")
+	wantToShip(t, f.handle(resp, zodLane), zodLane, resp)
+	if s := f.handle(resp, zodLane); len(s) != 0 {
+		t.Fatalf("a repeated response reached the ship: %+v", s)
+	}
+	other, _ := hex.DecodeString("010100002112a442" + "ffffffffffffffffffffffff")
+	if s := f.handle(other, zodLane); len(s) != 0 {
+		t.Fatalf("an unsolicited STUN response reached the ship: %+v", s)
+	}
+}
+
+// TestNoVectorThatCrashesVereReachesTheShip feeds every reference vector,
+// addressed as it is, to a relay in each mode and checks that nothing
+// handed to the ship is of the shape that crashes vere's drivers (4-9
+// bytes with the relayed bit set: shared/reference/ames).
+func TestNoVectorThatCrashesVereReachesTheShip(t *testing.T) {
+	for _, front := range []bool{false, true} {
+		f := newFixture(t, func(c *relay.Config) {
+			c.Ship = ship(t, "~nec")
+			c.ShipLane = shipLane
+			if front {
+				c.Front, c.ShipLane = true, frontShipLane
+			}
+		})
+		n := 0
+		for _, file := range []string{"../testdata/ames/ames-vectors.jsonl", "../testdata/ames/ames-malformed.jsonl",
+			"../testdata/ames/ames-quirks.jsonl", "../testdata/mesa/mesa-vectors.jsonl",
+			"../testdata/mesa/mesa-malformed.jsonl", "../testdata/mesa/mesa-quirks.jsonl"} {
+			fh, err := os.Open(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc := bufio.NewScanner(fh)
+			sc.Buffer(nil, 1<<20)
+			for sc.Scan() {
+				var v struct{ Hex string }
+				if json.Unmarshal(sc.Bytes(), &v) != nil {
+					continue
+				}
+				b, err := hex.DecodeString(v.Hex)
+				if err != nil {
+					continue
+				}
+				n++
+				for _, s := range f.handle(b, alice) {
+					if s.To == f.r.ShipLane() && len(s.Buf) >= 4 && len(s.Buf) < 10 && s.Buf[3]&0x80 == 0 {
+						t.Errorf("front %v: %s: a datagram that crashes vere was handed to the ship: %x", front, file, s.Buf)
+					}
+				}
+			}
+			fh.Close()
+		}
+		if n < 500 {
+			t.Fatalf("only %d vectors read", n)
+		}
+	}
+}
+
+func mustShort(t *testing.T, s string) [6]byte {
+	b, ok := lane.EncodeShort(netip.MustParseAddrPort(s))
+	if !ok {
+		t.Fatal("not encodable")
+	}
+	return b
+}
