@@ -321,8 +321,12 @@ func StartIn(t testing.TB, netns string, args ...string) *Proc {
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.cmd.Dir = t.TempDir() // where a core file would go, were noCore to fail
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("%s: %v", p.name, err)
+	}
+	if err := noCore(p.cmd.Process.Pid); err != nil {
+		t.Logf("%s: no core limit: %v", p.name, err)
 	}
 	// Cleanups run last first: kill and reap, then log what it printed.
 	t.Cleanup(func() {
