@@ -1,7 +1,9 @@
 package vtool
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"testing"
 	"time"
@@ -93,3 +95,35 @@ func TestBuildRelayOnce(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { os.Exit(Main(m)) }
+
+// TestStartInNetns runs a vere ~nec on its galaxy port 13338 inside a fresh
+// network namespace, and a peek for its page from the same namespace: the
+// port is the namespace's own, so no other test's use of it matters. It
+// needs root and iproute2, and skips without them.
+func TestStartInNetns(t *testing.T) {
+	Find(t)
+	if os.Geteuid() != 0 {
+		t.Skip("network namespaces need root")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("no ip command (iproute2)")
+	}
+	ns := fmt.Sprintf("vtooltest-%d", os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Skipf("ip netns add: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	if out, err := exec.Command("ip", "-n", ns, "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		t.Fatalf("lo up: %v %s", err, out)
+	}
+	ship := StartIn(t, ns, "ship", "~nec", "0", "--time-limit", "20")
+	ready := ship.MustNext("READY", nil, 10*time.Second)
+	if port, _ := ready.Num("port"); port != 13338 {
+		t.Fatalf("READY %s; want ~nec's galaxy port 13338", ready)
+	}
+	p := StartIn(t, ns, "peek", "~nec", "/c/x/4/hello", "127.0.0.1:13338", "--time-limit", "5")
+	if code, crashed := p.Wait(); code != ExitOK || crashed {
+		t.Fatalf("peek in %s: exit %d (%s)\n%s", ns, code, ExitName(code), p.Tail(10))
+	}
+	ship.MustNext("RECV", map[string]any{"type": "peek", "path": "/c/x/4/hello"}, 5*time.Second)
+}

@@ -12,6 +12,10 @@
 //   - TestVereCrashesOnShortRelayedAmes: vere itself aborts on a legacy ames
 //     datagram of 4-9 bytes with the relayed bit set (ames-malformed.jsonl ids
 //     10, 15, 20), sent straight to it. It is why the relay must drop them.
+//     Sent every vector straight, vere dies of those and, now and then, of a
+//     mesa packet of the reserved type 0 (mesa-quirks.jsonl type-resv-empty),
+//     which it handles as a poke it never parsed; the relay must drop those
+//     too (it does: drop reason reserved_type).
 //   - TestVectorsNeverCrashFrontedVere: every reference vector sent to a relay
 //     fronting vere leaves vere alive and answering; each vector that kills it
 //     is named.
