@@ -1,0 +1,165 @@
+package vtool
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// relayStartTimeout bounds `relay run` from exec to its "relay started" line.
+const relayStartTimeout = 10 * time.Second
+
+// Relay is a `relay run` child process, the binary BuildRelay made.
+type Relay struct {
+	// Listen is the relay's UDP address, from its "relay started" line (so
+	// --listen 127.0.0.1:0 works).
+	Listen netip.AddrPort
+	// MetricsURL is its /metrics URL, "" without --metrics.
+	MetricsURL string
+
+	t      testing.TB
+	cmd    *exec.Cmd
+	stderr SyncBuffer
+	exited chan struct{}
+}
+
+// StartRelay runs `relay run ARGS --log-format json` and waits for its
+// "relay started" line. Pass --listen 127.0.0.1:0 and --metrics 127.0.0.1:0
+// to let the kernel choose the ports. t.Cleanup kills and reaps it, and logs
+// its log when the test has failed.
+func StartRelay(t testing.TB, args ...string) *Relay {
+	t.Helper()
+	bin := BuildRelay(t)
+	r := &Relay{t: t, exited: make(chan struct{})}
+	r.cmd = exec.Command(bin, append(append([]string{"run"}, args...), "--log-format", "json")...)
+	pipe, err := r.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.cmd.Start(); err != nil {
+		t.Fatalf("relay run: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("relay run %s, log:\n%s", strings.Join(args, " "), r.Log())
+		}
+	})
+	t.Cleanup(func() { r.cmd.Process.Kill(); <-r.exited })
+
+	started := make(chan map[string]any, 1)
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			r.stderr.Write(append(sc.Bytes(), '\n'))
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == "relay started" {
+				select {
+				case started <- m:
+				default:
+				}
+			}
+		}
+		io.Copy(io.Discard, pipe)
+		r.cmd.Wait()
+		close(r.exited)
+	}()
+	select {
+	case m := <-started:
+		if r.Listen, err = netip.ParseAddrPort(fmt.Sprint(m["listen"])); err != nil {
+			t.Fatalf("relay started line %v: %v", m, err)
+		}
+		if u, ok := m["metrics_url"].(string); ok {
+			r.MetricsURL = u
+		}
+	case <-r.exited:
+		t.Fatalf("relay run %s exited (%v) before starting:\n%s", strings.Join(args, " "), r.cmd.ProcessState, r.Log())
+	case <-time.After(relayStartTimeout):
+		t.Fatalf("relay run %s: not started within %v:\n%s", strings.Join(args, " "), relayStartTimeout, r.Log())
+	}
+	return r
+}
+
+// Log returns what the relay has logged so far, one JSON object a line.
+func (r *Relay) Log() string { return r.stderr.String() }
+
+// Alive reports whether the relay is still running.
+func (r *Relay) Alive() bool {
+	select {
+	case <-r.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// Stop sends SIGTERM and waits up to timeout for the relay to exit, then
+// kills it. It reports whether the relay exited by itself.
+func (r *Relay) Stop(timeout time.Duration) bool {
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-r.exited:
+		return true
+	case <-time.After(timeout):
+		r.cmd.Process.Kill()
+		<-r.exited
+		return false
+	}
+}
+
+// Metrics scrapes /metrics (the relay needs --metrics) into series → value,
+// the series written as in the exposition ("relay_drops_total{reason=\"stun\"}").
+func (r *Relay) Metrics(t testing.TB) map[string]float64 {
+	t.Helper()
+	if r.MetricsURL == "" {
+		t.Fatal("relay started without --metrics")
+	}
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(r.MetricsURL)
+	if err != nil {
+		t.Fatalf("scrape: %v", err)
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			out[line[:i]] = v
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("scrape: %v", err)
+	}
+	return out
+}
+
+// Nonzero returns the series in m whose names start with prefix and whose
+// values are not zero, sorted, for messages.
+func Nonzero(m map[string]float64, prefix string) []string {
+	var out []string
+	for k, v := range m {
+		if strings.HasPrefix(k, prefix) && v != 0 {
+			out = append(out, fmt.Sprintf("%s %g", k, v))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
