@@ -215,3 +215,19 @@ func TestSTUNAllocatesNothing(t *testing.T) {
 		t.Fatalf("answered %d", sn.STUNAnswered)
 	}
 }
+
+// BenchmarkDecideSTUN measures a binding request decided and answered.
+func BenchmarkDecideSTUN(b *testing.B) {
+	f := newFixture(b, nil)
+	req := stunRequest(5)
+	buf := make([]byte, len(req), len(req)+relay.GrowRoom)
+	b.ReportAllocs()
+	for b.Loop() {
+		copy(buf, req)
+		f.out.Reset()
+		f.r.Handle(buf, alice, f.now, f.out)
+		if len(f.out.Sends) != 1 {
+			b.Fatal("not answered")
+		}
+	}
+}
