@@ -4,6 +4,9 @@ import "sync/atomic"
 
 // Drop is why the relay dropped a datagram. Every datagram the relay reads is
 // forwarded, answered, aggregated or dropped with exactly one Drop reason.
+// (Before the relay answered STUN, a binding request was dropped as "stun";
+// that reason is gone: a request is now answered, or dropped as
+// stun_malformed, stun_throttled or from_self.)
 type Drop uint8
 
 // Drop reasons. Their String values are stable metric labels.
@@ -11,7 +14,7 @@ const (
 	DropMalformedMesa    Drop = iota // mesa cookie present, but vere's parser would reject it
 	DropMalformedAmes                // no mesa cookie, and not a well-formed legacy ames packet
 	DropTooLarge                     // mesa packet over 1472 bytes (vere's receive gate)
-	DropSTUN                         // a STUN binding request; the relay is not a STUN server
+	DropSTUNMalformed                // a STUN binding request (scry.IsSTUN) whose frame is malformed (scry.STUNRequest.Parse)
 	DropReservedType                 // mesa type 0, which carries no request or response
 	DropHopLimit                     // request arrived with MaxHops hops: a forwarding loop
 	DropLoop                         // the only route leads back to the lane it came from
@@ -21,9 +24,10 @@ const (
 	DropUnsolicited                  // a page that no pending request asked for
 	DropRequestersFull               // a new requester on an entry already at its requester cap
 	DropPendingFull                  // pending table full and its policy refuses new entries
-	DropSelf                         // a packet from one of this process's own lanes
+	DropSelf                         // a packet from one of this process's own lanes (for STUN, also one from a lane no answer can go to)
 	DropPendingPerSource             // the source IP already holds its share of the pending table
 	DropShipUnsafe                   // would crash vere's drivers if handed to the ship (4-9 bytes, relayed bit set)
+	DropSTUNThrottled                // a STUN request whose answer is over its source's amplification budget
 	numDrops
 )
 
@@ -31,7 +35,7 @@ var dropNames = [numDrops]string{
 	DropMalformedMesa:    "malformed_mesa",
 	DropMalformedAmes:    "malformed_ames",
 	DropTooLarge:         "too_large",
-	DropSTUN:             "stun",
+	DropSTUNMalformed:    "stun_malformed",
 	DropReservedType:     "reserved_type",
 	DropHopLimit:         "hop_limit",
 	DropLoop:             "loop",
@@ -43,6 +47,7 @@ var dropNames = [numDrops]string{
 	DropPendingFull:      "pending_full",
 	DropSelf:             "from_self",
 	DropPendingPerSource: "pending_per_source",
+	DropSTUNThrottled:    "stun_throttled",
 	DropShipUnsafe:       "ship_unsafe",
 }
 
@@ -105,11 +110,12 @@ const (
 	KindPoke
 	KindPage
 	KindAmes  // legacy ames (and fine) packet
+	KindSTUN  // well-formed STUN binding request in, binding response out
 	KindOther // rejected before its kind was known
 	numKinds
 )
 
-var kindNames = [numKinds]string{"peek", "poke", "page", "ames", "other"}
+var kindNames = [numKinds]string{"peek", "poke", "page", "ames", "stun", "other"}
 
 // String returns the kind's metric label.
 func (k Kind) String() string {
@@ -143,7 +149,7 @@ type Counters struct {
 	toShip    atomic.Uint64 // datagrams handed to the fronted ship's own lane
 	origins   atomic.Uint64 // legacy ames origins inserted
 	noShort   atomic.Uint64 // pages whose next-hop could not be written (IPv6 lane)
-	throttled atomic.Uint64 // pages not sent to a requester over its amplification budget
+	throttled atomic.Uint64 // pages (and STUN responses) not sent to a requester over its amplification budget
 	reqFwd    atomic.Uint64 // request and ames datagrams forwarded (once each, whatever the targets)
 	cappedFwd atomic.Uint64 // requests forwarded to refresh an entry at its requester cap, requester not recorded
 	pageHit   atomic.Uint64 // page datagrams that matched a pending entry
@@ -155,6 +161,7 @@ type Counters struct {
 	shipDrops    [numShipDrops]atomic.Uint64
 	vouched      atomic.Uint64 // sponsee lanes vouched for by the ship's own sends
 	scrubbed     atomic.Uint64 // private next-hops and origins rewritten or removed
+	stunAns      atomic.Uint64 // STUN binding requests answered
 }
 
 // Snapshot is a copy of the counters at one moment.
@@ -173,7 +180,8 @@ type Snapshot struct {
 	AmpThrottled       uint64
 	CappedForwards     uint64
 	// Outcomes: every datagram read ends in exactly one of Forwarded,
-	// ToShip, Aggregated, PagesMatched or a Drop (see Accounted).
+	// ToShip, Aggregated, PagesMatched, STUNAnswered or a Drop (see
+	// Accounted).
 	Forwarded    uint64
 	PagesMatched uint64
 	// Fronting mode: FromShip = FromShipSent + the sum of ShipDrops.
@@ -182,12 +190,13 @@ type Snapshot struct {
 	ShipDrops     [numShipDrops]uint64
 	Vouched       uint64
 	HintsScrubbed uint64
+	STUNAnswered  uint64
 }
 
 // Accounted returns how many datagrams have a recorded outcome; it equals
 // TotalIn when every datagram read has been decided.
 func (s *Snapshot) Accounted() uint64 {
-	return s.Forwarded + s.ToShip + s.Aggregated + s.PagesMatched + s.TotalDrops()
+	return s.Forwarded + s.ToShip + s.Aggregated + s.PagesMatched + s.STUNAnswered + s.TotalDrops()
 }
 
 // Snapshot returns the current counts.
@@ -220,6 +229,7 @@ func (c *Counters) Snapshot() Snapshot {
 	}
 	s.Vouched = c.vouched.Load()
 	s.HintsScrubbed = c.scrubbed.Load()
+	s.STUNAnswered = c.stunAns.Load()
 	return s
 }
 

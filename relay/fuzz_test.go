@@ -120,6 +120,10 @@ func FuzzDecide(f *testing.F) {
 				t.Fatalf("step %d: Prefetch changed the relay", steps)
 			}
 			for _, s := range fx.handle(pkt, from) {
+				var sr scry.STUNResponse
+				if sr.Parse(s.Buf) == nil && (s.To != lane.Canon(from) || sr.Mapped != lane.Canon(from)) {
+					t.Fatalf("step %d: STUN response for %v sent to %v, heard from %v", steps, sr.Mapped, s.To, from)
+				}
 				var q scry.Packet
 				if q.Parse(s.Buf) != nil {
 					if scry.IsMesa(s.Buf) {
@@ -157,7 +161,7 @@ func fuzzSeeds(t testing.TB) [][]byte {
 		// legacy ames from several lanes.
 		{5, 0, 1, 7, 5, 1, 2, 9, 5, 8, 6, 3},
 	}
-	for _, file := range []string{"../testdata/mesa/mesa-vectors.jsonl", "../testdata/mesa/mesa-malformed.jsonl", "../testdata/ames/ames-vectors.jsonl"} {
+	for _, file := range []string{"../testdata/mesa/mesa-vectors.jsonl", "../testdata/mesa/mesa-malformed.jsonl", "../testdata/ames/ames-vectors.jsonl", "../testdata/stun/stun-vectors.jsonl"} {
 		fh, err := os.Open(file)
 		if err != nil {
 			t.Fatal(err)
@@ -165,11 +169,11 @@ func fuzzSeeds(t testing.TB) [][]byte {
 		sc := bufio.NewScanner(fh)
 		sc.Buffer(nil, 1<<20)
 		for i := 0; sc.Scan() && i < 40; i++ {
-			var v struct{ Hex string }
+			var v struct{ Hex, Request string } // Request: testdata/stun
 			if json.Unmarshal(sc.Bytes(), &v) != nil {
 				continue
 			}
-			b, err := hex.DecodeString(v.Hex)
+			b, err := hex.DecodeString(v.Hex + v.Request)
 			if err != nil || len(b) > 255 {
 				continue
 			}

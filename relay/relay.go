@@ -317,7 +317,7 @@ func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Ou
 		return
 	}
 	if scry.IsSTUN(b) {
-		r.drop(KindOther, DropSTUN)
+		r.stun(b, from, now, out)
 		return
 	}
 	if r.front && isSTUNSuccess(b) {

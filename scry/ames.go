@@ -95,7 +95,6 @@ package scry
 import (
 	"bytes"
 	"encoding/binary"
-	"hash/crc32"
 	"net/netip"
 
 	"github.com/urbit-relay/relay/lane"
@@ -562,8 +561,7 @@ func IsSTUN(b []byte) bool {
 	if bytes.Index(b[amesSTUNHeaderLen:], []byte(amesSTUNFingerprintHdr)) != at-amesSTUNHeaderLen {
 		return false
 	}
-	want := crc32.ChecksumIEEE(b[:at]) ^ amesSTUNFingerprintXor
-	return binary.BigEndian.Uint32(b[at+4:]) == want
+	return binary.BigEndian.Uint32(b[at+4:]) == stunFingerprint(b[:at])
 }
 
 // AmesWail is the content of a fine request.

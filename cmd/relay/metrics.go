@@ -54,6 +54,7 @@ type relayCollector struct {
 	readBatches, readDatagrams, readErrors, writeErrors      *prometheus.Desc
 	kernelDrops, reloads, galaxyLanes, pinnedLanes, buildInf *prometheus.Desc
 	ampThrottled, forwarded, pagesMatched, cappedForwards    *prometheus.Desc
+	stunAnswered                                             *prometheus.Desc
 	captureRecords, captureDropped, captureBytes             *prometheus.Desc
 	captureRotations, captureErrors                          *prometheus.Desc
 	serviceTime                                              *prometheus.Desc
@@ -70,7 +71,7 @@ func newRelayCollector(srv *relay.Server, ops *opsStats, version string) *relayC
 	}
 	return &relayCollector{
 		srv: srv, ops: ops, version: version,
-		packetsIn:          d("packets_in_total", "Datagrams read, by kind (peek, poke, page, ames, other).", "kind"),
+		packetsIn:          d("packets_in_total", "Datagrams read, by kind (peek, poke, page, ames, stun, other).", "kind"),
 		packetsOut:         d("packets_out_total", "Datagrams sent, by kind.", "kind"),
 		drops:              d("drops_total", "Datagrams dropped, by reason.", "reason"),
 		forwarded:          d("forwarded_total", "Request and legacy ames datagrams forwarded, once each however many routes they went on."),
@@ -80,7 +81,8 @@ func newRelayCollector(srv *relay.Server, ops *opsStats, version string) *relayC
 		retransmits:        d("retransmits_total", "Repeats from a requester already pending, forwarded again."),
 		answered:           d("answered_total", "Pages sent to requesters."),
 		pagesMatched:       d("pages_matched_total", "Pages read that matched a pending entry."),
-		ampThrottled:       d("amp_throttled_total", "Pages not sent to a requester whose address was over its amplification budget."),
+		ampThrottled:       d("amp_throttled_total", "Pages and STUN responses not sent to a requester whose address was over its amplification budget."),
+		stunAnswered:       d("stun_answered_total", "STUN binding requests answered by the relay with the requester's lane."),
 		cappedForwards:     d("capped_forwards_total", "Requests past an entry's requester cap, forwarded (unrecorded) to refresh it upstream."),
 		evictions:          d("pending_evictions_total", "Pending entries shed to make room in a full table."),
 		toShip:             d("to_ship_total", "Datagrams handed to the fronted ship's own process (--ship-lane)."),
@@ -119,7 +121,7 @@ var pendingOpNames = []string{"added", "retransmit", "aggregated", "joined", "re
 func (c *relayCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.packetsIn, c.packetsOut, c.drops, c.forwarded, c.forwards, c.dualSends, c.aggregated, c.retransmits,
-		c.answered, c.pagesMatched, c.ampThrottled, c.cappedForwards, c.evictions, c.toShip, c.originsInserted, c.nextHopUnencodable,
+		c.answered, c.pagesMatched, c.ampThrottled, c.stunAnswered, c.cappedForwards, c.evictions, c.toShip, c.originsInserted, c.nextHopUnencodable,
 		c.pendingEntries, c.pendingOps, c.routes, c.routeChanges, c.readBatches, c.readDatagrams,
 		c.readErrors, c.writeErrors, c.kernelDrops, c.serviceTime, c.buildInf,
 		c.fromShip, c.fromShipDropped, c.vouched, c.hintsScrubbed,
@@ -165,6 +167,7 @@ func (c *relayCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.answered, snap.Answered)
 	counter(c.pagesMatched, snap.PagesMatched)
 	counter(c.ampThrottled, snap.AmpThrottled)
+	counter(c.stunAnswered, snap.STUNAnswered)
 	counter(c.cappedForwards, snap.CappedForwards)
 	counter(c.evictions, snap.Evicted)
 	counter(c.toShip, snap.ToShip)

@@ -20,6 +20,7 @@ import (
 	"github.com/urbit-relay/relay/relay/capture"
 	"github.com/urbit-relay/relay/relay/endpoint"
 	"github.com/urbit-relay/relay/relay/transport"
+	"github.com/urbit-relay/relay/scry"
 )
 
 // parseMetrics parses Prometheus text exposition into sample values keyed
@@ -132,7 +133,12 @@ func TestMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := waitUntil(ctx, 5*time.Second, func() bool { s := m.srv.Relay().Counters().Snapshot(); return s.TotalIn() == 5 }); err != nil {
+	// A STUN binding request, which the relay answers.
+	stun := (&scry.STUNRequest{TxID: [12]byte{1}}).Append(nil)
+	if _, err := m.raw.WriteBatch([]transport.Message{{Buf: stun, N: len(stun), Addr: m.relayAddr}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitUntil(ctx, 5*time.Second, func() bool { s := m.srv.Relay().Counters().Snapshot(); return s.TotalIn() == 6 }); err != nil {
 		t.Fatal(err)
 	}
 
@@ -157,10 +163,13 @@ func TestMetrics(t *testing.T) {
 		`relay_aggregated_total`:                                                   0,
 		`relay_drops_total{reason="malformed_ames"}`:                               3,
 		`relay_drops_total{reason="no_route"}`:                                     0,
+		`relay_packets_in_total{kind="stun"}`:                                      1,
+		`relay_packets_out_total{kind="stun"}`:                                     1,
+		`relay_stun_answered_total`:                                                1,
 		`relay_pending_entries`:                                                    0,
 		`relay_pending_operations_total{op="added"}`:                               1,
 		`relay_pending_operations_total{op="taken"}`:                               1,
-		`relay_read_batch_datagrams_total`:                                         5,
+		`relay_read_batch_datagrams_total`:                                         6,
 		`relay_write_errors_total`:                                                 0,
 		`relay_config_reloads_total{result="ok"}`:                                  2,
 		`relay_config_reloads_total{result="error"}`:                               0,
@@ -176,7 +185,7 @@ func TestMetrics(t *testing.T) {
 	if got["relay_routes"] < 1 {
 		t.Errorf("relay_routes = %v", got["relay_routes"])
 	}
-	if got["relay_read_batches_total"] < 1 || got["relay_read_batches_total"] > 5 {
+	if got["relay_read_batches_total"] < 1 || got["relay_read_batches_total"] > 6 {
 		t.Errorf("relay_read_batches_total = %v", got["relay_read_batches_total"])
 	}
 	for _, d := range relay.Drops() {

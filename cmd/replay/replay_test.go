@@ -89,7 +89,11 @@ func fixtureDrops(t *testing.T, fx *fixture) (exact map[relay.Drop]uint64, unsol
 				exact[relay.DropHopLimit]++
 			}
 		case scry.IsSTUN(b):
-			exact[relay.DropSTUN]++
+			// A well-formed binding request is answered, not dropped.
+			var q scry.STUNRequest
+			if q.Parse(b) != nil {
+				exact[relay.DropSTUNMalformed]++
+			}
 		case a.Parse(b) != nil:
 			exact[relay.DropMalformedAmes]++
 		case a.Rcvr == ship:

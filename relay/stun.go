@@ -1,0 +1,60 @@
+package relay
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/urbit-relay/relay/lane"
+	"github.com/urbit-relay/relay/scry"
+)
+
+// The relay answers STUN itself. It owns the fronted ship's public port, and
+// every ship under a galaxy sends its galaxy a binding request every 25 s to
+// learn its own public lane (vere's io/ames/stun.c); forwarded to the ship's
+// process, the answer would name the relay's side of that hop, not the
+// requester's NAT. So a binding request gets, from the relay, the binding
+// response vere's galaxy would send: the request's transaction id and the
+// lane it came from as XOR-MAPPED-ADDRESS, byte for byte vere's 40 bytes
+// (scry.STUNResponse). The fronted ship never sees a STUN request.
+//
+// A response goes to the request's source, which may be forged: it is
+// bounded by the amplification budget like a page (the request's bytes
+// credit the source, the response's are spent from it), and it is at most
+// scry.STUNResponseMaxLen bytes for a request of at least
+// scry.STUNRequestMinLen, under twice the request.
+
+// stun decides a datagram scry.IsSTUN took for a binding request: answer a
+// well-formed one (scry.STUNRequest.Parse) to its source, else drop it.
+func (r *Relay) stun(b []byte, from netip.AddrPort, now time.Duration, out *Out) {
+	var q scry.STUNRequest
+	if q.Parse(b) != nil {
+		r.drop(KindOther, DropSTUNMalformed)
+		return
+	}
+	r.counters.in[KindSTUN].Add(1)
+	fromKey := lane.KeyOf(from)
+	if !stunAnswerable(from) || r.routes.isSelf(fromKey) {
+		r.counters.drops[DropSelf].Add(1)
+		return
+	}
+	r.amp.credit(fromKey, len(b), now)
+	resp := scry.STUNResponse{TxID: q.TxID, Mapped: from}
+	if !r.amp.spend(fromKey, resp.Len(), now) {
+		r.counters.throttled.Add(1)
+		r.counters.drops[DropSTUNThrottled].Add(1)
+		return
+	}
+	// An empty scratch buffer, MaxPacket+GrowRoom bytes of room.
+	out.add(resp.Append(out.scratchCopy(nil)), from)
+	r.counters.out[KindSTUN].Add(1)
+	r.counters.stunAns.Add(1)
+}
+
+// stunAnswerable reports whether a response can go to lane from: not port
+// 0, nor an unspecified, multicast or IPv4 broadcast address (which no
+// honest request comes from, and a forged one would fan out).
+func stunAnswerable(from netip.AddrPort) bool {
+	a := from.Addr()
+	return from.IsValid() && from.Port() != 0 && !a.IsUnspecified() && !a.IsMulticast() &&
+		a != netip.AddrFrom4([4]byte{255, 255, 255, 255})
+}

@@ -1,0 +1,233 @@
+package relay_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"hash/crc32"
+	"net/netip"
+	"os"
+	"testing"
+
+	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/scry"
+)
+
+// stunRequest returns the 28-byte binding request vere's client sends.
+func stunRequest(txid byte) []byte {
+	q := scry.STUNRequest{TxID: [12]byte{txid, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, txid}}
+	return q.Append(nil)
+}
+
+// stunVector is a request and vere galaxy's response (testdata/stun).
+type stunVector struct {
+	From              string
+	Request, Response string
+}
+
+func stunVectors(t testing.TB) []stunVector {
+	t.Helper()
+	fh, err := os.Open("../testdata/stun/stun-vectors.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	var vs []stunVector
+	for sc := bufio.NewScanner(fh); sc.Scan(); {
+		var v stunVector
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			t.Fatal(err)
+		}
+		vs = append(vs, v)
+	}
+	return vs
+}
+
+func unhex(t testing.TB, s string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// stunAnswer checks that sends are one binding response to from for req,
+// and returns it.
+func stunAnswer(t *testing.T, sends []relay.Send, req []byte, from netip.AddrPort) []byte {
+	t.Helper()
+	b := oneSend(t, sends, from)
+	var p scry.STUNResponse
+	if err := p.Parse(b); err != nil {
+		t.Fatalf("response %x: %v", b, err)
+	}
+	if !bytes.Equal(p.TxID[:], req[8:20]) {
+		t.Errorf("response txid %x, request's %x", p.TxID, req[8:20])
+	}
+	if p.Mapped != from {
+		t.Errorf("XOR-MAPPED-ADDRESS %v, want the source %v", p.Mapped, from)
+	}
+	if len(b) > scry.STUNResponseMaxLen || len(b) >= 2*len(req) {
+		t.Errorf("response %d bytes for a %d-byte request", len(b), len(req))
+	}
+	return b
+}
+
+func TestSTUNRequestIsAnswered(t *testing.T) {
+	v6 := netip.MustParseAddrPort("[2001:db8::7]:4242")
+	f := newFixture(t, func(c *relay.Config) { c.ShipLane = shipLane })
+	for i, from := range []netip.AddrPort{alice, v6, shipLane} {
+		req := stunRequest(byte(i))
+		b := stunAnswer(t, f.handle(req, from), req, from)
+		if want := map[bool]int{true: 40, false: 52}[from.Addr().Is4()]; len(b) != want {
+			t.Errorf("%v: %d-byte response, want %d", from, len(b), want)
+		}
+	}
+	sn := f.snap()
+	if sn.In[relay.KindSTUN] != 3 || sn.Out[relay.KindSTUN] != 3 || sn.STUNAnswered != 3 ||
+		sn.ToShip != 0 || sn.TotalDrops() != 0 || sn.Accounted() != sn.TotalIn() {
+		t.Errorf("counters %+v", sn)
+	}
+	// A request with other attributes (RFC 5769's) is answered too.
+	rfc := unhex(t, "000100582112a442b7e7a701bc34d686fa87dfae802200105354554e207465737420636c69656e74"+
+		"002400046e0001ff80290008932ff9b151263b36000600096576746a3a68367659202020000800149aeaa70c"+
+		"bfd8cb56781ef2b5b2d3f249c1b571a280280004e57a3bcf")
+	stunAnswer(t, f.handle(rfc, bob), rfc, bob)
+}
+
+// TestSTUNAnswerIsVeres: for each request in testdata/stun, the relay sends
+// what vere's galaxy sent, byte for byte.
+func TestSTUNAnswerIsVeres(t *testing.T) {
+	f := newFixture(t, nil)
+	vs := stunVectors(t)
+	if len(vs) == 0 {
+		t.Fatal("no vectors")
+	}
+	for _, v := range vs {
+		req, from := unhex(t, v.Request), netip.MustParseAddrPort(v.From)
+		if got := stunAnswer(t, f.handle(req, from), req, from); !bytes.Equal(got, unhex(t, v.Response)) {
+			t.Errorf("from %v:\n got %x\nwant %s (vere)", from, got, v.Response)
+		}
+	}
+}
+
+// stunRefix sets b's length field and FINGERPRINT to match its bytes, so
+// that it stays a request scry.IsSTUN takes.
+func stunRefix(b []byte, length int) []byte {
+	binary.BigEndian.PutUint16(b[2:], uint16(length))
+	binary.BigEndian.PutUint32(b[len(b)-4:], crc32.ChecksumIEEE(b[:len(b)-8])^0x5354554e)
+	return b
+}
+
+func TestMalformedSTUNIsDropped(t *testing.T) {
+	f := newFixture(t, func(c *relay.Config) { c.ShipLane = shipLane })
+	good := stunRequest(1)
+	cases := map[string][]byte{
+		// vere would answer these; they are not binding requests a
+		// client could have meant.
+		"length too long":  stunRefix(bytes.Clone(good), 12),
+		"length too short": stunRefix(bytes.Clone(good), 4),
+		"attribute overruns": stunRefix(append(append(bytes.Clone(good[:20]), 0x80, 0x22, 0x00, 0x08, 'u', 'r', 'b', 'i'),
+			good[20:]...), 12+4),
+	}
+	for name, b := range cases {
+		if !scry.IsSTUN(b) {
+			t.Fatalf("%s: test input not STUN-shaped", name)
+		}
+		if s := f.handle(b, alice); len(s) != 0 {
+			t.Errorf("%s: sent %v", name, sendsTo(s))
+		}
+	}
+	f.wantDrop(relay.DropSTUNMalformed, uint64(len(cases)))
+	// What scry.IsSTUN does not take (a response, a request without
+	// FINGERPRINT) is not STUN to vere either: legacy ames, malformed.
+	resp := bytes.Clone(good)
+	resp[0] = 1
+	f.handle(resp, alice)
+	f.handle(good[:20], alice)
+	f.wantDrop(relay.DropMalformedAmes, 2)
+	sn := f.snap()
+	if sn.In[relay.KindOther] != 5 || sn.In[relay.KindSTUN] != 0 || sn.ToShip != 0 || sn.Accounted() != sn.TotalIn() {
+		t.Errorf("counters %+v", sn)
+	}
+}
+
+func TestSTUNFromSelfOrNowhereIsDropped(t *testing.T) {
+	f := newFixture(t, nil)
+	froms := []string{selfLane.String(), "0.0.0.0:5000", "203.0.113.9:0", "224.0.0.1:5000", "255.255.255.255:5000", "[::]:5000", "[ff02::1]:5000"}
+	for _, s := range froms {
+		if sends := f.handle(stunRequest(2), netip.MustParseAddrPort(s)); len(sends) != 0 {
+			t.Errorf("%s: sent %v", s, sendsTo(sends))
+		}
+	}
+	f.wantDrop(relay.DropSelf, uint64(len(froms)))
+	if sn := f.snap(); sn.In[relay.KindSTUN] != uint64(len(froms)) || sn.STUNAnswered != 0 {
+		t.Errorf("counters %+v", sn)
+	}
+}
+
+func TestSTUNWithinAmplificationBudget(t *testing.T) {
+	// A 28-byte request credits 28 bytes: with 12 to start, the first
+	// 40-byte answer fits and the second does not.
+	f := newFixture(t, func(c *relay.Config) {
+		c.Amp = relay.AmpConfig{Factor: 1, Rate: 1, Burst: 100, Initial: 12, Slots: 8}
+	})
+	req := stunRequest(3)
+	stunAnswer(t, f.handle(req, alice), req, alice)
+	if s := f.handle(req, alice); len(s) != 0 {
+		t.Errorf("over budget, sent %v", sendsTo(s))
+	}
+	f.wantDrop(relay.DropSTUNThrottled, 1)
+	if sn := f.snap(); sn.AmpThrottled != 1 || sn.STUNAnswered != 1 || sn.Accounted() != sn.TotalIn() {
+		t.Errorf("counters %+v", sn)
+	}
+	// Another address has its own budget.
+	stunAnswer(t, f.handle(req, bob), req, bob)
+
+	// Under the default budget a requester is never throttled: each
+	// request earns more than its answer costs.
+	f = newFixture(t, nil)
+	for range 10000 {
+		if len(f.handle(req, alice)) != 1 {
+			t.Fatalf("throttled under the default budget: %+v", f.snap())
+		}
+	}
+}
+
+func TestSTUNAllocatesNothing(t *testing.T) {
+	f := newFixture(t, nil)
+	req := stunRequest(4)
+	buf := make([]byte, len(req), len(req)+relay.GrowRoom)
+	for _, from := range []netip.AddrPort{alice, netip.MustParseAddrPort("[2001:db8::7]:4242")} {
+		run := func() {
+			copy(buf, req)
+			f.out.Reset()
+			f.r.Handle(buf, from, f.now, f.out)
+		}
+		run()
+		if n := testing.AllocsPerRun(1000, run); n != 0 {
+			t.Errorf("%v: a STUN request allocates %v times", from, n)
+		}
+	}
+	if sn := f.snap(); sn.STUNAnswered < 2000 {
+		t.Fatalf("answered %d", sn.STUNAnswered)
+	}
+}
+
+// BenchmarkDecideSTUN measures a binding request decided and answered.
+func BenchmarkDecideSTUN(b *testing.B) {
+	f := newFixture(b, nil)
+	req := stunRequest(5)
+	buf := make([]byte, len(req), len(req)+relay.GrowRoom)
+	b.ReportAllocs()
+	for b.Loop() {
+		copy(buf, req)
+		f.out.Reset()
+		f.r.Handle(buf, alice, f.now, f.out)
+		if len(f.out.Sends) != 1 {
+			b.Fatal("not answered")
+		}
+	}
+}
