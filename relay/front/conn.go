@@ -57,8 +57,9 @@ type counters struct {
 //
 // Costs: each ReadBatch is one read(2) of the TUN, which carries one packet
 // (many if the ship sends with UDP GSO); each WriteBatch is one tun Write
-// per DefaultWriteBatch messages, one write(2) per packet or per run of
-// packets the library coalesces. Neither allocates.
+// per run of messages from one remote lane (see WriteBatch), one write(2)
+// per packet or per run of packets the library coalesces. Neither
+// allocates.
 //
 // Concurrency: one reader goroutine and any number of concurrent writers,
 // and Close from any goroutine, as transport.Conn requires. Concurrent
@@ -230,10 +231,12 @@ var broadcast4 = netip.AddrFrom4([4]byte{255, 255, 255, 255})
 // unicast address with a non-zero port that the ship's kernel accepts as a
 // source: not loopback (the kernel drops "martian" sources arriving on a
 // device), not the ship's own address; otherwise the error is
-// transport.ErrInvalidAddr. Messages are written DefaultWriteBatch at a
-// time; if the device refuses a write (it is down, say), the error is
-// reported at the first message of that write, and some of the messages
-// after it may have been delivered.
+// transport.ErrInvalidAddr. Each run of consecutive messages with one Addr
+// (up to DefaultWriteBatch of them) is one tun Write, which the library
+// may send as one GSO packet; the ship reads the datagrams in order. If
+// the device refuses a write (it is down, say), the error is reported at
+// the first message of that run, and some of the run's messages after it
+// may have been delivered.
 func (c *Conn) WriteBatch(msgs []transport.Message) (int, error) {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
@@ -256,16 +259,25 @@ func (c *Conn) WriteBatch(msgs []transport.Message) (int, error) {
 	return len(msgs), nil
 }
 
-// build encodes up to len(wbufs) messages into wpkts and returns how many;
-// err concerns msgs[k], which was not built.
+// build encodes into wpkts the longest run of msgs, at most len(wbufs),
+// that shares one source (Addr) and returns its length; err concerns
+// msgs[k], which was not built. One tun Write carries one run: the
+// library coalesces the packets of each flow in a Write into one GSO
+// packet (Linux 6.2+), which reorders interleaved flows, so a run of one
+// flow is what keeps WriteBatch in order.
 func (c *Conn) build(msgs []transport.Message) (int, error) {
 	k := 0
+	var prev netip.AddrPort
 	for ; k < len(msgs) && k < len(c.wbufs); k++ {
 		m := &msgs[k]
 		if m.N < 0 || m.N > len(m.Buf) {
 			return k, transport.ErrInvalidMessage
 		}
 		from := netip.AddrPortFrom(m.Addr.Addr().Unmap(), m.Addr.Port())
+		if k > 0 && from != prev {
+			return k, nil
+		}
+		prev = from
 		if !c.validSource(from) {
 			return k, transport.ErrInvalidAddr
 		}

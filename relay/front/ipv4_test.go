@@ -49,13 +49,18 @@ func withOptions(words int) []byte {
 	return fixIPChecksum(q)
 }
 
-func TestParseUDP4Errors(t *testing.T) {
+// parseErrorCase is a packet ParseUDP4 must refuse, and why.
+type parseErrorCase struct {
+	name string
+	b    []byte
+	want error
+}
+
+// parseErrorCases has a packet for every error ParseUDP4 returns; they
+// are also FuzzParseUDP4's seeds.
+func parseErrorCases() []parseErrorCase {
 	edit := func(f func(p []byte) []byte) []byte { return f(testPacket("hello")) }
-	tests := []struct {
-		name string
-		b    []byte
-		want error
-	}{
+	return []parseErrorCase{
 		{"empty", nil, ErrShort},
 		{"short ipv4", testPacket("hello")[:19], ErrShort},
 		{"ipv6", append([]byte{0x60}, make([]byte, 47)...), ErrVersion},
@@ -83,7 +88,10 @@ func TestParseUDP4Errors(t *testing.T) {
 		}), ErrUDPLength},
 		{"udp checksum", edit(func(p []byte) []byte { p[len(p)-1] ^= 1; return p }), ErrUDPChecksum},
 	}
-	for _, tt := range tests {
+}
+
+func TestParseUDP4Errors(t *testing.T) {
+	for _, tt := range parseErrorCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			_, _, _, err := ParseUDP4(tt.b)
 			if !errors.Is(err, tt.want) {
@@ -253,8 +261,9 @@ func FuzzParseUDP4(f *testing.F) {
 	f.Add(testPacket("hello"))
 	f.Add(testPacket(""))
 	f.Add(withOptions(3))
-	f.Add([]byte{0x60, 0, 0, 0})
-	f.Add([]byte{})
+	for _, tt := range parseErrorCases() {
+		f.Add(tt.b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		src, dst, payload, err := ParseUDP4(b)
 		if err != nil {
