@@ -251,14 +251,7 @@ func TestSetupErrorNamesStep(t *testing.T) {
 // TestConnSteadyPathAllocs measures allocations per datagram each way
 // through a real TUN.
 func TestConnSteadyPathAllocs(t *testing.T) {
-	ns := testNamespace(t, false)
-	c, err := Setup(Config{Namespace: ns, ShipPort: nsShipPort})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	uc := shipSocket(t, ns, nsShipPort)
-	watchdog(t, c, uc)
+	c, uc, _ := setupShip(t, Config{})
 	payload := make([]byte, 1200)
 	rmsgs := []transport.Message{{Buf: make([]byte, 2048)}}
 	wmsgs := []transport.Message{{Buf: payload, N: len(payload), Addr: nsRemote}}
@@ -363,6 +356,16 @@ func deviceRxPackets(t testing.TB, ns string) uint64 {
 // it and a watchdog armed.
 func setupShip(t testing.TB, cfg Config) (c *Conn, uc *net.UDPConn, ns string) {
 	t.Helper()
+	c, ns = setupConn(t, cfg)
+	uc = shipSocket(t, ns, nsShipPort)
+	watchdog(t, c, uc)
+	return c, uc, ns
+}
+
+// setupConn is Setup in a fresh namespace for a ship on nsShipPort, closed
+// at cleanup.
+func setupConn(t testing.TB, cfg Config) (*Conn, string) {
+	t.Helper()
 	cfg.Namespace = testNamespace(t, false)
 	cfg.ShipPort = nsShipPort
 	c, err := Setup(cfg)
@@ -370,9 +373,7 @@ func setupShip(t testing.TB, cfg Config) (c *Conn, uc *net.UDPConn, ns string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	uc = shipSocket(t, cfg.Namespace, nsShipPort)
-	watchdog(t, c, uc)
-	return c, uc, cfg.Namespace
+	return c, cfg.Namespace
 }
 
 // TestShipGSOSplit has the ship send with UDP segmentation offload: the
