@@ -179,39 +179,47 @@ func pseudoHeaderSum(addrs []byte, udpLen int) uint64 {
 }
 
 // checksum returns the 16-bit ones'-complement sum of b (RFC 1071), started
-// from initial, not complemented. It sums 64-bit big-endian words with
-// end-around carry, which folds to the same value as summing 16-bit words.
+// from initial, not complemented. The sum does not depend on byte order
+// (RFC 1071 §2(B)), so it adds little-endian 32-bit halves of 64-bit loads
+// into two 64-bit accumulators (no carries to chain: fewer than 2^32 adds),
+// folds, and swaps the bytes of the result once.
 func checksum(b []byte, initial uint64) uint16 {
-	ac := initial
-	var carry uint64
+	var lo, hi uint64
 	for len(b) >= 32 {
-		ac, carry = bits.Add64(ac, binary.BigEndian.Uint64(b[0:]), carry)
-		ac, carry = bits.Add64(ac, binary.BigEndian.Uint64(b[8:]), carry)
-		ac, carry = bits.Add64(ac, binary.BigEndian.Uint64(b[16:]), carry)
-		ac, carry = bits.Add64(ac, binary.BigEndian.Uint64(b[24:]), carry)
+		v0 := binary.LittleEndian.Uint64(b[0:])
+		v1 := binary.LittleEndian.Uint64(b[8:])
+		v2 := binary.LittleEndian.Uint64(b[16:])
+		v3 := binary.LittleEndian.Uint64(b[24:])
+		lo += v0&0xffffffff + v1&0xffffffff + v2&0xffffffff + v3&0xffffffff
+		hi += v0>>32 + v1>>32 + v2>>32 + v3>>32
 		b = b[32:]
 	}
 	for len(b) >= 8 {
-		ac, carry = bits.Add64(ac, binary.BigEndian.Uint64(b), carry)
+		v := binary.LittleEndian.Uint64(b)
+		lo += v & 0xffffffff
+		hi += v >> 32
 		b = b[8:]
 	}
 	if len(b) >= 4 {
-		ac, carry = bits.Add64(ac, uint64(binary.BigEndian.Uint32(b)), carry)
+		lo += uint64(binary.LittleEndian.Uint32(b))
 		b = b[4:]
 	}
 	if len(b) >= 2 {
-		ac, carry = bits.Add64(ac, uint64(binary.BigEndian.Uint16(b)), carry)
+		lo += uint64(binary.LittleEndian.Uint16(b))
 		b = b[2:]
 	}
 	if len(b) == 1 {
-		ac, carry = bits.Add64(ac, uint64(b[0])<<8, carry)
+		lo += uint64(b[0]) // the low byte of a little-endian word
 	}
-	ac, carry = bits.Add64(ac, 0, carry)
-	ac += carry
-	// Fold 64 → 32 → 16 bits, each with end-around carry.
-	ac = ac>>32 + ac&0xffffffff
-	ac = ac>>32 + ac&0xffffffff
-	ac = ac>>16 + ac&0xffff
-	ac = ac>>16 + ac&0xffff
-	return uint16(ac)
+	le := fold(lo + hi) // cannot overflow: each is below 2^62
+	return fold(uint64(bits.ReverseBytes16(le)) + initial)
+}
+
+// fold reduces a sum of 16-bit words to 16 bits with end-around carry.
+func fold(s uint64) uint16 {
+	s = s>>32 + s&0xffffffff
+	s = s>>32 + s&0xffffffff
+	s = s>>16 + s&0xffff
+	s = s>>16 + s&0xffff
+	return uint16(s)
 }
