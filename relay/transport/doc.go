@@ -1,6 +1,7 @@
 // Package transport is the relay's socket layer: one interface, [Conn], over
-// real UDP sockets ([ListenUDP]) and over an in-memory network for tests
-// ([MemNetwork]).
+// real UDP sockets ([ListenUDP]), over an in-memory network for tests
+// ([MemNetwork]), and over an in-memory fronted ship ([NewPipe]), the test
+// double of relay/front's TUN.
 //
 // # Datagrams
 //

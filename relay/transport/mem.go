@@ -445,9 +445,12 @@ type memConn struct {
 	drops atomic.Uint64
 }
 
-func (c *memConn) isClosed() bool {
+func (c *memConn) isClosed() bool { return isDone(c.done) }
+
+// isDone reports whether done is closed.
+func isDone(done <-chan struct{}) bool {
 	select {
-	case <-c.done:
+	case <-done:
 		return true
 	default:
 		return false
@@ -455,22 +458,29 @@ func (c *memConn) isClosed() bool {
 }
 
 func (c *memConn) ReadBatch(msgs []Message) (int, error) {
-	if c.isClosed() {
+	return readQueue(c.done, c.queue, msgs)
+}
+
+// readQueue is ReadBatch over a bounded queue of datagrams, for a conn
+// whose Close closes done: it blocks for the first datagram, then takes
+// what is queued without blocking.
+func readQueue(done <-chan struct{}, queue <-chan memPacket, msgs []Message) (int, error) {
+	if isDone(done) {
 		return 0, net.ErrClosed
 	}
 	if len(msgs) == 0 {
 		return 0, nil
 	}
 	select {
-	case <-c.done:
+	case <-done:
 		return 0, net.ErrClosed
-	case p := <-c.queue:
+	case p := <-queue:
 		msgs[0].N = copy(msgs[0].Buf, p.b)
 		msgs[0].Addr = p.from
 	}
 	for i := 1; i < len(msgs); i++ {
 		select {
-		case p := <-c.queue:
+		case p := <-queue:
 			msgs[i].N = copy(msgs[i].Buf, p.b)
 			msgs[i].Addr = p.from
 		default:

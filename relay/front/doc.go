@@ -1,0 +1,62 @@
+// Package front puts a ship "in front of" nothing: the relay owns the
+// ship's public UDP port, and the ship behaves exactly as if it stood on
+// the public address.
+//
+// # Mechanism
+//
+// The ship's runtime, vere, binds 0.0.0.0:PORT and has no bind-address
+// option, so it cannot share the relay's address on the host. Instead it
+// runs in its own network namespace (`ip netns exec urbit vere ...`) whose
+// only interfaces are lo and a TUN device, urbit0, that the relay holds
+// open. Setup builds that namespace: it creates the TUN inside it, puts the
+// ship's address (169.254.13.37/32 by default, DefaultShipAddr) on the
+// device, sets the device and lo up, and adds a default route via the
+// device. Every IPv4/UDP packet the ship sends, to any destination, then
+// arrives at the relay through the TUN's file descriptor:
+//
+//	ship (vere, 169.254.13.37:PORT)            relay
+//	  sendto(D, payload) ──IP/UDP──▶ urbit0 ──▶ Conn.ReadBatch → (payload, Addr=D)
+//	                                             relay sends payload to D from its public socket
+//	  recvfrom → (payload, from R) ◀── urbit0 ◀── Conn.WriteBatch(payload, Addr=R)
+//	                                             for a datagram the relay received from R
+//
+// [Conn] is a transport.Conn: ReadBatch returns each datagram the ship
+// sent from its lane, with Addr the DESTINATION the ship addressed;
+// WriteBatch writes each datagram for the ship into the TUN as an IPv4/UDP
+// packet whose SOURCE is Addr, the true remote lane. The packets are
+// encoded and decoded by [ParseUDP4] and [AppendUDP4], a codec with no I/O.
+//
+// # What the ship sees
+//
+// A host with one interface and a default route. Its datagrams reach
+// whoever it addressed, from the relay's public address and with vere's
+// port mapped to the relay's; datagrams for it come from their true remote
+// lanes, so vere records the lanes arvo would learn were it on the public
+// address itself. It does not see the relay. What it cannot do: send
+// anything but UDP from its own port (ICMP, TCP, IPv6, and UDP from other
+// sockets such as DNS lookups are counted in Stats and dropped; give vere
+// galaxy addresses it need not resolve, or an /etc/netns/NAME/hosts), or
+// receive from a loopback lane (the ship's kernel drops such "martian"
+// sources; WriteBatch refuses them with transport.ErrInvalidAddr).
+//
+// The MTU is 65535 (DefaultMTU) so that no datagram vere sends is cut into
+// IP fragments inside the namespace; the relay's public socket fragments
+// on the real path as vere's own socket would have.
+//
+// # Lifetime
+//
+// Setup creates the namespace if it is absent and never removes it: vere
+// runs in it, and a relay restart must find the same namespace. Conn.Close
+// closes the TUN, which deletes the device, its address and the route;
+// vere's sends then fail ("network unreachable") until the next Setup, and
+// vere's socket keeps working after it.
+//
+// # Privileges
+//
+// Setup needs CAP_SYS_ADMIN (to create and enter a network namespace and
+// bind-mount it under /run/netns) and CAP_NET_ADMIN (to create the TUN and
+// configure it), in practice root. Its errors name what failed and say so
+// when privilege is the cause. A Conn needs no privilege once open.
+//
+// Linux only.
+package front
