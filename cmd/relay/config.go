@@ -35,6 +35,7 @@ import (
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/capture"
+	"github.com/urbit-relay/relay/relay/front"
 	"github.com/urbit-relay/relay/relay/pit"
 	"github.com/urbit-relay/relay/relay/transport"
 )
@@ -77,6 +78,8 @@ type runConfig struct {
 	capture       string // "" for none
 	captureBytes  int64
 	captureFiles  int
+	// front, when set, is fronting mode: the ship's namespace and device.
+	front *front.Config
 	// settings holds every flag's final value as text, keyed by flag name,
 	// to tell on reload what changed.
 	settings map[string]string
@@ -112,6 +115,8 @@ type runFlags struct {
 	capture                            string
 	captureBytes                       int64
 	captureFiles                       int
+	frontNetns, frontDevice, frontAddr string
+	frontPort                          int
 }
 
 // fileKeys maps the config file's keys that differ from their flag's name.
@@ -134,6 +139,10 @@ func newRunFlags() *runFlags {
 	fs.StringVar(&f.listen, "listen", defaultListen, "UDP `ADDR:PORT` to listen on (the ship's public port)")
 	fs.StringVar(&f.shipLane, "ship-lane", "", "`ADDR:PORT` of the fronted ship's own process; datagrams for the ship go there")
 	fs.Var(&f.public, "public-lane", "another `ADDR:PORT` this relay is reached at (behind NAT; repeatable): never a target")
+	fs.StringVar(&f.frontNetns, "front-netns", "", "fronting mode: run the ship (vere) in network namespace `NAME` (created if absent), whose only route is a TUN device this relay owns; the ship then behaves as if it stood on the public address (see docs/operations.md). Excludes --ship-lane")
+	fs.StringVar(&f.frontDevice, "front-device", front.DefaultDevice, "fronting mode: the TUN device's `NAME` in the ship's namespace")
+	fs.StringVar(&f.frontAddr, "front-addr", front.DefaultShipAddr.String(), "fronting mode: the ship's IPv4 `ADDR` on its device (link-local: never seen outside)")
+	fs.IntVar(&f.frontPort, "front-port", 0, "fronting mode: the UDP `PORT` vere binds in its namespace; 0 means the listen port")
 	fs.Var(&f.hintNets, "hint-net", "a private `PREFIX` (CIDR) that next-hops and origins may name and the ship may send to, such as a LAN or loopback in a test (repeatable); by default only public addresses")
 	fs.Var(f.galaxies, "galaxy", "galaxy lane `~GALAXY=ADDR:PORT` (repeatable)")
 	fs.Var(f.pinned, "lane", "pinned lane of any ship `SHIP=ADDR:PORT` (repeatable)")
@@ -394,6 +403,24 @@ func (f *runFlags) validate() (runConfig, error) {
 			return c, fmt.Errorf("ship-lane: %w", err)
 		}
 	}
+	if f.frontNetns != "" {
+		if f.shipLane != "" {
+			return c, errors.New("front-netns: excludes ship-lane (the ship is reached through its namespace's device)")
+		}
+		addr, err := netip.ParseAddr(f.frontAddr)
+		if err != nil || !addr.Is4() {
+			return c, fmt.Errorf("front-addr: %q is not an IPv4 address", f.frontAddr)
+		}
+		port := f.frontPort
+		if port == 0 {
+			port = int(c.listen.Port())
+		}
+		if port <= 0 || port > 65535 {
+			return c, fmt.Errorf("front-port: %d is not a port (with listen port 0, give front-port)", port)
+		}
+		c.front = &front.Config{Namespace: f.frontNetns, Device: f.frontDevice, ShipAddr: addr, ShipPort: uint16(port)}
+		sl = netip.AddrPortFrom(addr, uint16(port))
+	}
 	for g := range f.galaxies {
 		if g.Class() != lane.Galaxy {
 			return c, fmt.Errorf("galaxy: %s is a %s, not a galaxy (use a lane for it)", g, g.Class())
@@ -455,7 +482,7 @@ func (f *runFlags) validate() (runConfig, error) {
 	}
 	c.relay = relay.Config{
 		Ship: me, ShipLane: sl, Self: self,
-		PublicLane: public, HintNets: f.hintNets,
+		PublicLane: public, HintNets: f.hintNets, Front: c.front != nil,
 		Galaxies: map[lane.Ship]netip.AddrPort(f.galaxies),
 		Pinned:   map[lane.Ship]netip.AddrPort(f.pinned),
 		Sponsors: f.sponsors.sp,
@@ -666,6 +693,7 @@ func (c runConfig) logFields() []zap.Field {
 	return []zap.Field{
 		zap.Stringer("ship", c.relay.Ship),
 		zap.String("ship_lane", addrOrNone(c.relay.ShipLane)),
+		zap.Bool("front", c.front != nil),
 		zap.Int("galaxies", len(c.relay.Galaxies)),
 		zap.Int("pinned_lanes", len(c.relay.Pinned)),
 		zap.Int("sponsor_overrides", c.relay.Sponsors.Len()),

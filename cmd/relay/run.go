@@ -21,6 +21,7 @@ import (
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/capture"
+	"github.com/urbit-relay/relay/relay/front"
 	"github.com/urbit-relay/relay/relay/transport"
 )
 
@@ -109,6 +110,21 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 			return nil, fmt.Errorf("capture: %w", err)
 		}
 	}
+	var ship transport.Conn
+	if cfg.front != nil {
+		fc, err := front.Setup(*cfg.front)
+		if err != nil {
+			closeAll(conns)
+			if ln != nil {
+				ln.Close()
+			}
+			if cw != nil {
+				cw.Close()
+			}
+			return nil, err
+		}
+		ship = fc
+	}
 	r.AddSelf(conn.LocalAddr())
 
 	d := &daemon{args: args, log: log, level: level, cfg: cfg, ops: &opsStats{capture: cw}, capture: cw}
@@ -126,6 +142,7 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 		Batch: cfg.batch,
 		Log:   log,
 		Tap:   tap,
+		Ship:  ship,
 	})
 	if ln != nil {
 		reg := newMetricsRegistry(d.srv, d.ops, version)
