@@ -71,8 +71,7 @@ type Conn struct {
 	name     string         // device name, for errors
 	ship     netip.AddrPort // the ship's lane: ShipAddr:ShipPort
 	maxWrite int            // largest payload WriteBatch accepts
-	closeFn  func()         // extra teardown (the netlink handle); may be nil
-	drops    func() uint64  // the TUN's tx_dropped; may be nil
+	link     *nsLink        // the device over netlink, for Drops; nil without Setup
 
 	// Owned by the reader, guarded by readMu.
 	readMu       sync.Mutex
@@ -98,8 +97,6 @@ type connConfig struct {
 	mtu        int
 	readBatch  int
 	writeBatch int
-	closeFn    func()
-	drops      func() uint64
 }
 
 // newConn wraps dev, which delivers the packets of cfg.ship's namespace.
@@ -112,8 +109,6 @@ func newConn(dev tun.Device, cfg connConfig) *Conn {
 		name:       cfg.name,
 		ship:       cfg.ship,
 		maxWrite:   cfg.mtu - HeadersLen,
-		closeFn:    cfg.closeFn,
-		drops:      cfg.drops,
 		rbufs:      makeBufs(rb, tunOffset+cfg.mtu),
 		rsizes:     make([]int, rb),
 		wbufs:      makeBufs(wb, tunOffset+cfg.mtu),
@@ -344,10 +339,10 @@ func (c *Conn) Stats() Stats {
 // tx_dropped), so call it from a metrics scrape, not per packet; 0 if the
 // kernel cannot be asked (after Close).
 func (c *Conn) Drops() uint64 {
-	if c.drops == nil || c.closed.Load() {
+	if c.link == nil || c.closed.Load() {
 		return 0
 	}
-	return c.drops()
+	return c.link.txDropped()
 }
 
 // Close closes the TUN, which deletes the device and with it the ship's
@@ -363,8 +358,8 @@ func (c *Conn) Close() error {
 			err = fmt.Errorf("front: close %s: %w", c.name, cerr)
 		}
 		<-c.eventsDone
-		if c.closeFn != nil {
-			c.closeFn()
+		if c.link != nil {
+			c.link.close()
 		}
 	})
 	return err

@@ -106,35 +106,52 @@ func Setup(cfg Config) (*Conn, error) {
 		return nil, err
 	}
 	defer ns.Close()
-	h, err := configure(ns, cfg)
-	if err != nil {
-		dev.Close()
-		return nil, err
-	}
-	var hmu sync.Mutex // a netlink.Handle is not safe for concurrent use
-	drops := func() uint64 {
-		hmu.Lock()
-		defer hmu.Unlock()
-		link, err := h.LinkByName(cfg.Device)
-		if err != nil || link.Attrs().Statistics == nil {
-			return 0
-		}
-		return link.Attrs().Statistics.TxDropped
-	}
-	closeFn := func() {
-		hmu.Lock()
-		defer hmu.Unlock()
-		h.Close()
-	}
-	return newConn(dev, connConfig{
+	// The Conn first, so that its goroutine drains the device's events
+	// while configure makes them (and Close cleans up if it fails).
+	c := newConn(dev, connConfig{
 		name:       cfg.Device,
 		ship:       netip.AddrPortFrom(cfg.ShipAddr, cfg.ShipPort),
 		mtu:        cfg.MTU,
 		readBatch:  cfg.ReadBatch,
 		writeBatch: cfg.WriteBatch,
-		closeFn:    closeFn,
-		drops:      drops,
-	}), nil
+	})
+	h, err := configure(ns, cfg)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	c.link = &nsLink{h: h, device: cfg.Device}
+	return c, nil
+}
+
+// nsLink is the TUN device seen over a netlink handle in its namespace.
+type nsLink struct {
+	mu     sync.Mutex      // a netlink.Handle is not safe for concurrent use
+	h      *netlink.Handle // nil once closed
+	device string
+}
+
+// txDropped returns the device's tx_dropped counter (0 if it cannot).
+func (l *nsLink) txDropped() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.h == nil {
+		return 0
+	}
+	link, err := l.h.LinkByName(l.device)
+	if err != nil || link.Attrs().Statistics == nil {
+		return 0
+	}
+	return link.Attrs().Statistics.TxDropped
+}
+
+func (l *nsLink) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.h != nil {
+		l.h.Close()
+		l.h = nil
+	}
 }
 
 // createInNetns opens (or creates) the namespace and creates the TUN

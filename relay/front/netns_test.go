@@ -520,3 +520,29 @@ func BenchmarkTUN(b *testing.B) {
 		})
 	}
 }
+
+// TestDropsCountsFullQueue has the ship send more than the TUN's queue
+// holds while the relay does not read: Drops reports the excess, and the
+// queued datagrams are still read.
+func TestDropsCountsFullQueue(t *testing.T) {
+	const queue, sent = 16, 100
+	c, uc, _ := setupShip(t, Config{TxQueueLen: queue})
+	for i := range sent {
+		if _, err := uc.WriteToUDPAddrPort([]byte{byte(i)}, nsDest); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	// The queue may also hold the ship's IPv6 chatter, so at least
+	// sent-queue are dropped, and at least sent-drops of ours are queued.
+	drops := c.Drops()
+	if drops < sent-queue || drops > sent {
+		t.Fatalf("Drops = %d after %d sent into a queue of %d", drops, sent, queue)
+	}
+	msgs := []transport.Message{{Buf: make([]byte, 16)}}
+	for i := range sent - int(drops) {
+		if n, err := c.ReadBatch(msgs); n != 1 || err != nil {
+			t.Fatalf("ReadBatch %d = %d, %v", i, n, err)
+		}
+	}
+	t.Logf("%d sent, %d dropped, %d read", sent, drops, sent-int(drops))
+}
