@@ -22,6 +22,23 @@
 // everything it holds; a heartbeat on an unknown session is answered at
 // once with a new session id, which tells the subscriber to subscribe again.
 //
+// Heartbeat counters. On a live session the publisher takes a heartbeat
+// with a counter above the newest it has heard as new (whatever the gap),
+// answers a repeat of the newest, and ignores a lower one. Heartbeat names
+// are not secret (a relay on the path sees them), so the rule keeps a
+// replayed old heartbeat from displacing a live subscriber's held one or
+// from dropping an answer it has not received. A subscriber that restarts
+// within SessionTimeout is acked on its previous run's session, which the
+// publisher still holds; its heartbeats are taken only because every link
+// starts its counter above every counter the subscriber sent before
+// (NewLink; the endpoint starts it at the wall clock in nanoseconds, and a
+// link sends far fewer than one heartbeat a nanosecond). The restarted
+// run's first heartbeat then replaces the one its previous run left held,
+// and replays of the previous run's heartbeats are stale. The publisher is
+// not told of the restart and needs no rule for it: accepting a lower
+// counter as a resync would let anyone who saw an old heartbeat's name
+// drop the live subscriber's held heartbeat.
+//
 // Memory is bounded by named caps (constants.go): MaxSessions per
 // publisher, MaxPathsPerSubscriber per session, MaxWaits per publisher,
 // MaxHeldLanes per held heartbeat, MaxDeadSessions per link.

@@ -53,8 +53,12 @@ type Link struct {
 }
 
 // NewLink returns a link whose first heartbeat will carry counter start+1.
-// A random start keeps the names of a restarted subscriber's heartbeats
-// apart from those of its previous run.
+// start must be above every counter an earlier link of this subscriber to
+// the same publisher sent, its previous runs' included (the endpoint uses
+// the wall clock in nanoseconds): a publisher that still holds the
+// session of a previous run ignores a counter below the newest it has
+// heard, so a lower start would leave every heartbeat ignored until the
+// link dies (package doc, "Heartbeat counters").
 func NewLink(start uint64) Link { return Link{counter: start} }
 
 // Session returns the link's session id (0 before the first is heard).

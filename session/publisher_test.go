@@ -220,3 +220,38 @@ func TestPublisherNewSessionNeverRepeatsTheOldID(t *testing.T) {
 		t.Fatalf("answer names session %v, the heartbeat's was %v", r.Session, old)
 	}
 }
+
+// TestPublisherRestartedSubscriberKeepsSession pins the rule a restarted
+// subscriber relies on (doc.go, "Heartbeat counters"): on a live session a
+// higher counter is a new heartbeat whatever the gap, so the restarted
+// run's first heartbeat replaces the one its previous run left held; a
+// lower counter, such as a replay of the previous run's, changes nothing.
+func TestPublisherRestartedSubscriberKeepsSession(t *testing.T) {
+	p := NewPublisher(NewIDSource(1))
+	id, _ := p.Subscribe(sub(1), "v/1", 0)
+	// The previous run's heartbeat is held.
+	p.Heartbeat(sub(1), id, 1000, []byte("hb1000"), laneA, room, time.Second)
+	// The new run, acked on the same session, starts far above it.
+	id2, _ := p.Subscribe(sub(1), "v/1", 5*time.Second)
+	if id2 != id {
+		t.Fatalf("session changed: %v %v", id2, id)
+	}
+	if _, ok := p.Heartbeat(sub(1), id, 1<<40, []byte("hbnew"), laneB, room, 5*time.Second); ok {
+		t.Fatal("new run's heartbeat answered with nothing grown")
+	}
+	// A replay of the previous run's heartbeats: ignored, the hold stays.
+	for _, n := range []uint64{1000, 999, 1001} {
+		if _, ok := p.Heartbeat(sub(1), id, n, []byte("old"), laneC, room, 6*time.Second); ok {
+			t.Fatalf("replayed counter %d answered", n)
+		}
+	}
+	var rs []Reply
+	p.Grow("v/1", []byte("one"), collect(&rs))
+	if len(rs) != 1 || rs[0].Counter != 1<<40 || string(rs[0].Name) != "hbnew" ||
+		len(rs[0].To) != 1 || rs[0].To[0] != laneB || len(rs[0].Entries) != 1 {
+		t.Fatalf("replies %+v", rs)
+	}
+	if s := p.Stats(); s.Stale != 3 || s.Opened != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+}

@@ -46,7 +46,7 @@ type Core struct {
 	links  map[lane.Ship]*link
 	byName map[string]nameRef // name bytes of a subscription's or heartbeat's request
 	nsubs  int
-	rng    uint64 // splitmix64 state for heartbeat counter starts
+	epoch  uint64 // Config.Epoch in Unix nanoseconds (0 without one): heartbeat counters start at epoch+now
 	msg    scry.NotifyMessage
 	stats  NotifyStats
 }
@@ -104,7 +104,9 @@ func NewCore(cfg Config, self netip.AddrPort) (*Core, error) {
 		pending:   map[string]*request{},
 		links:     map[lane.Ship]*link{},
 		byName:    map[string]nameRef{},
-		rng:       seed,
+	}
+	if !cfg.Epoch.IsZero() && cfg.Epoch.UnixNano() > 0 {
+		c.epoch = uint64(cfg.Epoch.UnixNano())
 	}
 	if cfg.Key != nil {
 		c.pub = session.NewPublisher(session.NewIDSource(seed ^ 0x5e55_1011_d5))

@@ -72,11 +72,21 @@ type Config struct {
 	// only with a publisher whose key is here (it cannot authenticate the
 	// others' acks) and polls the others. Not modified after New.
 	PeerKeys map[lane.Ship]ed25519.PublicKey
-	// Seed seeds session ids and heartbeat counters; 0 draws one from
-	// crypto/rand. Tests and the simulator set it to be reproducible. A
-	// restarted publisher must not reuse its previous Seed: its session
-	// ids would repeat, and a subscriber could miss the restart.
+	// Seed seeds session ids; 0 draws one from crypto/rand. Tests and the
+	// simulator set it to be reproducible. A restarted publisher must not
+	// reuse its previous Seed: its session ids would repeat, and a
+	// subscriber could miss the restart.
 	Seed uint64
+	// Epoch is the wall-clock time at which Clock (the now passed to a
+	// Core) reads zero. A subscriber's heartbeat counters start at the
+	// wall-clock time in nanoseconds, Epoch + now, when its link to a
+	// publisher is made, so a restarted subscriber's counters are above
+	// its previous run's and a publisher still holding its session takes
+	// them as new (docs/protocol.md, "Heartbeat counters"). New sets it
+	// from the system clock when zero. A Core with no Epoch counts from
+	// now alone, which must then be measured from a point fixed across
+	// restarts (as the simulator's virtual clock is).
+	Epoch time.Time
 	// Observe, if set, is called for every request sent and page
 	// received, from inside the Core (for an Endpoint, with its lock
 	// held): it must return quickly and must not call back into the
@@ -145,6 +155,9 @@ type Endpoint struct {
 func New(cfg Config, conn transport.Conn) (*Endpoint, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = relay.NewSystemClock()
+	}
+	if cfg.Epoch.IsZero() {
+		cfg.Epoch = time.Now().Add(-cfg.Clock.Now())
 	}
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()

@@ -145,7 +145,7 @@ func (c *Core) Subscribe(pub lane.Ship, path string, now time.Duration, done fun
 		return out, ErrTooManyRequests
 	}
 	if lk == nil {
-		lk = &link{pub: pub, l: session.NewLink(c.nextRand() >> 16), subs: map[string]*subscription{}}
+		lk = &link{pub: pub, l: session.NewLink(c.counterStart(now)), subs: map[string]*subscription{}}
 		if k, ok := c.cfg.PeerKeys[pub]; ok && len(k) == ed25519.PublicKeySize {
 			lk.key = k
 		}
@@ -165,13 +165,19 @@ func (c *Core) Subscribe(pub lane.Ship, path string, now time.Duration, done fun
 	return c.sendSub(s, now, out), nil
 }
 
-// nextRand returns the next splitmix64 output.
-func (c *Core) nextRand() uint64 {
-	c.rng += 0x9e3779b97f4a7c15
-	z := c.rng
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	return z ^ z>>31
+// counterStart returns the counter a link made at now starts its
+// heartbeats from: the wall-clock time in nanoseconds (Config.Epoch + now).
+// A link sends at most one heartbeat per round trip, far fewer than one a
+// nanosecond, so its counter stays below the wall clock, and a link made
+// later (by this run or a restarted one) starts above every counter an
+// earlier link of this ship sent. A publisher still holding the session of
+// a subscriber's previous run therefore takes the new run's heartbeats as
+// new, and replays of the previous run's as stale (docs/protocol.md,
+// "Heartbeat counters"). Only a wall clock set back across a restart by
+// more than the restart took breaks this; the link then recovers as from
+// any unanswered heartbeat, when it dies after session.LinkTimeout.
+func (c *Core) counterStart(now time.Duration) uint64 {
+	return c.epoch + uint64(max(now, 0))
 }
 
 // peekWire returns a canonical peek for path on rcvr and its name bytes.

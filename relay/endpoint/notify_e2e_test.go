@@ -165,21 +165,29 @@ func (n *notifyNet) addPublisher(i int, addr netip.AddrPort, withKey bool) *endp
 func (n *notifyNet) addSubscribers(count int) {
 	for i := 0; i < count; i++ {
 		tr := &subTrace{values: map[string]int{}}
-		e, err := endpoint.New(endpoint.Config{
-			Ship:         lane.ShipFromUint64(uint64(0x20200 + len(n.subs)<<16)),
-			PingInterval: -1,
-			Lanes:        map[lane.Ship]netip.AddrPort{n.star: n.relayAt},
-			PeerKeys:     n.pubKeys,
-			Seed:         uint64(100 + len(n.subs)),
-			Observe:      tr.observe,
-		}, n.listen(netip.MustParseAddrPort("127.0.0.1:0")))
-		if err != nil {
-			n.t.Fatal(err)
-		}
-		e.Start()
+		e := n.startSubscriber(lane.ShipFromUint64(uint64(0x20200+len(n.subs)<<16)),
+			netip.MustParseAddrPort("127.0.0.1:0"), uint64(100+len(n.subs)), tr.observe)
 		n.subs = append(n.subs, e)
 		n.subStats = append(n.subStats, tr)
 	}
+}
+
+// startSubscriber starts a subscriber endpoint for ship on addr that knows
+// the relay and the publishers' keys; the caller closes it.
+func (n *notifyNet) startSubscriber(ship lane.Ship, addr netip.AddrPort, seed uint64, observe func(endpoint.Event)) *endpoint.Endpoint {
+	e, err := endpoint.New(endpoint.Config{
+		Ship:         ship,
+		PingInterval: -1,
+		Lanes:        map[lane.Ship]netip.AddrPort{n.star: n.relayAt},
+		PeerKeys:     n.pubKeys,
+		Seed:         seed,
+		Observe:      observe,
+	}, n.listen(addr))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	e.Start()
+	return e
 }
 
 func (n *notifyNet) close() {
