@@ -39,9 +39,23 @@ type Relay struct {
 // its log when the test has failed.
 func StartRelay(t testing.TB, args ...string) *Relay {
 	t.Helper()
+	return StartRelayIn(t, "", args...)
+}
+
+// StartRelayIn is StartRelay inside the network namespace netns (`ip netns
+// exec NETNS relay run ...`, which needs root), or in the test's own when
+// netns is "". The relay then also runs in a mount namespace of its own, as
+// `ip netns exec` makes: a namespace it creates under /run/netns (--front-netns)
+// is not visible outside it, so create that one first (`ip netns add`).
+func StartRelayIn(t testing.TB, netns string, args ...string) *Relay {
+	t.Helper()
 	bin := BuildRelay(t)
 	r := &Relay{t: t, exited: make(chan struct{})}
-	r.cmd = exec.Command(bin, append(append([]string{"run"}, args...), "--log-format", "json")...)
+	argv := append(append([]string{bin, "run"}, args...), "--log-format", "json")
+	if netns != "" {
+		argv = append([]string{"ip", "netns", "exec", netns}, argv...)
+	}
+	r.cmd = exec.Command(argv[0], argv[1:]...)
 	pipe, err := r.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -130,8 +144,19 @@ func (r *Relay) Metrics(t testing.TB) map[string]float64 {
 		t.Fatalf("scrape: %v", err)
 	}
 	defer resp.Body.Close()
+	out, err := ParseMetrics(resp.Body)
+	if err != nil {
+		t.Fatalf("scrape: %v", err)
+	}
+	return out
+}
+
+// ParseMetrics reads a Prometheus text exposition into series → value, the
+// series written as in the exposition. Comments and lines without a number
+// are skipped.
+func ParseMetrics(r io.Reader) (map[string]float64, error) {
 	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		line := sc.Text()
 		if line == "" || line[0] == '#' {
@@ -145,10 +170,7 @@ func (r *Relay) Metrics(t testing.TB) map[string]float64 {
 			out[line[:i]] = v
 		}
 	}
-	if err := sc.Err(); err != nil {
-		t.Fatalf("scrape: %v", err)
-	}
-	return out
+	return out, sc.Err()
 }
 
 // Nonzero returns the series in m whose names start with prefix and whose

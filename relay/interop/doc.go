@@ -22,4 +22,13 @@
 //   - TestVereShipBehindRelayAnswersPeek: a peek through the relay is answered
 //     by vere, and vere attributes every request it hears through the relay to
 //     the relay's lane, not the requester's: the limit of --ship-lane mode.
+//   - TestFrontedVere: fronting mode (--front-netns), which lifts that limit.
+//     The relay runs in a namespace WORLD on 10.88.0.1:13338 with the outside
+//     parties on 10.88.0.2-9, vere in the relay's ship namespace. vere reads
+//     outside requests and pings from their true lanes and answers those
+//     lanes; its own peeks leave from the relay's public lane; the relay
+//     answers a planet's STUN for vere, which sees none; nothing the outside
+//     receives names a loopback or the ship's link-local address; and
+//     relay_from_ship_total counts vere's sends. It needs root and iproute2
+//     and skips without them.
 package interop
