@@ -56,7 +56,7 @@ const (
 	DefaultAmpBurst = 512 << 10
 	// DefaultAmpInitial is three full pages.
 	DefaultAmpInitial = 3 * 1472
-	// DefaultAmpSlots tracks 64Ki addresses in 2.5 MiB.
+	// DefaultAmpSlots tracks 64Ki addresses in 2 MiB (32 bytes a slot).
 	DefaultAmpSlots = 1 << 16
 
 	// ampStripes is how many locks guard the slots, a power of two. Every
