@@ -28,6 +28,11 @@ import (
 // Addresses are tracked in Slots fixed slots by a seeded hash, with no
 // allocation: an address whose slot is taken by another starts over from
 // Initial, which is small so that churning slots gains an attacker little.
+// The slots are guarded by 64 locks, each over a stripe of Slots/64 of
+// them, so that readers on different sockets budgeting different addresses
+// do not contend; striping changes which lock guards a slot, not which
+// slot an address gets, so the bound (Slots addresses in all) and the
+// eviction rule are those of one table.
 type AmpConfig struct {
 	Factor  int // page bytes allowed per request byte; negative disables the budget
 	Rate    int // page bytes per second allowed regardless of requests
@@ -51,8 +56,26 @@ const (
 	DefaultAmpBurst = 512 << 10
 	// DefaultAmpInitial is three full pages.
 	DefaultAmpInitial = 3 * 1472
-	// DefaultAmpSlots tracks 64Ki addresses in 2.5 MiB.
+	// DefaultAmpSlots tracks 64Ki addresses in 2 MiB (32 bytes a slot).
 	DefaultAmpSlots = 1 << 16
+
+	// ampStripes is how many locks guard the slots, a power of two. Every
+	// received request credits its sender and every page sent spends from
+	// its receiver's budget, so with one lock the relay's readers, one per
+	// socket, serialise on it. A slot's stripe is the high bits of its
+	// index (the seeded hash of the address), so stripe i guards slots
+	// [i*Slots/ampStripes, (i+1)*Slots/ampStripes): Slots/ampStripes
+	// addresses each (1,024 with the default Slots; one each, and some
+	// stripes unused, if Slots is smaller), Slots in all, the same bound
+	// as one lock. Striping changes which lock guards a slot, not which
+	// slot an address gets, so eviction is unchanged. 64 stripes put two
+	// readers on one lock about one call in 64, for 4.5 KiB of locks,
+	// each on its own cache line.
+	ampStripes = 64
+
+	// ampStripePad follows each stripe's lock so that neighbouring
+	// stripes' locks do not share a cache line.
+	ampStripePad = 64
 )
 
 // fill gives each zero field its default (so the zero AmpConfig is the
@@ -83,11 +106,21 @@ func (c *AmpConfig) fill() error {
 // ampTable is the per-address amplification budget. It is safe for
 // concurrent use.
 type ampTable struct {
-	cfg  AmpConfig // static
-	seed uint64    // static
+	// First, so that the last stripe's padding keeps the locks off the
+	// cache line of the static fields every call reads.
+	stripes [ampStripes]ampStripe
 
-	mu    sync.Mutex
-	slots []ampSlot // guarded by mu
+	cfg   AmpConfig // static
+	seed  uint64    // static
+	shift uint      // static: log2 of the slots per stripe
+	slots []ampSlot // static slice; slot i guarded by stripes[i>>shift].mu
+}
+
+// ampStripe is the lock of one stripe of slots, padded so that
+// neighbouring stripes' locks do not share a cache line.
+type ampStripe struct {
+	mu sync.Mutex
+	_  [ampStripePad]byte
 }
 
 type ampSlot struct {
@@ -105,17 +138,32 @@ func newAmpTable(cfg AmpConfig) (*ampTable, error) {
 	if _, err := rand.Read(seed[:]); err != nil {
 		return nil, fmt.Errorf("relay: seed: %w", err)
 	}
-	return &ampTable{cfg: cfg, seed: binary.LittleEndian.Uint64(seed[:]), slots: make([]ampSlot, cfg.Slots)}, nil
+	// Slots/ampStripes slots a stripe, or one each (and some stripes
+	// unused) when there are fewer slots than stripes.
+	per := max(cfg.Slots/ampStripes, 1)
+	return &ampTable{
+		cfg: cfg, seed: binary.LittleEndian.Uint64(seed[:]),
+		shift: uint(bits.TrailingZeros(uint(per))),
+		slots: make([]ampSlot, cfg.Slots),
+	}, nil
 }
 
-// slotLocked returns ip's slot, brought up to date at now; a slot held by
-// another address is taken over.
-func (a *ampTable) slotLocked(ip [16]byte, now time.Duration) *ampSlot {
+// index returns ip's slot, by the seeded hash.
+func (a *ampTable) index(ip [16]byte) uint64 {
 	lo := binary.LittleEndian.Uint64(ip[:8])
 	hi := binary.LittleEndian.Uint64(ip[8:])
 	h := (lo ^ a.seed) * 0x9e3779b97f4a7c15
 	h = (h ^ hi ^ h>>29) * 0xbf58476d1ce4e5b9
-	s := &a.slots[(h^h>>32)&uint64(len(a.slots)-1)]
+	return (h ^ h>>32) & uint64(len(a.slots)-1)
+}
+
+// stripe returns the lock guarding slot i.
+func (a *ampTable) stripe(i uint64) *sync.Mutex { return &a.stripes[(i>>a.shift)%ampStripes].mu }
+
+// slotLocked returns slot i, ip's, brought up to date at now; a slot held
+// by another address is taken over. Its stripe must be locked.
+func (a *ampTable) slotLocked(i uint64, ip [16]byte, now time.Duration) *ampSlot {
+	s := &a.slots[i]
 	if s.ip != ip || s.last == 0 {
 		*s = ampSlot{ip: ip, tokens: int64(a.cfg.Initial), last: now}
 		if now == 0 {
@@ -135,10 +183,12 @@ func (a *ampTable) credit(k lane.Key, n int, now time.Duration) {
 	if a == nil {
 		return
 	}
-	a.mu.Lock()
-	s := a.slotLocked(k.IP, now)
+	i := a.index(k.IP)
+	mu := a.stripe(i)
+	mu.Lock()
+	s := a.slotLocked(i, k.IP, now)
 	s.tokens = min(int64(a.cfg.Burst), s.tokens+int64(a.cfg.Factor)*int64(n))
-	a.mu.Unlock()
+	mu.Unlock()
 }
 
 // spend takes n bytes from k's address's budget, reporting false (and taking
@@ -147,12 +197,14 @@ func (a *ampTable) spend(k lane.Key, n int, now time.Duration) bool {
 	if a == nil {
 		return true
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	s := a.slotLocked(k.IP, now)
-	if s.tokens < int64(n) {
-		return false
+	i := a.index(k.IP)
+	mu := a.stripe(i)
+	mu.Lock()
+	s := a.slotLocked(i, k.IP, now)
+	ok := s.tokens >= int64(n)
+	if ok {
+		s.tokens -= int64(n)
 	}
-	s.tokens -= int64(n)
-	return true
+	mu.Unlock()
+	return ok
 }
