@@ -44,6 +44,7 @@ type result struct {
 // summarize fills the summary fields from Rounds.
 func (r *result) summarize() {
 	var rates, user, sys, batch []float64
+	var mallocs, datagrams uint64
 	r.RTMin = math.Inf(1)
 	for _, rd := range r.Rounds {
 		rates = append(rates, rd.rate)
@@ -52,9 +53,16 @@ func (r *result) summarize() {
 		batch = append(batch, rd.batch)
 		r.RTMin = math.Min(r.RTMin, rd.rate)
 		r.RTMax = math.Max(r.RTMax, rd.rate)
-		r.Allocs = math.Max(r.Allocs, rd.allocs)
+		mallocs += rd.mallocs
+		datagrams += rd.datagrams
 		r.Drops += rd.drops
 		r.Lost += rd.lost
+	}
+	// Allocations over all rounds' datagrams: a round starved by a busy
+	// machine carries few datagrams, and the stats report's own few
+	// allocations would dominate a ratio taken per round.
+	if datagrams > 0 {
+		r.Allocs = float64(mallocs) / float64(datagrams)
 	}
 	r.RTPerSec = median(rates)
 	r.User, r.Sys = time.Duration(median(user)), time.Duration(median(sys))

@@ -24,7 +24,8 @@ type round struct {
 	rate      float64       // round trips per second
 	user, sys time.Duration // server CPU per datagram
 	batch     float64       // datagrams per read
-	allocs    float64       // heap allocations per datagram
+	mallocs   uint64        // heap allocations in the server over the round
+	datagrams uint64        // datagrams the server read over the round
 	drops     uint64        // kernel receive drops during the round
 	lost      uint64        // requests written off by the generator
 }
@@ -153,11 +154,11 @@ func measureRound(g *loadGen, c *child, cfg benchConfig) (round, error) {
 	if dg := s1.Datagrams - s0.Datagrams; dg > 0 {
 		rd.user = (u1 - u0) / time.Duration(dg)
 		rd.sys = (k1 - k0) / time.Duration(dg)
-		rd.allocs = float64(s1.Mallocs) / float64(dg)
 		if b := s1.BatchesRead - s0.BatchesRead; b > 0 {
 			rd.batch = float64(dg) / float64(b)
 		}
 	}
+	rd.mallocs, rd.datagrams = s1.Mallocs, s1.Datagrams-s0.Datagrams
 	rd.drops = s1.KernelDrops - s0.KernelDrops
 	rd.lost = g.lost.Load() - lost0
 	return rd, nil
