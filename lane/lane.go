@@ -121,3 +121,25 @@ func PublicAddr(a netip.Addr) bool {
 	}
 	return true
 }
+
+// Mix64 is the 64-bit finalizer of MurmurHash3 (fmix64): a bijection that
+// spreads every input bit over every output bit, so that bits taken from
+// different places of the result are independent even for non-random keys
+// (the relay's table indexes, shards and tags).
+func Mix64(k uint64) uint64 {
+	k ^= k >> 33
+	k *= 0xff51afd7ed558ccd
+	k ^= k >> 33
+	k *= 0xc4ceb9fe1a85ec53
+	k ^= k >> 33
+	return k
+}
+
+// Hash returns a 64-bit hash of the lane, every bit of the address and port
+// reaching every bit of the hash (IPv4 lanes differ in only 6 of the Key's
+// 18 bytes, so a weaker mix puts whole subnets together).
+func (k Key) Hash() uint64 {
+	h := Mix64(uint64(k.Port) + 0x9E3779B97F4A7C15)
+	h = Mix64(h ^ binary.LittleEndian.Uint64(k.IP[8:16]))
+	return Mix64(h ^ binary.LittleEndian.Uint64(k.IP[0:8]))
+}

@@ -109,6 +109,18 @@ const (
 	// after its request: vere's client waits this long at most.
 	ShipSTUNWindow = 40 * time.Second
 
+	// DefaultLaneClockSlots sizes a relay's record of when each lane was
+	// last heard (laneClock): 64Ki slots of 16 bytes, 1 MiB. A lane whose
+	// slot another lane took looks silent, which costs only what every
+	// lane cost before liveness was judged by hearing: its unanswered
+	// probes count. A galaxy's relay talks to tens of thousands of lanes.
+	DefaultLaneClockSlots = 1 << 16
+
+	// EndpointLaneClockSlots sizes an endpoint's lane clock: an endpoint
+	// talks to a handful of lanes, and the simulator runs 100,000 of
+	// them (1 KiB each).
+	EndpointLaneClockSlots = 64
+
 	// MaxTargets is the most lanes one request is sent to: the tightest
 	// untried route and the tightest known-good one.
 	MaxTargets = 2

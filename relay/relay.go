@@ -67,8 +67,14 @@ type Config struct {
 	Galaxies map[lane.Ship]netip.AddrPort
 	// Pinned are operator-configured lanes of other ships (sponsees or
 	// sponsors at fixed addresses). Like galaxy lanes they are always
-	// considered known-good.
+	// considered known-good for reaching the ship itself; as a sponsor's
+	// lane, a pinned lane is tried as a forwarder like a learned one.
 	Pinned map[lane.Ship]netip.AddrPort
+	// Relays are lanes of ships known to forward for the ships below them
+	// (relays of ours in front of stars, say): known-good as sponsors from
+	// the start. Stock vere forwards only as a galaxy; any other sponsor
+	// must show it forwards before its lane is relied on.
+	Relays map[lane.Ship]netip.AddrPort
 	// Sponsors overrides default sponsorship (escaped ships); nil for none.
 	// It must not be changed after New.
 	Sponsors *lane.Sponsors
@@ -158,6 +164,9 @@ func New(cfg Config) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Routes.LaneClockSlots == 0 {
+		cfg.Routes.LaneClockSlots = DefaultLaneClockSlots
+	}
 	rt, err := NewRoutes(cfg.Ship, cfg.Sponsors, cfg.Routes)
 	if err != nil {
 		return nil, fmt.Errorf("relay: %w", err)
@@ -191,6 +200,7 @@ func New(cfg Config) (*Relay, error) {
 		}
 	}
 	r.SetLanes(cfg.Galaxies, cfg.Pinned)
+	r.SetRelays(cfg.Relays)
 	for _, s := range cfg.Self {
 		rt.AddSelf(lane.KeyOf(lane.Canon(s)))
 	}
@@ -211,6 +221,15 @@ func (r *Relay) SetLanes(galaxies, pinned map[lane.Ship]netip.AddrPort) {
 		m[r.ship] = r.shipKey
 	}
 	r.routes.SetStatic(m)
+}
+
+// SetRelays replaces the configured relays (Config.Relays).
+func (r *Relay) SetRelays(relays map[lane.Ship]netip.AddrPort) {
+	m := make(map[lane.Ship]lane.Key, len(relays))
+	for s, ap := range relays {
+		m[s] = lane.KeyOf(lane.Canon(ap))
+	}
+	r.routes.SetRelays(m)
 }
 
 // AddSelf records another lane of this process (for example the public
@@ -301,6 +320,8 @@ func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Ou
 			}
 			return
 		}
+		// A well-formed datagram shows its lane alive (Routes.Arrived).
+		r.routes.Arrived(lane.KeyOf(from), now)
 		switch p.Header.Type {
 		case scry.TypePeek:
 			r.counters.in[KindPeek].Add(1)
@@ -336,6 +357,7 @@ func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Ou
 		return
 	}
 	r.counters.in[KindAmes].Add(1)
+	r.routes.Arrived(lane.KeyOf(from), now)
 	r.ames(b, &a, from, now, out)
 }
 
@@ -502,7 +524,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 			}
 			chain = r.ourChain
 		}
-		sponsors = r.routes.PageArrived(publisher, fromKey, next, ok && p.Header.Hops == 0, now, chain, sponsorBuf[:0])
+		sponsors = r.routes.PageArrived(publisher, fromKey, next, ok && p.Header.Hops == 0, ok && p.Header.Hops > 0, now, chain, sponsorBuf[:0])
 	} else if ok && len(r.ourChain) > 0 {
 		sponsors = r.routes.appendLanesOf(sponsorBuf[:0], r.ourChain)
 	}

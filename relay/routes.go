@@ -2,6 +2,8 @@ package relay
 
 import (
 	"fmt"
+	"maps"
+	"math/bits"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -53,6 +55,11 @@ type Routes struct {
 	static  map[lane.Ship]lane.Key            // guarded by mu; galaxy (and operator-pinned) lanes
 	free    []*route                          // guarded by mu; evicted routes for reuse
 	changes uint64                            // guarded by mu; route changes, for metrics
+	relays  map[lane.Ship]lane.Key            // guarded by mu; configured relays: lanes known to forward
+
+	// clock records when anything last arrived from each lane; it takes
+	// no lock (see laneClock).
+	clock *laneClock
 
 	// selfKeys holds the lanes that are this process, never targets: an
 	// immutable slice (a handful of lanes), replaced under mu and read
@@ -63,7 +70,11 @@ type Routes struct {
 // RouteConfig holds the route table's caps and timings; zero fields take the
 // defaults in constants.go.
 type RouteConfig struct {
-	MaxRoutes         int
+	MaxRoutes int
+	// LaneClockSlots sizes the record of when each lane was last heard
+	// (a power of two; rounded up). Zero: DefaultLaneClockSlots for a
+	// relay, EndpointLaneClockSlots for an endpoint's table.
+	LaneClockSlots    int
 	DirectLaneExpiry  time.Duration
 	VouchedLaneExpiry time.Duration
 	ProbeTimeout      time.Duration
@@ -90,6 +101,10 @@ func (c *RouteConfig) fill() {
 	if c.MaxRoutes <= 0 {
 		c.MaxRoutes = DefaultMaxRoutes
 	}
+	if c.LaneClockSlots <= 0 {
+		c.LaneClockSlots = EndpointLaneClockSlots
+	}
+	c.LaneClockSlots = 1 << bits.Len(uint(c.LaneClockSlots-1))
 	if c.DirectLaneExpiry <= 0 {
 		c.DirectLaneExpiry = DefaultDirectLaneExpiry
 	}
@@ -137,6 +152,13 @@ type route struct {
 	base     path
 	bad      lane.Key      // the last hint dropped as dead
 	badUntil time.Duration // bad is not retried before this
+	// fwd is this ship's standing as a forwarder for ships below it: its
+	// direct lane, proven once a page for another ship came back from it.
+	// Only then is its lane known-good for requests to its sponsees;
+	// until then it is tried beside the next looser route, and dropped
+	// for BadLaneHold if it never forwards (a stock star does not).
+	fwd         path
+	fwdBadUntil time.Duration
 }
 
 // NewRoutes returns an empty route table for a process fronting self (for an
@@ -147,7 +169,8 @@ func NewRoutes(self lane.Ship, sponsors *lane.Sponsors, cfg RouteConfig) (*Route
 	if sponsors == nil {
 		sponsors = &lane.Sponsors{}
 	}
-	r := &Routes{self: self, sponsors: sponsors, cfg: cfg, static: map[lane.Ship]lane.Key{}}
+	r := &Routes{self: self, sponsors: sponsors, cfg: cfg, static: map[lane.Ship]lane.Key{},
+		relays: map[lane.Ship]lane.Key{}, clock: newLaneClock(cfg.LaneClockSlots)}
 	r.selfKeys.Store(&[]lane.Key{})
 	t, err := simplelru.NewLRU[lane.Ship, *route](cfg.MaxRoutes, func(_ lane.Ship, v *route) {
 		// Called with mu held, from Add.
@@ -165,13 +188,18 @@ func NewRoutes(self lane.Ship, sponsors *lane.Sponsors, cfg RouteConfig) (*Route
 // SetStatic replaces the operator-configured lanes (galaxies from --galaxy or
 // DNS, pinned ships). They are always considered known-good.
 func (r *Routes) SetStatic(lanes map[lane.Ship]lane.Key) {
-	m := make(map[lane.Ship]lane.Key, len(lanes))
-	for s, k := range lanes {
-		m[s] = k
-	}
+	m := cloneLanes(lanes)
 	r.mu.Lock()
 	r.static = m
 	r.mu.Unlock()
+}
+
+// cloneLanes returns a copy of m that is never nil.
+func cloneLanes(m map[lane.Ship]lane.Key) map[lane.Ship]lane.Key {
+	if c := maps.Clone(m); c != nil {
+		return c
+	}
+	return map[lane.Ship]lane.Key{}
 }
 
 // SetStaticLane sets or, with an invalid key, removes one configured lane.
@@ -189,6 +217,22 @@ func (r *Routes) SetStaticLane(s lane.Ship, k lane.Key) {
 	// copies what it is given, so no reference to it exists outside.
 	r.static[s] = k
 }
+
+// SetRelays replaces the configured relays: ships whose lanes forward
+// requests for the ships below them (relays of our own, or any the operator
+// trusts), known-good as sponsors from the start. A configured relay's lane
+// is also its lane for requests to the ship itself.
+func (r *Routes) SetRelays(relays map[lane.Ship]lane.Key) {
+	m := cloneLanes(relays)
+	r.mu.Lock()
+	r.relays = m
+	r.mu.Unlock()
+}
+
+// Arrived records that a datagram arrived from lane k at now: what keeps
+// a lane alive. It takes no lock and allocates nothing; the relay calls it
+// for every datagram it reads.
+func (r *Routes) Arrived(k lane.Key, now time.Duration) { r.clock.hear(k, now) }
 
 // AddSelf records a lane that belongs to this process (its listening
 // address as seen by others). Such a lane is never chosen as a target.
@@ -322,27 +366,32 @@ func (r *Routes) directFreshLocked(rt *route, now time.Duration) bool {
 // toward s) arrived from lane from, carrying next-hop next (invalid when the
 // page had none). The lane it came from proves itself; next becomes the
 // candidate one step tighter than from.
-func (r *Routes) Answered(s lane.Ship, from, next lane.Key, now time.Duration) {
+// A page that came through a relay (relayed: hops above zero) also proves
+// the forwarder it came from (see route.fwd).
+func (r *Routes) Answered(s lane.Ship, from, next lane.Key, relayed bool, now time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.answeredLocked(s, from, next, now)
+	r.answeredLocked(s, from, next, relayed, now)
 }
 
 // PageArrived is, under one lock, what a relay learns from a page published
 // by s that arrived from lane from with next-hop next: if heard (a hop-0
-// page), Heard(s, from); then Answered(s, from, next); then it appends the
+// page), Heard(s, from); then Answered(s, from, next, relayed); then it appends the
 // known lanes of ships (appendLanesOf) to dst and returns it.
-func (r *Routes) PageArrived(s lane.Ship, from, next lane.Key, heard bool, now time.Duration, ships []lane.Ship, dst []lane.Key) []lane.Key {
+func (r *Routes) PageArrived(s lane.Ship, from, next lane.Key, heard, relayed bool, now time.Duration, ships []lane.Ship, dst []lane.Key) []lane.Key {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if heard {
 		r.heardLocked(s, from, now, false)
 	}
-	r.answeredLocked(s, from, next, now)
+	r.answeredLocked(s, from, next, relayed, now)
 	return r.appendLanesOfLocked(dst, ships)
 }
 
-func (r *Routes) answeredLocked(s lane.Ship, from, next lane.Key, now time.Duration) {
+func (r *Routes) answeredLocked(s lane.Ship, from, next lane.Key, relayed bool, now time.Duration) {
+	if relayed {
+		r.forwardedLocked(s, from, now)
+	}
 	rt := r.getLocked(s, next.IsValid())
 	if rt == nil {
 		return
@@ -386,6 +435,27 @@ func (r *Routes) answeredLocked(s lane.Ship, from, next lane.Key, now time.Durat
 	r.changes++
 }
 
+// forwardedLocked records that a relayed page for s came back from lane
+// from: if that is the lane one of s's sponsors is being tried at as a
+// forwarder (its fwd path, probed), the sponsor has shown it forwards.
+func (r *Routes) forwardedLocked(s lane.Ship, from lane.Key, now time.Duration) {
+	var chainBuf [8]lane.Ship
+	for _, sp := range r.sponsors.AppendChain(chainBuf[:0], s) {
+		if sp == s || sp == r.self {
+			continue
+		}
+		v, ok := r.table.Peek(sp)
+		if !ok || v.fwd.lane != from || (v.fwd.waiting == 0 && !v.fwd.proven) {
+			continue
+		}
+		if !v.fwd.proven {
+			r.changes++
+		}
+		v.fwd.answer(now)
+		return
+	}
+}
+
 func (p *path) answer(now time.Duration) {
 	p.proven = true
 	p.fails = 0
@@ -397,6 +467,10 @@ func (p *path) answer(now time.Duration) {
 type candidate struct {
 	lane   lane.Key
 	proven bool
+	// fwd names the sponsor whose standing as a forwarder this lane is
+	// tried for (its route's fwd path), when fwdOK.
+	fwd   lane.Ship
+	fwdOK bool
 }
 
 // Targets is a plan's choice: up to MaxTargets lanes, tightest first.
@@ -430,6 +504,9 @@ type Query struct {
 type Plan struct {
 	Targets
 	q Query
+	// fwd[i] is the sponsor tried as a forwarder on Lanes[i], if fwdOK[i].
+	fwd   [MaxTargets]lane.Ship
+	fwdOK [MaxTargets]bool
 }
 
 // Admitter decides, under the route table's lock and after the plan, whether
@@ -482,13 +559,26 @@ func (r *Routes) Select(s lane.Ship, from lane.Key, now time.Duration) Targets {
 func (r *Routes) commitLocked(p *Plan, now time.Duration) {
 	if p.N > 0 {
 		if rt := r.getLocked(p.q.Rcvr, false); rt != nil {
-			r.changes += expireProbes(rt, now, &r.cfg)
+			r.changes += expireProbes(rt, now, &r.cfg, r.clock)
 			for i := 0; i < p.N; i++ {
 				for _, q := range [...]*path{&rt.direct, &rt.hint, &rt.base} {
 					if q.valid() && q.lane == p.Lanes[i] && q.waiting == 0 {
 						q.waiting = now
 					}
 				}
+			}
+		}
+		for i := 0; i < p.N; i++ {
+			if !p.fwdOK[i] {
+				continue
+			}
+			sp := r.getLocked(p.fwd[i], true)
+			r.changes += expireFwd(sp, now, &r.cfg)
+			if sp.fwd.lane != p.Lanes[i] {
+				sp.fwd = path{lane: p.Lanes[i]}
+			}
+			if sp.fwd.waiting == 0 {
+				sp.fwd.waiting = now
 			}
 		}
 	}
@@ -509,36 +599,39 @@ func (r *Routes) planLocked(q Query, now time.Duration) Plan {
 	// just tighter), so the walk stops there.
 	done := false
 	selfKeys := *r.selfKeys.Load()
-	add := func(k lane.Key, proven bool) {
-		if done || !k.IsValid() || slices.Contains(selfKeys, k) || n == len(cands) {
+	add := func(c candidate) {
+		if done || !c.lane.IsValid() || slices.Contains(selfKeys, c.lane) || n == len(cands) {
 			return
 		}
-		if k == q.From {
+		if c.lane == q.From {
 			t.Looped = true
 			return
 		}
 		for i := 0; i < n; i++ {
-			if cands[i].lane == k {
+			if cands[i].lane == c.lane {
 				return
 			}
 		}
-		cands[n] = candidate{lane: k, proven: proven}
+		cands[n] = c
 		n++
-		done = proven
+		done = c.proven
 	}
+	var fallback candidate
 	s := q.Rcvr
 	if v, ok := r.table.Peek(s); ok {
 		rt := *v
-		expireProbes(&rt, now, &r.cfg)
+		expireProbes(&rt, now, &r.cfg, r.clock)
 		if r.directFreshLocked(&rt, now) {
-			add(rt.direct.lane, rt.direct.proven)
+			add(candidate{lane: rt.direct.lane, proven: rt.direct.proven})
 		}
-		add(rt.hint.lane, rt.hint.proven)
-		add(rt.base.lane, rt.base.proven)
+		add(candidate{lane: rt.hint.lane, proven: rt.hint.proven})
+		add(candidate{lane: rt.base.lane, proven: rt.base.proven})
 	}
 	if s != r.self && !done {
 		if k, ok := r.static[s]; ok {
-			add(k, true)
+			add(candidate{lane: k, proven: true})
+		} else if k, ok := r.relays[s]; ok {
+			add(candidate{lane: k, proven: true})
 		}
 		var chainBuf [8]lane.Ship
 		chain := r.sponsors.AppendChain(chainBuf[:0], s)
@@ -556,20 +649,22 @@ func (r *Routes) planLocked(q Query, now time.Duration) Plan {
 			if r.cfg.GalaxyOnly && sp.Class() != lane.Galaxy {
 				continue
 			}
-			if k, ok := r.static[sp]; ok {
-				add(k, true)
-				continue
-			}
-			if v, ok := r.table.Peek(sp); ok && r.directFreshLocked(v, now) {
-				add(v.direct.lane, true)
+			if c, held := r.addSponsorLocked(sp, now, add); held && !fallback.lane.IsValid() {
+				fallback = c
 			}
 		}
+	}
+	if n == 0 && fallback.lane.IsValid() {
+		// Every way left is a sponsor set aside for not forwarding: try
+		// it rather than nothing.
+		add(fallback)
+		t.Sponsee = false
 	}
 	if n == 0 {
 		return p
 	}
 	if r.cfg.SingleRoute {
-		t.Lanes[0], t.N = cands[0].lane, 1
+		p.setTarget(cands[0])
 		return p
 	}
 	// The tightest known-good candidate, or the loosest if none is.
@@ -581,21 +676,74 @@ func (r *Routes) planLocked(q Query, now time.Duration) Plan {
 		}
 	}
 	if good > 0 {
-		t.Lanes[t.N] = cands[good-1].lane
-		t.N++
+		p.setTarget(cands[good-1])
 	}
-	t.Lanes[t.N] = cands[good].lane
-	t.N++
+	p.setTarget(cands[good])
 	return p
 }
 
-// expireProbes counts rt's probes unanswered for ProbeTimeout as failures,
-// demoting a proven lane after ProvenFailures and dropping an unproven one
-// after CandidateFailures, and returns how many route changes that made. It
+// setTarget appends c to p's targets.
+func (p *Plan) setTarget(c candidate) {
+	p.Lanes[p.N], p.fwd[p.N], p.fwdOK[p.N] = c.lane, c.fwd, c.fwdOK
+	p.N++
+}
+
+// addSponsorLocked offers sponsor sp's lane to add as a way to the ships
+// below it, or returns it as held when the sponsor is set aside for not
+// forwarding (the plan's last resort). A galaxy's configured lane and a configured relay are
+// known-good: stock vere forwards as a galaxy for its own sponsees, and a
+// relay forwards by definition. Any other sponsor lane (a star's, learned
+// from its pings or pinned) is known-good only once a page for a ship
+// below it has come back from it (see route.fwd); until then it is tried
+// beside the next looser route, and after CandidateFailures unanswered
+// tries it is left alone for BadLaneHold.
+func (r *Routes) addSponsorLocked(sp lane.Ship, now time.Duration, add func(candidate)) (c candidate, held bool) {
+	if k, ok := r.relays[sp]; ok {
+		add(candidate{lane: k, proven: true})
+		return c, false
+	}
+	k, static := r.static[sp]
+	if static && sp.Class() == lane.Galaxy {
+		add(candidate{lane: k, proven: true})
+		return c, false
+	}
+	v, has := r.table.Peek(sp)
+	if !static {
+		if !has || !r.directFreshLocked(v, now) {
+			return c, false
+		}
+		k = v.direct.lane
+	}
+	c = candidate{lane: k, fwd: sp, fwdOK: true}
+	if has {
+		rt := *v
+		expireFwd(&rt, now, &r.cfg)
+		if now < rt.fwdBadUntil {
+			return c, true
+		}
+		if rt.fwd.lane == k {
+			c.proven = rt.fwd.proven
+		}
+	}
+	add(c)
+	return c, false
+}
+
+// expireProbes judges rt's probes outstanding for ProbeTimeout: a lane that
+// anything arrived from since the probe was sent is alive (clock), and its
+// probe is simply closed, answered or not (a request for a value not grown
+// yet is unanswered by design); a silent one has failed, and a proven lane
+// is demoted after ProvenFailures, an unproven one dropped after
+// CandidateFailures. It returns how many route changes that made. It
 // touches rt only, so a plan can run it on a copy.
-func expireProbes(rt *route, now time.Duration, cfg *RouteConfig) (changes uint64) {
+func expireProbes(rt *route, now time.Duration, cfg *RouteConfig, clock *laneClock) (changes uint64) {
 	for _, p := range [...]*path{&rt.direct, &rt.hint, &rt.base} {
 		if !p.valid() || p.kept || p.waiting == 0 || now-p.waiting < cfg.ProbeTimeout {
+			continue
+		}
+		if clock != nil && clock.heardSince(p.lane, p.waiting) {
+			p.waiting = 0
+			p.fails = 0
 			continue
 		}
 		p.fails++
@@ -621,6 +769,34 @@ func expireProbes(rt *route, now time.Duration, cfg *RouteConfig) (changes uint6
 		rt.hint, rt.base = rt.base, path{}
 	}
 	return changes
+}
+
+// expireFwd judges rt's standing as a forwarder: a try outstanding for
+// ProbeTimeout with no page for a ship below it back from its lane since
+// (fwd.heard: hearing the ship itself, its pings, does not show that it
+// forwards) is a failure; ProvenFailures demote it, CandidateFailures of an
+// unproven forwarder set it aside for BadLaneHold.
+func expireFwd(rt *route, now time.Duration, cfg *RouteConfig) (changes uint64) {
+	p := &rt.fwd
+	if !p.valid() || p.waiting == 0 || now-p.waiting < cfg.ProbeTimeout {
+		return 0
+	}
+	if p.heard >= p.waiting {
+		p.waiting, p.fails = 0, 0
+		return 0
+	}
+	p.fails++
+	p.waiting = 0
+	switch {
+	case p.proven && int(p.fails) >= cfg.ProvenFailures:
+		p.proven, p.fails = false, 0
+		return 1
+	case !p.proven && int(p.fails) >= cfg.CandidateFailures:
+		*p = path{}
+		rt.fwdBadUntil = now + cfg.BadLaneHold
+		return 1
+	}
+	return 0
 }
 
 // RouteInfo is a snapshot of one ship's route, for logs, tests and tools.

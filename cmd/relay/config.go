@@ -88,7 +88,7 @@ type runConfig struct {
 // liveSettings are the settings a SIGHUP reload applies to the running
 // relay. Every other setting needs a restart; a reload that changes one
 // says so in the log.
-var liveSettings = []string{"galaxy", "lane", "log-level"}
+var liveSettings = []string{"galaxy", "lane", "relay", "log-level"}
 
 // runFlags is the flag set of `relay run` and the variables it fills.
 type runFlags struct {
@@ -97,7 +97,7 @@ type runFlags struct {
 	config, listen, shipName, shipLane string
 	public                             laneList
 	hintNets                           prefixList
-	galaxies, pinned                   shipLanes
+	galaxies, pinned, relays           shipLanes
 	sponsors                           *sponsorFlag
 	domain                             string
 	refresh                            time.Duration
@@ -126,12 +126,13 @@ var fileKeys = map[string]string{
 	"sponsors":     "sponsor",
 	"public-lanes": "public-lane",
 	"hint-nets":    "hint-net",
+	"relays":       "relay",
 }
 
 // newRunFlags returns the flag set of `relay run`, writing nothing: the
 // caller prints errors and usage.
 func newRunFlags() *runFlags {
-	f := &runFlags{galaxies: shipLanes{}, pinned: shipLanes{}, sponsors: newSponsorFlag()}
+	f := &runFlags{galaxies: shipLanes{}, pinned: shipLanes{}, relays: shipLanes{}, sponsors: newSponsorFlag()}
 	fs := flag.NewFlagSet("relay run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&f.config, "config", "", "JSON config `FILE`; its keys are these flags' names (see docs/operations.md); flags override it")
@@ -146,6 +147,7 @@ func newRunFlags() *runFlags {
 	fs.Var(&f.hintNets, "hint-net", "a private `PREFIX` (CIDR) that next-hops and origins may name and the ship may send to, such as a LAN or loopback in a test (repeatable); by default only public addresses")
 	fs.Var(f.galaxies, "galaxy", "galaxy lane `~GALAXY=ADDR:PORT` (repeatable)")
 	fs.Var(f.pinned, "lane", "pinned lane of any ship `SHIP=ADDR:PORT` (repeatable)")
+	fs.Var(f.relays, "relay", "a ship whose lane forwards for the ships below it (a relay in front of a star) `SHIP=ADDR:PORT` (repeatable); other sponsors must show they forward first")
 	fs.Var(f.sponsors, "sponsor", "sponsor override for an escaped ship `SHIP=SPONSOR` (repeatable)")
 	fs.StringVar(&f.domain, "galaxy-domain", "", "also resolve galaxies as <name>.`DOMAIN`, port 13337+number (e.g. urbit.org)")
 	fs.DurationVar(&f.refresh, "galaxy-refresh", defaultGalaxyRefresh, "how often galaxy DNS names are re-resolved")
@@ -271,7 +273,7 @@ func applyKey(fs *flag.FlagSet, key string, raw json.RawMessage) error {
 		return nil
 	}
 	switch name {
-	case "galaxy", "lane", "sponsor":
+	case "galaxy", "lane", "relay", "sponsor":
 		var m map[string]string
 		if err := json.Unmarshal(raw, &m); err != nil {
 			return fmt.Errorf("%q: want an object of ship to string, like {\"~zod\": \"...\"}", key)
@@ -485,6 +487,7 @@ func (f *runFlags) validate() (runConfig, error) {
 		PublicLane: public, HintNets: f.hintNets, Front: c.front != nil,
 		Galaxies: map[lane.Ship]netip.AddrPort(f.galaxies),
 		Pinned:   map[lane.Ship]netip.AddrPort(f.pinned),
+		Relays:   map[lane.Ship]netip.AddrPort(f.relays),
 		Sponsors: f.sponsors.sp,
 		Pending: pit.Config{
 			MaxEntries: f.maxPending, MaxRequestersPerEntry: f.maxReq, TTL: f.ttl,

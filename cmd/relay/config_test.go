@@ -380,3 +380,30 @@ func TestGSOFlag(t *testing.T) {
 		t.Error(`config "gso": false left gso on`)
 	}
 }
+
+// TestRelaysAndHintNetsParse: the tables of configured relays and declared
+// networks reach the relay's config from flags and from the file.
+func TestRelaysAndHintNetsParse(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "relay.json")
+	if err := os.WriteFile(path, []byte(`{"ship": "~nec", "listen": "127.0.0.1:0", "relays": {"~marnec": "203.0.113.60:13337"}, "hint-nets": ["10.1.0.0/16"]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := loadRunConfig([]string{"--config", path, "--hint-net", "192.168.1.7/16", "--relay", "~fipnev=203.0.113.61:13337"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	marnec, _ := lane.ParseShip("~marnec")
+	fipnev, _ := lane.ParseShip("~fipnev")
+	if c.relay.Relays[marnec] != netip.MustParseAddrPort("203.0.113.60:13337") || c.relay.Relays[fipnev] != netip.MustParseAddrPort("203.0.113.61:13337") {
+		t.Errorf("relays: %v", c.relay.Relays)
+	}
+	if len(c.relay.HintNets) != 2 || c.relay.HintNets[0].String() != "10.1.0.0/16" || c.relay.HintNets[1].String() != "192.168.0.0/16" {
+		t.Errorf("hint-nets: %v", c.relay.HintNets)
+	}
+	if _, err := loadRunConfig([]string{"--ship", "~nec", "--hint-net", "lots"}); err == nil || !strings.Contains(err.Error(), "ADDR/BITS") {
+		t.Errorf("a bad prefix: %v", err)
+	}
+	if _, err := loadRunConfig([]string{"--ship", "~nec", "--front-netns", "u", "--ship-lane", "127.0.0.1:9"}); err == nil || !strings.Contains(err.Error(), "excludes ship-lane") {
+		t.Errorf("front-netns with ship-lane: %v", err)
+	}
+}

@@ -198,8 +198,10 @@ func (d *daemon) reload() {
 	}
 	live, restart := changedSettings(d.cfg, nc)
 	d.lanes.setConfigured(nc.relay.Galaxies, nc.relay.Pinned)
+	d.srv.Relay().SetRelays(nc.relay.Relays)
 	d.level.SetLevel(nc.logLevel)
 	d.cfg.relay.Galaxies, d.cfg.relay.Pinned, d.cfg.logLevel = nc.relay.Galaxies, nc.relay.Pinned, nc.logLevel
+	d.cfg.relay.Relays = nc.relay.Relays
 	for _, name := range liveSettings {
 		d.cfg.settings[name] = nc.settings[name]
 	}

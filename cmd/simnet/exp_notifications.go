@@ -324,7 +324,7 @@ func (r *notificationsResult) findings() []string {
 		return nil
 	}
 	return []string{fmt.Sprintf("With %d subscribers, notifications deliver a grown value in %s on average (p99 %s) for %s idle datagrams per subscriber per minute; polling every %v takes %s (p99 %s) for %s, and polling every %v %s (p99 %s) for %s. "+
-		"Polls undo the subscribers' tightened routes (a poll for a value not grown yet goes unanswered, and the lane it went to fails its probes), so they go back to the publisher's galaxy (%s pkt/s at galaxies while idle, polling every %v; %s with notifications), where every subscriber's poll for the next value meets one pending entry of at most %d requesters: relays refused %d polls for a full entry.",
+		"Polls undo the subscribers' tightened routes (a poll for a value not grown yet goes unanswered, and nothing else arrives from the publisher's lane between grows: a lane is judged alive by anything heard from it, and this one is silent, as vere would judge it too), so they go back to the publisher's galaxy (%s pkt/s at galaxies while idle, polling every %v; %s with notifications), where every subscriber's poll for the next value meets one pending entry of at most %d requesters: relays refused %d polls for a full entry.",
 		note.subscribers, msProse(mean(note.laterDelay)), msProse(percentile(note.laterDelay, 99)), f(note.idleLater, 1),
 		prose(poll.mode.interval), msProse(mean(poll.laterDelay)), msProse(percentile(poll.laterDelay, 99)), f(poll.idleLater, 1),
 		prose(slowest.mode.interval), msProse(mean(slowest.laterDelay)), msProse(percentile(slowest.laterDelay, 99)), f(slowest.idleLater, 1),

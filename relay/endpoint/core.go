@@ -281,6 +281,8 @@ func (c *Core) Handle(b []byte, from netip.AddrPort, now time.Duration, out []Da
 		return out
 	}
 	from = lane.Canon(from)
+	// Whatever arrives from a lane shows it alive (Routes.Arrived).
+	c.routes.Arrived(lane.KeyOf(from), now)
 	switch p.Header.Type {
 	case scry.TypePeek:
 		if p.Name.Ship != c.cfg.Ship {
@@ -352,7 +354,7 @@ func (c *Core) page(p *scry.Packet, from netip.AddrPort, now time.Duration, out 
 	// route's copy wins the race, the tighter one's copy is the one that
 	// teaches the next step. Routes.Answered takes a hint only from the
 	// lanes being tried, so a copy through a looser route changes nothing.
-	c.routes.Answered(publisher, fromKey, nextKey, now)
+	c.routes.Answered(publisher, fromKey, nextKey, p.Header.Hops > 0, now)
 	resp := Response{From: from, Next: next, Hops: int(p.Header.Hops)}
 	var path string
 	if req != nil {

@@ -102,17 +102,10 @@ func (s *shard) init(p params) {
 	}
 }
 
-// mix is the 64-bit finalizer of MurmurHash3, a bijection that spreads every
-// key bit over the hash so that the shard, index position and tag, taken
-// from different bits, are independent even for non-random keys.
-func mix(k uint64) uint64 {
-	k ^= k >> 33
-	k *= 0xff51afd7ed558ccd
-	k ^= k >> 33
-	k *= 0xc4ceb9fe1a85ec53
-	k ^= k >> 33
-	return k
-}
+// mix is lane.Mix64: it spreads every key bit over the hash so that the
+// shard, index position and tag, taken from different bits, are
+// independent even for non-random keys.
+func mix(k uint64) uint64 { return lane.Mix64(k) }
 
 // sourceSlot returns r's per-source counter slot: a seeded hash of its IP.
 func (s *shard) sourceSlot(r lane.Key) uint32 {
