@@ -250,6 +250,18 @@ func mustNext(t *testing.T, p *vtool.Proc, word string, want map[string]any, tim
 	return l
 }
 
+// firstLine returns p's first line with word and the fields in want,
+// among the lines read so far or, when none matches yet, the next to come
+// within timeout (failing t): for a process several subtests read, whose
+// Next cursor an earlier subtest may have moved past the line.
+func firstLine(t *testing.T, p *vtool.Proc, word string, want map[string]any, timeout time.Duration) vtool.Line {
+	t.Helper()
+	if l := p.All(word, want); len(l) > 0 {
+		return l[0]
+	}
+	return mustNext(t, p, word, want, timeout)
+}
+
 // scrapeIn GETs url from inside the network namespace name: the TCP socket
 // is made on a thread that entered it (a socket keeps the namespace it was
 // made in), and the request is written by hand, as http.Client dials from
