@@ -262,6 +262,17 @@ func firstLine(t *testing.T, p *vtool.Proc, word string, want map[string]any, ti
 	return mustNext(t, p, word, want, timeout)
 }
 
+// logRelayLines logs, as evidence, the lines of r's log (--log-level debug:
+// one line per datagram) that contain substr, such as a probe's path.
+func logRelayLines(t *testing.T, who string, r *vtool.Relay, substr string) {
+	t.Helper()
+	for _, l := range strings.Split(r.Log(), "\n") {
+		if strings.Contains(l, substr) {
+			t.Logf("%s: %s", who, l)
+		}
+	}
+}
+
 // scrapeIn GETs url from inside the network namespace name: the TCP socket
 // is made on a thread that entered it (a socket keeps the namespace it was
 // made in), and the request is written by hand, as http.Client dials from

@@ -109,6 +109,23 @@ func TestFrontedGalaxyAndStar(t *testing.T) {
 		return page
 	}
 
+	// pinged checks a sponsee's ping of its fronted sponsor f: the sponsee
+	// (the vtool that pinged) read the ack from f's public lane, and f's
+	// vere gave arvo the ping with the sponsee's true lane.
+	pinged := func(t *testing.T, sponsee *vtool.Proc, f *frontPair, planet, lane string) {
+		t.Helper()
+		ack := firstLine(t, sponsee, "RECV", map[string]any{"type": "page", "path": "/a/x/1//ack/1"}, eventTimeout)
+		if ack.Str("from") != f.spec.listen {
+			t.Errorf("%s read the ack as %s; want from %s", planet, ack, f.spec.listen)
+		}
+		ev := firstLine(t, f.ship, "EVENT", map[string]any{"kind": "heer", "type": "poke", "payload_ship": planet}, eventTimeout)
+		if ev.Str("lane") != lane {
+			t.Errorf("%s's vere gave arvo the ping as %s; want lane %s", f.spec.ship, ev, lane)
+		}
+		t.Logf("%s: %s", planet, ack)
+		t.Logf("%s: %s", f.spec.ship, ev)
+	}
+
 	// A planet STUNs its galaxy ~nec at relay G: the relay answers with the
 	// planet's lane as the world sees it.
 	t.Run("PlanetSTUNThroughFrontedGalaxy", func(t *testing.T) {
@@ -165,13 +182,7 @@ func TestFrontedGalaxyAndStar(t *testing.T) {
 		if pingCode != vtool.ExitOK {
 			t.Fatalf("%s: %s; want the ping acked (exit 0)\n%s", ping.Name(), ping.State(), ping.Tail(20))
 		}
-		ack := mustNext(t, ping, "RECV", map[string]any{"type": "page", "path": "/a/x/1//ack/1"}, time.Second)
-		ev := firstLine(t, g.ship, "EVENT", map[string]any{"kind": "heer", "type": "poke", "payload_ship": topoPlanetG}, eventTimeout)
-		if ev.Str("lane") != topoPlanetGLane {
-			t.Errorf("~nec's vere gave arvo the ping as %s; want lane %s", ev, topoPlanetGLane)
-		}
-		t.Logf("planet: %s", ack)
-		t.Logf("galaxy: %s", ev)
+		pinged(t, ping, g, topoPlanetG, topoPlanetGLane)
 		peekFrom(t, topoPlanetG, "/c/x/4/first", topoG, "10.88.0.9", "41009")
 	})
 
@@ -197,16 +208,7 @@ func TestFrontedGalaxyAndStar(t *testing.T) {
 	// The star's sponsee pings it through relay S, and a peek for it from
 	// outside is answered through relay S.
 	t.Run("StarSponseeReachable", func(t *testing.T) {
-		ack := firstLine(t, planetS, "RECV", map[string]any{"type": "page", "path": "/a/x/1//ack/1"}, eventTimeout)
-		if ack.Str("from") != topoS {
-			t.Errorf("~ralnyt-botdyt read the ack as %s; want from %s", ack, topoS)
-		}
-		ev := firstLine(t, s.ship, "EVENT", map[string]any{"kind": "heer", "type": "poke", "payload_ship": topoPlanetS}, eventTimeout)
-		if ev.Str("lane") != topoPlanetSLane {
-			t.Errorf("~marnec's vere gave arvo the ping as %s; want lane %s", ev, topoPlanetSLane)
-		}
-		t.Logf("planet: %s", ack)
-		t.Logf("star: %s", ev)
+		pinged(t, planetS, s, topoPlanetS, topoPlanetSLane)
 		peekFrom(t, topoPlanetS, "/c/x/4/star", topoS, "10.88.0.10", "41010")
 	})
 
@@ -227,8 +229,9 @@ func TestFrontedGalaxyAndStar(t *testing.T) {
 		} else {
 			t.Log("relay G forwarded the peek itself (vere sent no peek for /c/x/4/silent)")
 		}
+		logRelayLines(t, "relay G", g.relay, "/c/x/4/silent")
 		if m, err := scrapeIn(w.name, "http://"+topoGMetric+"/metrics"); err == nil {
-			t.Logf("relay G: %v", vtool.Nonzero(m, "relay_"))
+			t.Logf("relay G: relay_vouched_lanes_total %v, relay_to_ship_total %v", m["relay_vouched_lanes_total"], m["relay_to_ship_total"])
 		}
 	})
 
@@ -243,7 +246,12 @@ func TestFrontedGalaxyAndStar(t *testing.T) {
 		if fwd.Str("to") != topoPlanetGLane {
 			t.Errorf("~nec's vere forwarded the peek as %s; want to %s", fwd, topoPlanetGLane)
 		}
-		t.Logf("galaxy: %s", fwd)
+		for _, l := range g.ship.Lines() {
+			if l.Str("path") == "/c/x/4/restart" {
+				t.Logf("galaxy: %s", l)
+			}
+		}
+		logRelayLines(t, "new relay G", g.relay, "/c/x/4/restart")
 	})
 
 	// Nothing any outside vtool received names loopback or link-local space.
