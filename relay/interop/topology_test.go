@@ -252,6 +252,8 @@ func TestFrontedGalaxyAndStar(t *testing.T) {
 			}
 		}
 		logRelayLines(t, "new relay G", g.relay, "/c/x/4/restart")
+		logRelayLines(t, "new relay G", g.relay, `"level":"warn"`)
+		logRelayLines(t, "new relay G", g.relay, `"level":"error"`)
 	})
 
 	// Nothing any outside vtool received names loopback or link-local space.
