@@ -131,6 +131,13 @@ func (r *Relay) Stop(timeout time.Duration) bool {
 	}
 }
 
+// Kill sends SIGKILL, as a crash or an OOM kill would end the relay (no
+// shutdown, no cleanup of its own), and waits for it to be reaped.
+func (r *Relay) Kill() {
+	r.cmd.Process.Kill()
+	<-r.exited
+}
+
 // Metrics scrapes /metrics (the relay needs --metrics) into series → value,
 // the series written as in the exposition ("relay_drops_total{reason=\"stun\"}").
 func (r *Relay) Metrics(t testing.TB) map[string]float64 {
