@@ -109,6 +109,9 @@ var nonPublic = [...]netip.Prefix{
 // only such addresses unless its operator declares another network.
 func PublicAddr(a netip.Addr) bool {
 	a = a.Unmap()
+	if a.Is4() {
+		return public4(a.As4())
+	}
 	if !a.IsValid() || a.IsUnspecified() || a.IsLoopback() || a.IsPrivate() ||
 		a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() || a.IsMulticast() ||
 		a.IsInterfaceLocalMulticast() {
@@ -142,4 +145,24 @@ func (k Key) Hash() uint64 {
 	h := Mix64(uint64(k.Port) + 0x9E3779B97F4A7C15)
 	h = Mix64(h ^ binary.LittleEndian.Uint64(k.IP[8:16]))
 	return Mix64(h ^ binary.LittleEndian.Uint64(k.IP[0:8]))
+}
+
+// public4 is PublicAddr for IPv4, by octets: it runs for every page the
+// relay passes on.
+func public4(b [4]byte) bool {
+	switch {
+	case b[0] == 0, b[0] == 10, b[0] == 127, b[0] >= 224: // this network, RFC 1918, loopback, multicast and reserved, broadcast
+		return false
+	case b[0] == 100 && b[1]&0xC0 == 64: // shared address space, 100.64/10
+		return false
+	case b[0] == 169 && b[1] == 254, b[0] == 192 && b[1] == 168: // link-local, RFC 1918
+		return false
+	case b[0] == 172 && b[1]&0xF0 == 16: // RFC 1918, 172.16/12
+		return false
+	case b[0] == 192 && b[1] == 0 && b[2] == 0: // IETF protocol assignments
+		return false
+	case b[0] == 198 && b[1]&0xFE == 18: // benchmarking, 198.18/15
+		return false
+	}
+	return true
 }

@@ -165,3 +165,29 @@ func TestPublicAddr(t *testing.T) {
 		}
 	}
 }
+
+// TestPublic4MatchesPrefixes: the octet fast path agrees with netip's
+// predicates and the prefix table on every /16 (and every address of the
+// blocks smaller than that).
+func TestPublic4MatchesPrefixes(t *testing.T) {
+	slow := func(a netip.Addr) bool {
+		if a.IsUnspecified() || a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() ||
+			a.IsLinkLocalMulticast() || a.IsMulticast() || a.IsInterfaceLocalMulticast() {
+			return false
+		}
+		for _, p := range nonPublic {
+			if p.Contains(a) {
+				return false
+			}
+		}
+		return true
+	}
+	for hi := 0; hi < 1<<16; hi++ {
+		for _, lo := range []int{0, 1, 255 << 8, 0xFFFF} {
+			b := [4]byte{byte(hi >> 8), byte(hi), byte(lo >> 8), byte(lo)}
+			if a := netip.AddrFrom4(b); public4(b) != slow(a) {
+				t.Fatalf("%v: fast %v, prefixes %v", a, public4(b), slow(a))
+			}
+		}
+	}
+}

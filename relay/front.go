@@ -162,21 +162,32 @@ func (r *Relay) HandleFromShip(b []byte, to netip.AddrPort, now time.Duration, o
 	}
 	switch {
 	case scry.IsMesa(b):
-		var p scry.Packet
-		if p.Parse(b) != nil {
-			break // vere's bytes; vere's peers judge them
+		// The ship's bytes are vere's: read only what the decision needs
+		// (the header and the name), and parse in full only a page that
+		// carries a next-hop, which may need scrubbing.
+		typ, nameWire, ok := scry.NameWire(b)
+		h, _ := scry.HeaderOf(b)
+		if !ok {
+			break // vere's peers judge what vere's parser wrote
 		}
-		switch p.Header.Type {
+		switch typ {
 		case scry.TypePeek, scry.TypePoke:
 			// Its answer comes back to the public socket, for the ship.
-			r.remember(r.key(p.NameBytes()), r.shipKey, now)
-			if p.Name.Ship != r.ship && p.Header.Hops > 0 {
+			r.remember(r.key(nameWire), r.shipKey, now)
+			if rcvr, ok := scry.NameShip(nameWire); ok && rcvr != r.ship && h.Hops > 0 {
 				// The ship forwards a request: it knows the receiver there.
-				r.vouch(p.Name.Ship, toKey, now)
+				r.vouch(rcvr, toKey, now)
 			}
 		case scry.TypePage:
 			if s, ok := r.pings.answered(toKey, now); ok {
 				r.vouch(s, toKey, now)
+			}
+			if h.NextHop == scry.NextHopNone {
+				break
+			}
+			var p scry.Packet
+			if p.Parse(b) != nil {
+				break
 			}
 			if ap, has := p.NextHopAddr(); has && !r.hintOK(ap) {
 				b = r.scrubNextHop(b, &p)

@@ -278,3 +278,53 @@ func mustShort(t *testing.T, s string) [6]byte {
 	}
 	return b
 }
+
+// frontRoundTrip returns a function that runs one fronting-mode round trip
+// without sockets: a peek from alice handed to the ship, and the ship's
+// 1 KiB page sent back to alice. It fails if either is not decided so.
+func frontRoundTrip(tb testing.TB) func() {
+	f := newFixture(tb, func(c *relay.Config) {
+		c.Front, c.ShipLane, c.PublicLane = true, frontShipLane, selfLane
+		c.Amp = relay.AmpConfig{Factor: 64, Rate: 1 << 30, Burst: 1 << 40, Initial: 1 << 40}
+	})
+	req := peek(tb, "~marzod", "bench/path", 0)
+	p := scry.NewPage(name(tb, "~marzod", "bench/path"), scry.Data{Total: 1024, AuthKind: scry.AuthSign, Auth: make([]byte, 64), Frag: make([]byte, 1024)})
+	pg := p.Append(nil)
+	rb := make([]byte, len(req), len(req)+relay.GrowRoom)
+	pb := make([]byte, len(pg), len(pg)+relay.GrowRoom)
+	return func() {
+		copy(rb, req)
+		f.out.Reset()
+		f.r.Handle(rb, alice, f.now, f.out)
+		if len(f.out.Sends) != 1 || f.out.Sends[0].From != alice {
+			tb.Fatalf("peek: %d sends", len(f.out.Sends))
+		}
+		copy(pb, pg)
+		f.out.Reset()
+		f.r.HandleFromShip(pb, alice, f.now, f.out)
+		if len(f.out.Sends) != 1 || f.out.Sends[0].To != alice {
+			tb.Fatalf("page: %d sends", len(f.out.Sends))
+		}
+	}
+}
+
+// TestFrontPathAllocatesNothing: a datagram to the ship and one from it
+// allocate nothing.
+func TestFrontPathAllocatesNothing(t *testing.T) {
+	rt := frontRoundTrip(t)
+	if n := testing.AllocsPerRun(1000, rt); n != 0 {
+		t.Fatalf("front round trip allocates %v times", n)
+	}
+}
+
+// BenchmarkFrontRoundTrip: what fronting mode costs per datagram in the
+// core: a request handed to the ship and the ship's page sent on.
+func BenchmarkFrontRoundTrip(b *testing.B) {
+	rt := frontRoundTrip(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rt()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "ns/datagram")
+}

@@ -619,9 +619,14 @@ func (r *Routes) planLocked(q Query, now time.Duration) Plan {
 	var fallback candidate
 	s := q.Rcvr
 	if v, ok := r.table.Peek(s); ok {
-		rt := *v
-		expireProbes(&rt, now, &r.cfg, r.clock)
-		if r.directFreshLocked(&rt, now) {
+		rt := v
+		if probesDue(v, now, &r.cfg) {
+			// Judge the route as expiry will leave it, on a copy.
+			c := *v
+			expireProbes(&c, now, &r.cfg, r.clock)
+			rt = &c
+		}
+		if r.directFreshLocked(rt, now) {
 			add(candidate{lane: rt.direct.lane, proven: rt.direct.proven})
 		}
 		add(candidate{lane: rt.hint.lane, proven: rt.hint.proven})
@@ -716,17 +721,28 @@ func (r *Routes) addSponsorLocked(sp lane.Ship, now time.Duration, add func(cand
 	}
 	c = candidate{lane: k, fwd: sp, fwdOK: true}
 	if has {
-		rt := *v
-		expireFwd(&rt, now, &r.cfg)
-		if now < rt.fwdBadUntil {
+		fw, badUntil := v.fwd, v.fwdBadUntil
+		if fw.waiting != 0 && now-fw.waiting >= r.cfg.ProbeTimeout {
+			c := *v
+			expireFwd(&c, now, &r.cfg)
+			fw, badUntil = c.fwd, c.fwdBadUntil
+		}
+		if now < badUntil {
 			return c, true
 		}
-		if rt.fwd.lane == k {
-			c.proven = rt.fwd.proven
+		if fw.lane == k {
+			c.proven = fw.proven
 		}
 	}
 	add(c)
 	return c, false
+}
+
+// probesDue reports whether any of rt's probes has been outstanding for
+// ProbeTimeout, so that expireProbes would change something.
+func probesDue(rt *route, now time.Duration, cfg *RouteConfig) bool {
+	due := func(p *path) bool { return p.waiting != 0 && now-p.waiting >= cfg.ProbeTimeout }
+	return due(&rt.direct) || due(&rt.hint) || due(&rt.base)
 }
 
 // expireProbes judges rt's probes outstanding for ProbeTimeout: a lane that

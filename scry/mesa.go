@@ -128,6 +128,29 @@ func (k AuthKind) String() string {
 	return "none"
 }
 
+// HeaderOf decodes the header word of b, which must be at least
+// MesaHeaderLen bytes (false otherwise). It checks nothing else: a look
+// ahead, like NameWire.
+func HeaderOf(b []byte) (Header, bool) {
+	if len(b) < MesaHeaderLen {
+		return Header{}, false
+	}
+	return mesaHeaderOf(binary.LittleEndian.Uint32(b)), true
+}
+
+// NameShip returns the ship of a name in its wire form, as NameWire
+// returns it (meta byte, then the ship in 2<<rank bytes, little-endian).
+func NameShip(nameWire []byte) (lane.Ship, bool) {
+	if len(nameWire) < 1 {
+		return lane.Ship{}, false
+	}
+	n := 2 << (nameWire[0] & 3)
+	if len(nameWire) < 1+n {
+		return lane.Ship{}, false
+	}
+	return lane.ShipFromBytesLE(nameWire[1 : 1+n]), true
+}
+
 // Header is the decoded header word (bytes 0-3).
 type Header struct {
 	Reserved uint8       // bits 0-1; never checked, kept for round trips

@@ -724,3 +724,32 @@ func TestNameWireVectors(t *testing.T) {
 		}
 	}
 }
+
+// TestHeaderOfAndNameShip: the look-ahead readers agree with Parse on every
+// accepted vector.
+func TestHeaderOfAndNameShip(t *testing.T) {
+	n := 0
+	for _, r := range loadMesaRecords(t, "mesa-vectors.jsonl") {
+		v := r.Wire
+		var p Packet
+		if p.Parse(v) != nil {
+			continue
+		}
+		h, ok := HeaderOf(v)
+		_, nw, wok := NameWire(v)
+		s, sok := NameShip(nw)
+		if !ok || h != p.Header || !wok || !sok || s != p.Name.Ship {
+			t.Fatalf("%x: header %+v %v, ship %v %v; Parse %+v %v", v, h, ok, s, sok, p.Header, p.Name.Ship)
+		}
+		n++
+	}
+	if n < 50 {
+		t.Fatalf("only %d vectors", n)
+	}
+	if _, ok := HeaderOf([]byte{1, 2, 3}); ok {
+		t.Fatal("a 3-byte header decoded")
+	}
+	if _, ok := NameShip([]byte{3, 1, 2}); ok {
+		t.Fatal("a short name's ship decoded")
+	}
+}
