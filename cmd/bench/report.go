@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/internal/hist"
 )
 
 // result is one measured configuration.
@@ -38,7 +38,7 @@ type result struct {
 	Rate     float64
 	Answered float64
 	Lat      []time.Duration // round trips, sorted
-	Service  []uint64        // server service-time histogram (relay.ServiceHistogram buckets)
+	Service  []uint64        // server service-time histogram (internal/hist buckets)
 }
 
 // summarize fills the summary fields from Rounds.
@@ -96,7 +96,7 @@ func (r *result) pct(q float64) time.Duration {
 
 // service returns quantile q of the server's service time during the open
 // loop.
-func (r *result) service(q float64) time.Duration { return relay.ServiceQuantile(r.Service, q) }
+func (r *result) service(q float64) time.Duration { return hist.Quantile(r.Service, q) }
 
 type report struct {
 	cfg      benchConfig
@@ -381,9 +381,9 @@ func (rep *report) serviceSVG() []byte {
 			if c == 0 || total == 0 {
 				continue
 			}
-			pts = append(pts, cdfPoint{relay.ServiceBucketUpper(i - 1), float64(seen) / float64(total)})
+			pts = append(pts, cdfPoint{hist.Lower(i), float64(seen) / float64(total)})
 			seen += c
-			pts = append(pts, cdfPoint{relay.ServiceBucketUpper(i), float64(seen) / float64(total)})
+			pts = append(pts, cdfPoint{hist.Upper(i), float64(seen) / float64(total)})
 		}
 		series = append(series, cdfSeries{r.Name, pts})
 	}

@@ -99,7 +99,7 @@ type heldKey struct {
 
 type kindCounts struct {
 	sent, expected, answered, missing, extra uint64
-	lat                                      hist
+	lat                                      latHist
 }
 
 // runner plays one fixture against one relay.
@@ -656,7 +656,7 @@ func (r *runner) routineProgress(ctx context.Context) {
 		}
 		r.mu.Lock()
 		var sent, answered, expected, missing uint64
-		var lat hist
+		var lat latHist
 		for k := range r.kinds {
 			kc := &r.kinds[k]
 			sent += kc.sent
