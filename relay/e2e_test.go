@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/urbit-relay/relay/internal/seednet"
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/endpoint"
@@ -34,30 +35,33 @@ type netw struct {
 
 func (n netw) listen(t testing.TB) transport.Conn {
 	t.Helper()
-	addr := netip.MustParseAddrPort("127.0.0.1:0")
-	var c transport.Conn
-	var err error
-	if n.mem != nil {
-		c, err = n.mem.Listen(addr)
-	} else {
-		c, err = transport.ListenUDP(addr, transport.Options{})
-	}
+	c, err := n.listenErr()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
-// seedNet is the network of shared/seeds/002's example: a requester
-// ~rovnys, relays fronting ~syl, ~sipsyl and ~ritpub-sipsyl, and the
-// publisher ~mister-ritpub-sipsyl, a moon.
+// listenErr opens a socket on 127.0.0.1.
+func (n netw) listenErr() (transport.Conn, error) {
+	addr := netip.MustParseAddrPort("127.0.0.1:0")
+	if n.mem != nil {
+		return n.mem.Listen(addr)
+	}
+	return transport.ListenUDP(addr, transport.Options{})
+}
+
+// seedNet is the network of shared/seeds/002's example (internal/seednet,
+// the network `relay demo` runs): a requester ~rovnys, relays fronting ~syl,
+// ~sipsyl and ~ritpub-sipsyl, and the publisher ~mister-ritpub-sipsyl, a
+// moon.
 type seedNet struct {
+	net                                      *seednet.Net
 	rovnys, mister                           *endpoint.Endpoint
 	sylR, sipsylR, ritpubR                   *relay.Relay
 	syl, sipsyl, ritpub, misterShip, rovShip lane.Ship
 	sylAddr, sipsylAddr, ritpubAddr          netip.AddrPort
 	events                                   *eventLog
-	closers                                  []func() error
 }
 
 type eventLog struct {
@@ -86,64 +90,22 @@ func (l *eventLog) sends(path string) [][]netip.AddrPort {
 
 func newSeedNet(t *testing.T, n netw, retry time.Duration) *seedNet {
 	t.Helper()
-	s := &seedNet{
-		syl: ship(t, "~syl"), sipsyl: ship(t, "~sipsyl"), ritpub: ship(t, "~ritpub-sipsyl"),
-		misterShip: ship(t, "~mister-ritpub-sipsyl"), rovShip: ship(t, "~rovnys"),
-		events: &eventLog{},
-	}
-	sylC, sipC, ritC := n.listen(t), n.listen(t), n.listen(t)
-	s.sylAddr, s.sipsylAddr, s.ritpubAddr = sylC.LocalAddr(), sipC.LocalAddr(), ritC.LocalAddr()
-	galaxies := map[lane.Ship]netip.AddrPort{s.syl: s.sylAddr}
-	// The seed's names are not a default sponsorship chain (@p scrambles
-	// planets: ~ritpub-sipsyl's default sponsor is ~rondev), so the test
-	// network has ~ritpub-sipsyl escaped to ~sipsyl, as an operator
-	// would configure it.
-	sponsors := &lane.Sponsors{}
-	if err := sponsors.Set(s.ritpub, s.sipsyl); err != nil {
-		t.Fatal(err)
-	}
-	mk := func(me lane.Ship, c transport.Conn, pinned map[lane.Ship]netip.AddrPort) *relay.Relay {
-		r, err := relay.New(relay.Config{HintNets: loopbackNets, Ship: me, Galaxies: galaxies, Sponsors: sponsors, Pinned: pinned, Self: []netip.AddrPort{c.LocalAddr()}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := relay.NewServer(r, []transport.Conn{c}, relay.ServerConfig{})
-		srv.Start()
-		s.closers = append(s.closers, srv.Close)
-		return r
-	}
-	// Each relay knows the relays one step below it (its sponsees at fixed
-	// addresses) and above it; the moon's lane is learned from its pings.
-	s.sylR = mk(s.syl, sylC, map[lane.Ship]netip.AddrPort{s.sipsyl: s.sipsylAddr})
-	s.sipsylR = mk(s.sipsyl, sipC, map[lane.Ship]netip.AddrPort{s.ritpub: s.ritpubAddr})
-	s.ritpubR = mk(s.ritpub, ritC, map[lane.Ship]netip.AddrPort{s.sipsyl: s.sipsylAddr})
-
-	var err error
-	s.mister, err = endpoint.New(endpoint.Config{
-		Ship: s.misterShip, RetryInterval: retry, Sponsors: sponsors,
-		Lanes: map[lane.Ship]netip.AddrPort{s.syl: s.sylAddr, s.ritpub: s.ritpubAddr},
-	}, n.listen(t))
+	s := &seedNet{events: &eventLog{}}
+	net, err := seednet.Start(seednet.Options{
+		Listen: n.listenErr, Retry: retry, HintNets: loopbackNets, Observe: s.events.add,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.rovnys, err = endpoint.New(endpoint.Config{
-		Ship: s.rovShip, RetryInterval: retry, Observe: s.events.add, Sponsors: sponsors,
-		Lanes: map[lane.Ship]netip.AddrPort{s.syl: s.sylAddr},
-	}, n.listen(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.mister.Start()
-	s.rovnys.Start()
-	s.closers = append(s.closers, s.mister.Close, s.rovnys.Close)
+	s.net = net
+	s.rovnys, s.mister = net.Rovnys.Endpoint, net.Moon.Endpoint
+	s.sylR, s.sipsylR, s.ritpubR = net.Syl.Server.Relay(), net.Sipsyl.Server.Relay(), net.Ritpub.Server.Relay()
+	s.syl, s.sipsyl, s.ritpub, s.misterShip, s.rovShip = net.Syl.Ship, net.Sipsyl.Ship, net.Ritpub.Ship, net.Moon.Ship, net.Rovnys.Ship
+	s.sylAddr, s.sipsylAddr, s.ritpubAddr = net.Syl.Addr, net.Sipsyl.Addr, net.Ritpub.Addr
 	return s
 }
 
-func (s *seedNet) close() {
-	for i := len(s.closers) - 1; i >= 0; i-- {
-		s.closers[i]()
-	}
-}
+func (s *seedNet) close() { s.net.Close() }
 
 // TestSeedExampleTightening runs the seed's example end to end, over the
 // in-memory network (in a synctest bubble, 5 ms per link) and over real UDP

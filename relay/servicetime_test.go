@@ -7,44 +7,11 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/urbit-relay/relay/internal/hist"
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/transport"
 )
-
-func TestServiceQuantileBuckets(t *testing.T) {
-	var h relay.ServiceHistogram
-	h.Observe(100*time.Nanosecond, 1) // below the first bucket's floor
-	h.Observe(10*time.Microsecond, 97)
-	h.Observe(3*time.Millisecond, 2)
-	snap := h.Snapshot(make([]uint64, relay.ServiceBuckets))
-	for _, c := range []struct {
-		q        float64
-		lo, want time.Duration // the quantile's value and the bound above it
-	}{
-		{0, 100 * time.Nanosecond, 320 * time.Nanosecond},
-		{0.5, 10 * time.Microsecond, 10 * time.Microsecond * 119 / 100},
-		{0.99, 3 * time.Millisecond, 3 * time.Millisecond * 119 / 100},
-	} {
-		got := relay.ServiceQuantile(snap, c.q)
-		if got <= c.lo || got > c.want {
-			t.Errorf("quantile %v = %v, want in (%v, %v]", c.q, got, c.lo, c.want)
-		}
-	}
-	if got := relay.ServiceQuantile(make([]uint64, relay.ServiceBuckets), 0.5); got != 0 {
-		t.Errorf("empty histogram quantile = %v, want 0", got)
-	}
-	// Every duration lands in a bucket whose bounds hold it.
-	for d := time.Duration(300); d < time.Minute; d = d*9/8 + 1 {
-		var one relay.ServiceHistogram
-		one.Observe(d, 1)
-		s := one.Snapshot(make([]uint64, relay.ServiceBuckets))
-		up := relay.ServiceQuantile(s, 0)
-		if up <= d || up > d*5/4+1 {
-			t.Fatalf("%v recorded under bound %v", d, up)
-		}
-	}
-}
 
 // steppingClock advances by step at every reading.
 type steppingClock struct {
@@ -84,7 +51,7 @@ func TestServerServiceTime(t *testing.T) {
 		}
 		synctest.Wait()
 		_, read := srv.BatchStats()
-		snap := srv.ServiceTimes().Snapshot(make([]uint64, relay.ServiceBuckets))
+		snap := srv.ServiceTimes().Snapshot(make([]uint64, hist.Buckets))
 		var total uint64
 		for _, c := range snap {
 			total += c
@@ -92,7 +59,7 @@ func TestServerServiceTime(t *testing.T) {
 		if total != read || read != 2 {
 			t.Fatalf("histogram holds %d datagrams, server read %d, want 2", total, read)
 		}
-		if got := relay.ServiceQuantile(snap, 1); got <= 40*time.Microsecond || got > 50*time.Microsecond {
+		if got := hist.Quantile(snap, 1); got <= 40*time.Microsecond || got > 50*time.Microsecond {
 			t.Errorf("service time bound %v, want just above 40µs (one clock step per batch)", got)
 		}
 	})

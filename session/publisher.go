@@ -1,11 +1,11 @@
 package session
 
 import (
-	"container/heap"
 	"net/netip"
 	"slices"
 	"time"
 
+	"github.com/urbit-relay/relay/internal/eventq"
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/scry"
 )
@@ -62,7 +62,7 @@ type Publisher struct {
 	sessions map[lane.Ship]*pubSession
 	waiting  map[string]map[*pubSession]struct{} // path → sessions waiting for it
 	waits    int                                 // (session, path) pairs in waiting
-	timers   timerHeap
+	timers   eventq.Queue[timer]
 	stats    PublisherStats
 	order    []*pubSession // scratch for Grow
 	replyTo  [1]netip.AddrPort
@@ -133,7 +133,7 @@ func (p *Publisher) open(sub lane.Ship, now time.Duration) *pubSession {
 		s = &pubSession{sub: sub, id: p.ids.Next(), paths: map[string]struct{}{}}
 		p.sessions[sub] = s
 		p.stats.Opened++
-		heap.Push(&p.timers, timer{at: now + SessionTimeout, s: s, kind: timerExpiry})
+		p.timers.Push(now+SessionTimeout, timer{s: s, kind: timerExpiry})
 	}
 	s.lastHeard = now
 	return s
@@ -239,7 +239,7 @@ func (p *Publisher) Heartbeat(sub lane.Ship, id ID, counter uint64, name []byte,
 	p.stats.Held++
 	if !h.queued {
 		h.queued = true
-		heap.Push(&p.timers, timer{at: h.due, s: s, kind: timerHold})
+		p.timers.Push(h.due, timer{s: s, kind: timerHold})
 	}
 	return Reply{}, false
 }
@@ -330,8 +330,8 @@ func (p *Publisher) Grow(path string, value []byte, emit func(Reply)) {
 // now, calling emit for each, and frees the sessions not heard from for
 // SessionTimeout.
 func (p *Publisher) Tick(now time.Duration, emit func(Reply)) {
-	for len(p.timers) > 0 && p.timers[0].at <= now {
-		t := heap.Pop(&p.timers).(timer)
+	for p.timers.Due(now) {
+		_, t := p.timers.Pop()
 		s := t.s
 		if p.sessions[s.sub] != s {
 			continue // freed
@@ -345,7 +345,7 @@ func (p *Publisher) Tick(now time.Duration, emit func(Reply)) {
 			}
 			if h.due > now {
 				h.queued = true
-				heap.Push(&p.timers, timer{at: h.due, s: s, kind: timerHold})
+				p.timers.Push(h.due, timer{s: s, kind: timerHold})
 				continue
 			}
 			r := p.answerHeld(s)
@@ -355,7 +355,7 @@ func (p *Publisher) Tick(now time.Duration, emit func(Reply)) {
 			emit(r)
 		case timerExpiry:
 			if exp := s.lastHeard + SessionTimeout; exp > now {
-				heap.Push(&p.timers, timer{at: exp, s: s, kind: timerExpiry})
+				p.timers.Push(exp, timer{s: s, kind: timerExpiry})
 				continue
 			}
 			p.free(s)
@@ -380,10 +380,7 @@ func (p *Publisher) free(s *pubSession) {
 
 // NextDeadline returns the earliest time Tick has work, or ok false if none.
 func (p *Publisher) NextDeadline() (at time.Duration, ok bool) {
-	if len(p.timers) == 0 {
-		return 0, false
-	}
-	return p.timers[0].at, true
+	return p.timers.Next()
 }
 
 const (
@@ -391,25 +388,11 @@ const (
 	timerExpiry
 )
 
+// timer is one entry of Publisher.timers, queued at the time it is due.
+// Each session has at most one timer of each kind queued; a timer whose
+// session has moved on is re-queued or dropped when it comes up (lazy
+// rescheduling).
 type timer struct {
-	at   time.Duration
 	s    *pubSession
 	kind uint8
-}
-
-// timerHeap is a min-heap of timers by time. Each session has at most one
-// timer of each kind queued; a timer whose session has moved on is
-// re-queued or dropped when it comes up (lazy rescheduling).
-type timerHeap []timer
-
-func (h timerHeap) Len() int           { return len(h) }
-func (h timerHeap) Less(i, j int) bool { return h[i].at < h[j].at }
-func (h timerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *timerHeap) Push(x any)        { *h = append(*h, x.(timer)) }
-func (h *timerHeap) Pop() any {
-	old := *h
-	t := old[len(old)-1]
-	old[len(old)-1] = timer{}
-	*h = old[:len(old)-1]
-	return t
 }

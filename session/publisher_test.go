@@ -174,8 +174,8 @@ func TestPublisherExpiresSilentSubscribers(t *testing.T) {
 		t.Fatalf("index holds %d paths", len(p.waiting))
 	}
 	// The timer heap holds at most one timer of each kind per session.
-	if len(p.timers) > 2*p.Sessions() {
-		t.Fatalf("%d timers for %d sessions", len(p.timers), p.Sessions())
+	if p.timers.Len() > 2*p.Sessions() {
+		t.Fatalf("%d timers for %d sessions", p.timers.Len(), p.Sessions())
 	}
 }
 

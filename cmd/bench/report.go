@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"os"
@@ -10,7 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/internal/hist"
+	"github.com/urbit-relay/relay/internal/svgchart"
 )
 
 // result is one measured configuration.
@@ -38,7 +38,7 @@ type result struct {
 	Rate     float64
 	Answered float64
 	Lat      []time.Duration // round trips, sorted
-	Service  []uint64        // server service-time histogram (relay.ServiceHistogram buckets)
+	Service  []uint64        // server service-time histogram (internal/hist buckets)
 }
 
 // summarize fills the summary fields from Rounds.
@@ -96,7 +96,7 @@ func (r *result) pct(q float64) time.Duration {
 
 // service returns quantile q of the server's service time during the open
 // loop.
-func (r *result) service(q float64) time.Duration { return relay.ServiceQuantile(r.Service, q) }
+func (r *result) service(q float64) time.Duration { return hist.Quantile(r.Service, q) }
 
 type report struct {
 	cfg      benchConfig
@@ -263,62 +263,29 @@ func kernel() string {
 
 // throughputSVG plots the relay's round trips per second against its
 // pending entries (median, with the rounds' min-max as a bar), against the
-// bare forwarder's median and 85% of it as horizontal lines.
+// bare forwarder's median and 85% of it as reference lines.
 func (rep *report) throughputSVG() []byte {
-	const w, h, left, bottom, right, top = 720, 380, 80, 60, 170, 40
-	var b bytes.Buffer
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`, w, h)
-	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="14">Round trips per second against pending entries (closed loop, median of %d rounds)</text>`, left, rep.rounds)
-	var base *result
-	var relays []*result
-	hi := 0.0
+	chart := svgchart.LineChart{
+		Title:  fmt.Sprintf("Round trips per second against pending entries (closed loop, median of %d rounds)", rep.rounds),
+		XLabel: "pending entries", YLabel: "round trips per second",
+	}
+	s := svgchart.Series{Name: "relay"}
 	for _, r := range rep.results {
 		if r.Role == "forward" {
-			base = r
-		} else {
-			relays = append(relays, r)
+			chart.Refs = append(chart.Refs,
+				svgchart.Ref{Y: r.RTPerSec, Name: "bare forwarder"},
+				svgchart.Ref{Y: 0.85 * r.RTPerSec, Name: "85% of forwarder", Dashed: true})
+			continue
 		}
-		hi = math.Max(hi, math.Max(r.RTMax, r.RTPerSec))
+		i := float64(len(s.X))
+		chart.XTicks = append(chart.XTicks, svgchart.Tick{At: i, Label: pendingLabel(r.Pending)})
+		s.X, s.Y = append(s.X, i), append(s.Y, r.RTPerSec)
+		s.Lo, s.Hi = append(s.Lo, r.RTMin), append(s.Hi, r.RTMax)
+		s.Labels = append(s.Labels, fmt.Sprintf("%.0fk", r.RTPerSec/1000))
 	}
-	if hi == 0 || len(relays) == 0 {
-		b.WriteString(`</svg>`)
-		return b.Bytes()
-	}
-	hi *= 1.1
-	py := func(v float64) float64 { return float64(h-bottom) - v/hi*float64(h-bottom-top) }
-	px := func(i int) float64 {
-		return left + (float64(i)+0.5)/float64(len(relays))*float64(w-left-right)
-	}
-	for _, f := range []float64{0, 0.25, 0.5, 0.75, 1} {
-		v := f * hi
-		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#eee"/><text x="%d" y="%.1f" text-anchor="end">%.0fk</text>`,
-			left, py(v), w-right, py(v), left-6, py(v)+4, v/1000)
-	}
-	if base != nil {
-		for _, l := range []struct {
-			v     float64
-			label string
-			dash  string
-		}{{base.RTPerSec, "bare forwarder", ""}, {0.85 * base.RTPerSec, "85% of forwarder", ` stroke-dasharray="5,4"`}} {
-			fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#999" stroke-width="2"%s/><text x="%d" y="%.1f" fill="#666">%s</text>`,
-				left, py(l.v), w-right, py(l.v), l.dash, w-right+6, py(l.v)+4, l.label)
-		}
-	}
-	var pts strings.Builder
-	for i, r := range relays {
-		x := px(i)
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#4a7ab5"/>`, x, py(r.RTMin), x, py(r.RTMax))
-		fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="#4a7ab5"/><text x="%.1f" y="%.1f" text-anchor="middle">%.0fk</text>`,
-			x, py(r.RTPerSec), x+22, py(r.RTPerSec)-6, r.RTPerSec/1000)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`, x, h-bottom+18, pendingLabel(r.Pending))
-		fmt.Fprintf(&pts, "%.1f,%.1f ", x, py(r.RTPerSec))
-	}
-	fmt.Fprintf(&b, `<polyline fill="none" stroke="#4a7ab5" stroke-width="2" points="%s"/>`, strings.TrimSpace(pts.String()))
-	fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#4a7ab5">relay</text>`, w-right+6, top+10)
-	fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">pending entries</text>`, float64(left+w-right)/2, h-bottom+40)
-	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`, left, h-bottom, w-right, h-bottom)
-	b.WriteString(`</svg>`)
-	return b.Bytes()
+	chart.Series = []svgchart.Series{s}
+	chart.LegendBottom = true
+	return chart.Render()
 }
 
 // pendingLabel writes n as 0, 100k or 1M.
@@ -332,26 +299,13 @@ func pendingLabel(n int) string {
 	return fmt.Sprint(n)
 }
 
-// cdfPoint is one point of a CDF: a fraction q of the samples took at
-// most d.
-type cdfPoint struct {
-	d time.Duration
-	q float64
-}
-
-// cdfSeries is one configuration's CDF, points in increasing order.
-type cdfSeries struct {
-	name   string
-	points []cdfPoint
-}
-
 // latencySVG plots each configuration's round-trip CDF.
 func (rep *report) latencySVG() []byte {
-	var series []cdfSeries
+	var series []svgchart.CDFSeries
 	for _, r := range rep.results {
-		var pts []cdfPoint
+		var pts []svgchart.CDFPoint
 		for j := 0; j < len(r.Lat); {
-			pts = append(pts, cdfPoint{r.Lat[j], float64(j) / float64(len(r.Lat))})
+			pts = append(pts, svgchart.CDFPoint{D: r.Lat[j], Q: float64(j) / float64(len(r.Lat))})
 			// Denser past the 99th percentile, where the tail is drawn.
 			if j < len(r.Lat)*99/100 {
 				j += max(1, len(r.Lat)/400)
@@ -360,97 +314,29 @@ func (rep *report) latencySVG() []byte {
 			}
 		}
 		if len(r.Lat) > 0 {
-			pts = append(pts, cdfPoint{r.Lat[len(r.Lat)-1], 1})
+			pts = append(pts, svgchart.CDFPoint{D: r.Lat[len(r.Lat)-1], Q: 1})
 		}
-		series = append(series, cdfSeries{r.Name, pts})
+		series = append(series, svgchart.CDFSeries{Name: r.Name, Points: pts})
 	}
-	return cdfSVG(fmt.Sprintf("Round-trip latency CDF at %.0f requests/s", rep.halfRate), series)
+	return svgchart.CDFChart{Title: fmt.Sprintf("Round-trip latency CDF at %.0f requests/s", rep.halfRate), Series: series}.Render()
 }
 
 // serviceSVG plots each configuration's in-server time CDF from its
 // histogram: a step at each bucket's upper bound.
 func (rep *report) serviceSVG() []byte {
-	var series []cdfSeries
+	var series []svgchart.CDFSeries
 	for _, r := range rep.results {
-		var total, seen uint64
-		for _, c := range r.Service {
-			total += c
-		}
-		var pts []cdfPoint
+		total, seen := hist.Total(r.Service), uint64(0)
+		var pts []svgchart.CDFPoint
 		for i, c := range r.Service {
 			if c == 0 || total == 0 {
 				continue
 			}
-			pts = append(pts, cdfPoint{relay.ServiceBucketUpper(i - 1), float64(seen) / float64(total)})
+			pts = append(pts, svgchart.CDFPoint{D: hist.Lower(i), Q: float64(seen) / float64(total)})
 			seen += c
-			pts = append(pts, cdfPoint{relay.ServiceBucketUpper(i), float64(seen) / float64(total)})
+			pts = append(pts, svgchart.CDFPoint{D: hist.Upper(i), Q: float64(seen) / float64(total)})
 		}
-		series = append(series, cdfSeries{r.Name, pts})
+		series = append(series, svgchart.CDFSeries{Name: r.Name, Points: pts})
 	}
-	return cdfSVG(fmt.Sprintf("Time in the server (read to last write), CDF at %.0f requests/s", rep.halfRate), series)
-}
-
-// cdfSVG draws CDFs on a log time axis and a tail-stretching quantile axis.
-func cdfSVG(title string, series []cdfSeries) []byte {
-	const w, h, left, bottom, right, top = 720, 400, 60, 50, 180, 30
-	var b bytes.Buffer
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`, w, h)
-	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="14">%s</text>`, left, title)
-	lo, hi := math.Inf(1), 0.0
-	for _, s := range series {
-		for _, p := range s.points {
-			lo = math.Min(lo, float64(p.d))
-			hi = math.Max(hi, float64(p.d))
-		}
-	}
-	if hi <= lo {
-		b.WriteString(`</svg>`)
-		return b.Bytes()
-	}
-	lo, hi = math.Log10(math.Max(lo, 100)), math.Log10(hi)
-	px := func(d time.Duration) float64 {
-		return left + (math.Log10(math.Max(float64(d), 100))-lo)/(hi-lo)*float64(w-left-right)
-	}
-	// The quantile axis is -log10(1-q), so that the tail (0.99, 0.999)
-	// gets as much room as the body: 0 at q=0, 3 at q=0.999 and above.
-	const tailDecades = 3
-	py := func(q float64) float64 {
-		t := math.Min(-math.Log10(math.Max(1-q, math.Pow(10, -tailDecades))), tailDecades)
-		return float64(h-bottom) - t/tailDecades*float64(h-bottom-top)
-	}
-	colors := []string{"#999", "#4a7ab5", "#d9822b", "#c23b22", "#3a9a5b"}
-	for _, q := range []float64{0, 0.5, 0.9, 0.99, 0.999} {
-		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#eee"/><text x="%d" y="%.1f" text-anchor="end">%g</text>`,
-			left, py(q), w-right, py(q), left-6, py(q)+4, q)
-	}
-	// Time ticks at 1, 2 and 5 times each power of ten in range.
-	for e := math.Floor(lo); e <= hi; e++ {
-		for _, m := range []float64{1, 2, 5} {
-			v := math.Log10(m) + e
-			if v < lo || v > hi {
-				continue
-			}
-			x := left + (v-lo)/(hi-lo)*float64(w-left-right)
-			fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#ddd"/><text x="%.1f" y="%d" text-anchor="middle">%v</text>`,
-				x, top, x, h-bottom, x, h-bottom+16, time.Duration(math.Pow(10, v)).Round(time.Microsecond))
-		}
-	}
-	for i, s := range series {
-		if len(s.points) == 0 {
-			continue
-		}
-		b.WriteString(`<polyline fill="none" stroke-width="2" stroke="` + colors[i%len(colors)] + `" points="`)
-		for j, p := range s.points {
-			if j > 0 {
-				b.WriteByte(' ')
-			}
-			fmt.Fprintf(&b, "%.1f,%.1f", px(p.d), py(p.q))
-		}
-		b.WriteString(`"/>`)
-		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">%s</text>`, w-right+10, top+20+18*i, colors[i%len(colors)], s.name)
-	}
-	fmt.Fprintf(&b, `<text x="%d" y="%d">quantile</text>`, 4, top-8)
-	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`, left, h-bottom, w-right, h-bottom)
-	b.WriteString(`</svg>`)
-	return b.Bytes()
+	return svgchart.CDFChart{Title: fmt.Sprintf("Time in the server (read to last write), CDF at %.0f requests/s", rep.halfRate), Series: series}.Render()
 }

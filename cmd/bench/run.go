@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/internal/hist"
 	"github.com/urbit-relay/relay/relay/transport"
 )
 
@@ -111,7 +111,7 @@ func measureSet(cfg benchConfig, pairs int, scs []scenario, rounds, latencyRef i
 			if err != nil {
 				return nil, err
 			}
-			r.Service = make([]uint64, relay.ServiceBuckets)
+			r.Service = make([]uint64, hist.Buckets)
 			for j := range r.Service {
 				if j < len(s1.Service) && j < len(s0.Service) {
 					r.Service[j] = s1.Service[j] - s0.Service[j]

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/urbit-relay/relay/internal/hist"
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/pit"
@@ -103,7 +104,7 @@ func serve(role string, sockets, pairs, basePort int, gso bool) error {
 		report = func() serverStats {
 			b, d := srv.BatchStats()
 			return serverStats{Pending: r.Pending().Len(), KernelDrops: srv.KernelDrops(), Datagrams: d, BatchesRead: b,
-				Service: srv.ServiceTimes().Snapshot(make([]uint64, relay.ServiceBuckets))}
+				Service: srv.ServiceTimes().Snapshot(make([]uint64, hist.Buckets))}
 		}
 	case "forward":
 		f := &forwarder{conns: conns, base: basePort}
@@ -207,7 +208,7 @@ func (f *forwarder) close() {
 }
 
 func (f *forwarder) stats() serverStats {
-	s := serverStats{Service: f.service.Snapshot(make([]uint64, relay.ServiceBuckets))}
+	s := serverStats{Service: f.service.Snapshot(make([]uint64, hist.Buckets))}
 	for i := range f.n {
 		s.Datagrams += f.n[i].Load()
 		s.BatchesRead += f.b[i].Load()

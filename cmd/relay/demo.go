@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"crypto/ed25519"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,8 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/urbit-relay/relay/lane"
-	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/internal/seednet"
 	"github.com/urbit-relay/relay/relay/endpoint"
 	"github.com/urbit-relay/relay/relay/transport"
 )
@@ -88,36 +85,16 @@ type demoOptions struct {
 	svg  string
 }
 
-// demoNode is one process of the demo network: a relay or a ship.
-type demoNode struct {
-	name string // the ship as @p
-	ship lane.Ship
-	role string // "relay", "requester" or "publisher"
-	note string // what the node knows, for the introduction
-	addr netip.AddrPort
-
-	srv     *relay.Server      // relays
-	ep      *endpoint.Endpoint // ships
-	metrics *metricsServer     // relays under --keep
-}
-
-// demoNet is the network of shared/seeds/002's example: the requester
-// ~rovnys, relays fronting ~syl, ~sipsyl and ~ritpub-sipsyl, and the
-// publisher ~mister-ritpub-sipsyl, a moon. The seed's names are not a
-// default sponsorship chain (@p scrambles planets: ~ritpub-sipsyl's default
-// sponsor is ~rondev), so ~ritpub-sipsyl is escaped to ~sipsyl, as an
-// operator would configure it.
+// demoNet is the network of shared/seeds/002's example (internal/seednet)
+// on 127.0.0.1, with what the demo records of it.
 type demoNet struct {
-	out io.Writer
-
-	syl, sipsyl, ritpub, moon, rovnys *demoNode
-	// nodes lists every node in chain order: requester, then down the
-	// sponsorship chain to the moon. The diagram's columns follow it.
-	nodes    []*demoNode
-	sponsors *lane.Sponsors
-	sends    *sendLog
+	*seednet.Net
+	out   io.Writer
+	sends *sendLog
 	// rounds records the tightening step, for the diagram.
 	rounds []demoRound
+	// metrics are the relays' metrics listeners under --keep.
+	metrics []*metricsServer
 }
 
 // demoRound is one request of the tightening step, with lanes named.
@@ -208,120 +185,34 @@ func (l *sendLog) first(path string) []netip.AddrPort {
 }
 
 // newDemoNet starts the network on 127.0.0.1.
-func newDemoNet(out io.Writer) (n *demoNet, err error) {
-	n = &demoNet{out: out, sends: &sendLog{}, sponsors: &lane.Sponsors{}}
-	// conns[i] is nodes[i]'s socket until a relay or endpoint owns it.
-	var conns [5]transport.Conn
-	defer func() {
-		if err != nil {
-			for _, c := range conns {
-				if c != nil {
-					c.Close()
-				}
-			}
-			n.close()
-		}
-	}()
-	specs := []struct{ name, role, note string }{
-		{"~rovnys", "requester", "knows only ~syl's lane"},
-		{"~syl", "relay", "knows ~sipsyl's lane"},
-		{"~sipsyl", "relay", "knows ~ritpub-sipsyl's lane"},
-		{"~ritpub-sipsyl", "relay", "escaped to ~sipsyl; learns the moon's lane from its pings"},
-		{"~mister-ritpub-sipsyl", "publisher", "pings its sponsor ~ritpub-sipsyl"},
-	}
-	for i, sp := range specs {
-		s, err := lane.ParseShip(sp.name)
-		if err != nil {
-			return n, err
-		}
-		c, err := transport.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), transport.Options{})
-		if err != nil {
-			return n, err
-		}
-		conns[i] = c
-		n.nodes = append(n.nodes, &demoNode{name: sp.name, ship: s, role: sp.role, note: sp.note, addr: c.LocalAddr()})
-	}
-	n.rovnys, n.syl, n.sipsyl, n.ritpub, n.moon = n.nodes[0], n.nodes[1], n.nodes[2], n.nodes[3], n.nodes[4]
-	if err := n.sponsors.Set(n.ritpub.ship, n.sipsyl.ship); err != nil {
-		return n, err
-	}
-	galaxies := map[lane.Ship]netip.AddrPort{n.syl.ship: n.syl.addr}
-	// Each relay knows the relays one step below and above it, as pinned
-	// lanes; the moon's lane is learned from its pings.
-	pinned := map[*demoNode]map[lane.Ship]netip.AddrPort{
-		n.syl:    {n.sipsyl.ship: n.sipsyl.addr},
-		n.sipsyl: {n.ritpub.ship: n.ritpub.addr},
-		n.ritpub: {n.sipsyl.ship: n.sipsyl.addr},
-	}
-	// The moon publishes with a key its subscribers know (on the live
-	// network they would take it from Azimuth); fixed, so runs match.
-	moonKey := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{0x6d}, ed25519.SeedSize))
-	for i, node := range n.nodes {
-		switch node.role {
-		case "relay":
-			r, err := relay.New(relay.Config{HintNets: loopbackNets,
-				Ship: node.ship, Galaxies: galaxies, Pinned: pinned[node], Sponsors: n.sponsors,
-				Self: []netip.AddrPort{node.addr},
-			})
-			if err != nil {
-				return n, err
-			}
-			node.srv = relay.NewServer(r, []transport.Conn{conns[i]}, relay.ServerConfig{})
-			node.srv.Start()
-		default:
-			cfg := endpoint.Config{
-				Ship: node.ship, Sponsors: n.sponsors, RetryInterval: demoRetry,
-				Lanes: map[lane.Ship]netip.AddrPort{n.syl.ship: n.syl.addr},
-			}
-			if node == n.moon {
-				cfg.Lanes[n.ritpub.ship] = n.ritpub.addr
-				cfg.Key = moonKey
-			} else {
-				cfg.Observe = n.sends.observe
-				cfg.PeerKeys = map[lane.Ship]ed25519.PublicKey{n.moon.ship: moonKey.Public().(ed25519.PublicKey)}
-			}
-			node.ep, err = endpoint.New(cfg, conns[i])
-			if err != nil {
-				return n, err
-			}
-			node.ep.Start()
-		}
-		conns[i] = nil
+func newDemoNet(out io.Writer) (*demoNet, error) {
+	n := &demoNet{out: out, sends: &sendLog{}}
+	var err error
+	n.Net, err = seednet.Start(seednet.Options{
+		Listen: func() (transport.Conn, error) {
+			return transport.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), transport.Options{})
+		},
+		Retry: demoRetry, HintNets: loopbackNets, Observe: n.sends.observe,
+	})
+	if err != nil {
+		return nil, err
 	}
 	return n, nil
 }
 
-// close stops every node.
+// close stops every node and metrics listener.
 func (n *demoNet) close() {
-	for i := len(n.nodes) - 1; i >= 0; i-- {
-		node := n.nodes[i]
-		if node.metrics != nil {
-			node.metrics.Close()
-		}
-		if node.ep != nil {
-			node.ep.Close()
-		}
-		if node.srv != nil {
-			node.srv.Close()
-		}
+	for _, m := range n.metrics {
+		m.Close()
 	}
-}
-
-// name returns the node at lane ap by its @p, or the lane itself.
-func (n *demoNet) name(ap netip.AddrPort) string {
-	for _, node := range n.nodes {
-		if node.addr == ap {
-			return node.name
-		}
-	}
-	return ap.String()
+	n.Close()
 }
 
 // nameWidth is the width of the longest node name, for alignment.
 func (n *demoNet) nameWidth() int {
 	w := 0
-	for _, node := range n.nodes {
-		w = max(w, len(node.name))
+	for _, node := range n.Nodes {
+		w = max(w, len(node.Name))
 	}
 	return w
 }
@@ -330,8 +221,8 @@ func (n *demoNet) nameWidth() int {
 // print ("~a + ~b", the two longest names).
 func (n *demoNet) targetsWidth() int {
 	a, b := 0, 0
-	for _, node := range n.nodes {
-		switch l := len(node.name); {
+	for _, node := range n.Nodes {
+		switch l := len(node.Name); {
 		case l > a:
 			a, b = l, a
 		case l > b:
@@ -344,15 +235,15 @@ func (n *demoNet) targetsWidth() int {
 // columns returns the diagram's column headings: each node's name and
 // what it is.
 func (n *demoNet) columns() []svgColumn {
-	cols := make([]svgColumn, len(n.nodes))
-	for i, node := range n.nodes {
-		what := node.role
-		if node.role == "relay" {
-			what = node.ship.Class().String() + " relay"
+	cols := make([]svgColumn, len(n.Nodes))
+	for i, node := range n.Nodes {
+		what := node.Role
+		if node.Role == seednet.RoleRelay {
+			what = node.Ship.Class().String() + " relay"
 		} else {
-			what = node.ship.Class().String() + ", " + node.role
+			what = node.Ship.Class().String() + ", " + node.Role
 		}
-		cols[i] = svgColumn{name: node.name, what: what}
+		cols[i] = svgColumn{name: node.Name, what: what}
 	}
 	return cols
 }
@@ -361,8 +252,8 @@ func (n *demoNet) columns() []svgColumn {
 func (n *demoNet) introduce() {
 	w := n.nameWidth()
 	fmt.Fprintf(n.out, "A relay network on 127.0.0.1 (shared/seeds/002's example):\n\n")
-	for _, node := range n.nodes {
-		fmt.Fprintf(n.out, "  %-*s  %-6s  %-9s  %-15s  %s\n", w, node.name, node.ship.Class(), node.role, node.addr, node.note)
+	for _, node := range n.Nodes {
+		fmt.Fprintf(n.out, "  %-*s  %-6s  %-9s  %-15s  %s\n", w, node.Name, node.Ship.Class(), node.Role, node.Addr, node.Note)
 	}
 }
 
@@ -370,20 +261,20 @@ func (n *demoNet) introduce() {
 // per round, where the request went and what next-hop came back.
 func stepTightening(ctx context.Context, n *demoNet) error {
 	if err := waitUntil(ctx, demoPingWait, func() bool {
-		info, ok := n.ritpub.srv.Relay().Routes().Info(n.moon.ship)
-		return ok && info.Direct.AddrPort() == n.moon.addr
+		info, ok := n.Ritpub.Server.Relay().Routes().Info(n.Moon.Ship)
+		return ok && info.Direct.AddrPort() == n.Moon.Addr
 	}); err != nil {
-		return fmt.Errorf("the moon's ping did not reach %s: %w", n.ritpub.name, err)
+		return fmt.Errorf("the moon's ping did not reach %s: %w", n.Ritpub.Name, err)
 	}
-	fmt.Fprintf(n.out, "\n%s pinged its sponsor: %s's relay has learned the moon's lane.\n", n.moon.name, n.ritpub.name)
-	fmt.Fprintf(n.out, "%s peeks a new path on %s each round. Each answer's next-hop names the\n", n.rovnys.name, n.moon.name)
+	fmt.Fprintf(n.out, "\n%s pinged its sponsor: %s's relay has learned the moon's lane.\n", n.Moon.Name, n.Ritpub.Name)
+	fmt.Fprintf(n.out, "%s peeks a new path on %s each round. Each answer's next-hop names the\n", n.Rovnys.Name, n.Moon.Name)
 	fmt.Fprintf(n.out, "lane one step closer to the moon, which the next request tries beside the known-good one:\n\n")
 	w := n.targetsWidth()
 	for i := 1; i <= demoRounds; i++ {
 		path := fmt.Sprintf("demo/tighten/%d", i)
-		n.moon.ep.Publish(path, []byte(path))
+		n.Moon.Endpoint.Publish(path, []byte(path))
 		rctx, cancel := context.WithTimeout(ctx, demoRoundTimeout)
-		resp, err := n.rovnys.ep.Peek(rctx, n.moon.ship, path)
+		resp, err := n.Rovnys.Endpoint.Peek(rctx, n.Moon.Ship, path)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("round %d: %w", i, err)
@@ -391,12 +282,12 @@ func stepTightening(ctx context.Context, n *demoNet) error {
 		if string(resp.Data) != path {
 			return fmt.Errorf("round %d: answer %q, want %q", i, resp.Data, path)
 		}
-		rd := demoRound{path: "/" + path, via: n.name(resp.From), tries: resp.Tries}
+		rd := demoRound{path: "/" + path, via: n.Name(resp.From), tries: resp.Tries}
 		for _, t := range n.sends.first(path) {
-			rd.targets = append(rd.targets, n.name(t))
+			rd.targets = append(rd.targets, n.Name(t))
 		}
 		if resp.Next.IsValid() {
-			rd.next = n.name(resp.Next)
+			rd.next = n.Name(resp.Next)
 		}
 		n.rounds = append(n.rounds, rd)
 		n.printRound(i, rd, w)
@@ -435,7 +326,7 @@ func tighteningTrips(rounds []demoRound) int {
 // printRound prints one round on one line, its targets padded to w.
 func (n *demoNet) printRound(i int, rd demoRound, w int) {
 	answer := "answered by " + rd.via + " directly"
-	if rd.via != n.moon.name {
+	if rd.via != n.Moon.Name {
 		answer = "answered via " + rd.via
 	}
 	next := "no next-hop"
@@ -453,13 +344,13 @@ func (n *demoNet) printRound(i int, rd demoRound, w int) {
 func (n *demoNet) printCounters() {
 	fmt.Fprintf(n.out, "\nRelay counters:\n")
 	w := n.nameWidth()
-	for _, node := range n.nodes {
-		if node.srv == nil {
+	for _, node := range n.Nodes {
+		if node.Server == nil {
 			continue
 		}
-		s := node.srv.Relay().Counters().Snapshot()
+		s := node.Server.Relay().Counters().Snapshot()
 		fmt.Fprintf(n.out, "  %-*s  in %3d  forwards %3d  aggregated %3d  answered %3d  dropped %3d\n",
-			w, node.name, s.TotalIn(), s.Forwards, s.Aggregated, s.Answered, s.TotalDrops())
+			w, node.Name, s.TotalIn(), s.Forwards, s.Aggregated, s.Answered, s.TotalDrops())
 	}
 }
 
@@ -468,19 +359,20 @@ func (n *demoNet) printCounters() {
 func (n *demoNet) keep(ctx context.Context) error {
 	fmt.Fprintf(n.out, "\nThe network stays up until Ctrl-C:\n\n")
 	w := n.nameWidth()
-	for _, node := range n.nodes {
+	for _, node := range n.Nodes {
 		metrics := ""
-		if node.srv != nil {
+		if node.Server != nil {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				return err
 			}
-			node.metrics = serveMetrics(ln, newMetricsHandler(newMetricsRegistry(node.srv, nil, version), nil, false))
-			metrics = "  metrics " + node.metrics.URL() + "/metrics"
+			m := serveMetrics(ln, newMetricsHandler(newMetricsRegistry(node.Server, nil, version), nil, false))
+			n.metrics = append(n.metrics, m)
+			metrics = "  metrics " + m.URL() + "/metrics"
 		}
-		fmt.Fprintf(n.out, "  %-*s  udp %-15s%s\n", w, node.name, node.addr, metrics)
+		fmt.Fprintf(n.out, "  %-*s  udp %-15s%s\n", w, node.Name, node.Addr, metrics)
 	}
-	fmt.Fprintf(n.out, "\n%s peeks a new path on %s every %v. Press Ctrl-C to stop.\n", n.rovnys.name, n.moon.name, demoKeepPeekInterval)
+	fmt.Fprintf(n.out, "\n%s peeks a new path on %s every %v. Press Ctrl-C to stop.\n", n.Rovnys.Name, n.Moon.Name, demoKeepPeekInterval)
 	t := time.NewTicker(demoKeepPeekInterval)
 	defer t.Stop()
 	for i := 1; ; i++ {
@@ -491,9 +383,9 @@ func (n *demoNet) keep(ctx context.Context) error {
 		case <-t.C:
 		}
 		path := fmt.Sprintf("demo/keep/%d", i)
-		n.moon.ep.Publish(path, []byte(path))
+		n.Moon.Endpoint.Publish(path, []byte(path))
 		rctx, cancel := context.WithTimeout(ctx, demoRoundTimeout)
-		n.rovnys.ep.Peek(rctx, n.moon.ship, path) // failures show in the metrics
+		n.Rovnys.Endpoint.Peek(rctx, n.Moon.Ship, path) // failures show in the metrics
 		cancel()
 	}
 }
@@ -534,7 +426,7 @@ const demoGrowAfter = 300 * time.Millisecond
 // and shows it arriving with the heartbeat's answer.
 func stepSubscription(ctx context.Context, n *demoNet) error {
 	const path = "demo/feed/1"
-	fmt.Fprintf(n.out, "\n%s subscribes to /%s on %s, which has no value there yet:\n\n", n.rovnys.name, path, n.moon.name)
+	fmt.Fprintf(n.out, "\n%s subscribes to /%s on %s, which has no value there yet:\n\n", n.Rovnys.Name, path, n.Moon.Name)
 	type result struct {
 		resp endpoint.Response
 		err  error
@@ -543,7 +435,7 @@ func stepSubscription(ctx context.Context, n *demoNet) error {
 	sctx, cancel := context.WithTimeout(ctx, demoRoundTimeout)
 	defer cancel()
 	go func() {
-		resp, err := n.rovnys.ep.Subscribe(sctx, n.moon.ship, path)
+		resp, err := n.Rovnys.Endpoint.Subscribe(sctx, n.Moon.Ship, path)
 		done <- result{resp, err}
 	}()
 	// Wait for the ack and the first heartbeat.
@@ -562,19 +454,19 @@ func stepSubscription(ctx context.Context, n *demoNet) error {
 		return fmt.Errorf("no ack and heartbeat: %w", err)
 	}
 	fmt.Fprintf(n.out, "  ack        %s signed the subscription: %s, session %x; %s stops re-sending it\n",
-		n.moon.name, ack.Status, ack.Session, n.rovnys.name)
+		n.Moon.Name, ack.Status, ack.Session, n.Rovnys.Name)
 	var via []string
 	for _, t := range beat.Targets {
-		via = append(via, n.name(t))
+		via = append(via, n.Name(t))
 	}
-	fmt.Fprintf(n.out, "  heartbeat  %s sends one heartbeat for all its subscriptions there (to %s);\n", n.rovnys.name, strings.Join(via, " + "))
-	fmt.Fprintf(n.out, "             %s holds it, to answer the moment the value grows\n", n.moon.name)
+	fmt.Fprintf(n.out, "  heartbeat  %s sends one heartbeat for all its subscriptions there (to %s);\n", n.Rovnys.Name, strings.Join(via, " + "))
+	fmt.Fprintf(n.out, "             %s holds it, to answer the moment the value grows\n", n.Moon.Name)
 	if err := sleepCtx(ctx, demoGrowAfter); err != nil {
 		return err
 	}
 	grown := time.Now()
-	n.moon.ep.Publish(path, []byte("the first value"))
-	fmt.Fprintf(n.out, "  grow       %s grows /%s\n", n.moon.name, path)
+	n.Moon.Endpoint.Publish(path, []byte("the first value"))
+	fmt.Fprintf(n.out, "  grow       %s grows /%s\n", n.Moon.Name, path)
 	r := <-done
 	if r.err != nil {
 		return fmt.Errorf("subscription: %w", r.err)
@@ -587,7 +479,7 @@ func stepSubscription(ctx context.Context, n *demoNet) error {
 		how = "the held heartbeat's answer"
 	}
 	fmt.Fprintf(n.out, "  delivered  %q arrived %v after the grow, in %s, via %s\n",
-		r.resp.Data, time.Since(grown).Round(time.Microsecond), how, n.name(r.resp.From))
+		r.resp.Data, time.Since(grown).Round(time.Microsecond), how, n.Name(r.resp.From))
 	return nil
 }
 

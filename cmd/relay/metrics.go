@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/urbit-relay/relay/internal/hist"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/capture"
 )
@@ -213,22 +214,23 @@ func (c *relayCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// serviceHistogram exports h with one Prometheus bucket per power of two
-// (the histogram's own buckets are four times finer). The sum is estimated
-// from bucket midpoints, since h keeps no sum.
+// serviceHistogram exports h with one Prometheus bucket per power of two,
+// 512 ns to 2^36 ns (the histogram's own buckets are hist.BucketsPerOctave
+// times finer). The sum is estimated from bucket midpoints, since h keeps no
+// sum.
 func serviceHistogram(d *prometheus.Desc, h *relay.ServiceHistogram) prometheus.Metric {
-	var snap [relay.ServiceBuckets]uint64
+	var snap [hist.Buckets]uint64
 	h.Snapshot(snap[:])
-	buckets := make(map[float64]uint64, relay.ServiceBuckets/relay.ServiceBucketsPerOctave)
+	buckets := make(map[float64]uint64, hist.Buckets/hist.BucketsPerOctave)
 	var count uint64
 	var sum float64
 	lower := time.Duration(0)
 	for i, n := range snap {
 		count += n
-		upper := relay.ServiceBucketUpper(i)
+		upper := hist.Upper(i)
 		sum += float64(n) * (lower + upper).Seconds() / 2
 		lower = upper
-		if i%relay.ServiceBucketsPerOctave == relay.ServiceBucketsPerOctave-1 || i == len(snap)-1 {
+		if i%hist.BucketsPerOctave == hist.BucketsPerOctave-1 || i == len(snap)-1 {
 			buckets[upper.Seconds()] = count
 		}
 	}

@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/capture"
@@ -308,5 +311,42 @@ func TestVersionCommand(t *testing.T) {
 	lines := strings.Split(stdout.String(), "\n")
 	if lines[0] != "relay "+version || !strings.HasPrefix(lines[1], "go "+runtime.Version()) {
 		t.Errorf("output %q", stdout.String())
+	}
+}
+
+// TestServiceHistogramBuckets pins relay_service_seconds' bucket bounds:
+// one per power of two, 512 ns to 2^36 ns, whatever the histogram's own
+// resolution, so dashboards and recording rules keep their series.
+func TestServiceHistogramBuckets(t *testing.T) {
+	var h relay.ServiceHistogram
+	h.Observe(3*time.Microsecond, 2)
+	h.Observe(time.Hour, 1)
+	var m dto.Metric
+	desc := prometheus.NewDesc("relay_service_seconds", "test", nil, nil)
+	if err := serviceHistogram(desc, &h).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	bs := m.GetHistogram().GetBucket()
+	if len(bs) != 28 {
+		t.Fatalf("%d buckets, want 28", len(bs))
+	}
+	for k, b := range bs {
+		want := float64(time.Duration(1)<<(9+k)) / 1e9
+		if b.GetUpperBound() != want {
+			t.Fatalf("bucket %d bound %v, want %v", k, b.GetUpperBound(), want)
+		}
+		cum := uint64(0)
+		if want > 3e-6 {
+			cum = 2
+		}
+		if want == float64(1<<36)/1e9 {
+			cum = 3 // the last bucket also holds what is longer
+		}
+		if b.GetCumulativeCount() != cum {
+			t.Errorf("bucket %v holds %d, want %d", want, b.GetCumulativeCount(), cum)
+		}
+	}
+	if m.GetHistogram().GetSampleCount() != 3 {
+		t.Errorf("count %d, want 3", m.GetHistogram().GetSampleCount())
 	}
 }

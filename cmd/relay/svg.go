@@ -1,13 +1,13 @@
 package main
 
 import (
-	"bytes"
-	"encoding/xml"
-	"fmt"
 	"strings"
+
+	"github.com/urbit-relay/relay/internal/svgchart"
 )
 
-// The route-tightening diagram (docs/tightening.svg): one column per node
+// The route-tightening diagram (docs/tightening.svg), a specialised drawing
+// on internal/svgchart's primitives: one column per node
 // in chain order (requester, relays, publisher), one row per round. In each
 // round an arrow goes from the requester to each lane the request was sent
 // on (solid to the tightest, dashed to the known-good one beside it), a thin
@@ -45,8 +45,8 @@ func tighteningSVG(cols []svgColumn, rounds []demoRound) []byte {
 	legendY := svgTopY + len(rounds)*svgRowHeight
 	height := legendY + 70
 
-	var b bytes.Buffer
-	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	var w svgchart.Writer
+	p := w.F
 	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" style="%s;font-size:13px">`+"\n", width, height, width, height, svgFont)
 	p(`<title>Route tightening: each round trip moves the request one hop closer to the publisher</title>` + "\n")
 	p(`<defs>` +
@@ -55,8 +55,8 @@ func tighteningSVG(cols []svgColumn, rounds []demoRound) []byte {
 		`</defs>` + "\n")
 	p(`<rect width="100%%" height="100%%" fill="#fff"/>` + "\n")
 	for i, c := range cols {
-		p(`<text x="%d" y="%d" text-anchor="middle" font-weight="bold">%s</text>`+"\n", x(i), svgHeadY, esc(c.name))
-		p(`<text x="%d" y="%d" text-anchor="middle" fill="#555" font-size="11">%s</text>`+"\n", x(i), svgHeadY+16, esc(c.what))
+		p(`<text x="%d" y="%d" text-anchor="middle" font-weight="bold">%s</text>`+"\n", x(i), svgHeadY, svgchart.Escape(c.name))
+		p(`<text x="%d" y="%d" text-anchor="middle" fill="#555" font-size="11">%s</text>`+"\n", x(i), svgHeadY+16, svgchart.Escape(c.what))
 		p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#ddd" stroke-width="1"/>`+"\n", x(i), svgHeadY+26, x(i), legendY-20)
 	}
 	last := len(cols) - 1
@@ -83,7 +83,7 @@ func tighteningSVG(cols []svgColumn, rounds []demoRound) []byte {
 			p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#888" stroke-width="1.5" stroke-dasharray="6,4" marker-end="url(#headgray)"/>`+"\n", x(0), yy, x(ti)-4, yy)
 		}
 		p(`<circle cx="%d" cy="%d" r="4" fill="#222"/>`+"\n", x(0), y)
-		p(`<text x="%d" y="%d" fill="#333" font-size="12">%s</text>`+"\n", x(0)+8, y+svgDualOffset+22, esc(roundCaption(rd, cols[last].name)))
+		p(`<text x="%d" y="%d" fill="#333" font-size="12">%s</text>`+"\n", x(0)+8, y+svgDualOffset+22, svgchart.Escape(roundCaption(rd, cols[last].name)))
 	}
 	ly := legendY
 	p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#1f5fbf" stroke-width="2.5" marker-end="url(#head)"/>`+"\n", 12, ly, 52, ly)
@@ -93,7 +93,7 @@ func tighteningSVG(cols []svgColumn, rounds []demoRound) []byte {
 	p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#1f5fbf" stroke-width="1" stroke-opacity="0.6" marker-end="url(#head)"/>`+"\n", 12, ly+24, 52, ly+24)
 	p(`<text x="60" y="%d" font-size="12">forwarded down the sponsorship chain by the relays; the answer returns the same way</text>`+"\n", ly+28)
 	p("</svg>\n")
-	return b.Bytes()
+	return w.Bytes()
 }
 
 // roundCaption describes a round's answer.
@@ -110,11 +110,4 @@ func roundCaption(rd demoRound, publisher string) string {
 		s.WriteString("; no next-hop: the route is direct")
 	}
 	return s.String()
-}
-
-// esc escapes s for SVG text.
-func esc(s string) string {
-	var b strings.Builder
-	xml.EscapeText(&b, []byte(s))
-	return b.String()
 }

@@ -1,52 +1,24 @@
 package main
 
 import (
-	"math/bits"
 	"time"
+
+	"github.com/urbit-relay/relay/internal/hist"
 )
 
-// histSubBits sets the histogram's precision: each power of two is split
-// into 2^(histSubBits-1) linear buckets, so a recorded value is known to
-// within 1/64 (1.6%) of itself, as an HDR histogram with two significant
-// digits, at every scale from nanoseconds to hours.
-const histSubBits = 7
-
-const (
-	histHalf    = 1 << (histSubBits - 1)
-	histBuckets = (64 - histSubBits + 2) * histHalf
-)
-
-// hist is a log-linear latency histogram (HDR-style): fixed memory
-// (~30 KiB), O(1) record, quantiles to 1.6%. Not safe for concurrent use.
-type hist struct {
-	counts   [histBuckets]uint64
+// latHist is a latency histogram: internal/hist's buckets (quantiles to
+// 1/hist.BucketsPerOctave, 1.6%) with the exact count, extremes and sum
+// beside them. Not safe for concurrent use.
+type latHist struct {
+	counts   hist.Histogram
 	n        uint64
 	min, max time.Duration
 	sum      time.Duration
 }
 
-func histBucket(v uint64) int {
-	if v < 1<<histSubBits {
-		return int(v)
-	}
-	shift := bits.Len64(v) - histSubBits
-	return (shift+1)*histHalf + int(v>>shift) - histHalf
-}
-
-// histLow returns the smallest value in bucket i.
-func histLow(i int) uint64 {
-	if i < 1<<histSubBits {
-		return uint64(i)
-	}
-	shift := i/histHalf - 1
-	return uint64(i%histHalf+histHalf) << shift
-}
-
-func (h *hist) record(d time.Duration) {
-	if d < 0 {
-		d = 0
-	}
-	h.counts[histBucket(uint64(d))]++
+func (h *latHist) record(d time.Duration) {
+	d = max(d, 0)
+	h.counts.Observe(d, 1)
 	if h.n == 0 || d < h.min {
 		h.min = d
 	}
@@ -57,7 +29,7 @@ func (h *hist) record(d time.Duration) {
 
 // quantile returns the value at quantile q (0-1): the middle of the bucket
 // holding it, clamped to the recorded min and max (exact at either end).
-func (h *hist) quantile(q float64) time.Duration {
+func (h *latHist) quantile(q float64) time.Duration {
 	if h.n == 0 {
 		return 0
 	}
@@ -69,33 +41,24 @@ func (h *hist) quantile(q float64) time.Duration {
 	case h.n:
 		return h.max
 	}
-	var seen uint64
-	for i, c := range h.counts {
-		seen += c
-		if seen >= rank {
-			lo := histLow(i)
-			hi := histLow(i + 1)
-			v := time.Duration(lo + (hi-lo)/2)
-			return min(max(v, h.min), h.max)
-		}
-	}
-	return h.max
+	var snap [hist.Buckets]uint64
+	i := hist.RankBucket(h.counts.Snapshot(snap[:]), rank-1)
+	lo, hi := hist.Lower(i), hist.Upper(i)
+	return min(max(lo+(hi-lo)/2, h.min), h.max)
 }
 
-func (h *hist) mean() time.Duration {
+func (h *latHist) mean() time.Duration {
 	if h.n == 0 {
 		return 0
 	}
 	return h.sum / time.Duration(h.n)
 }
 
-func (h *hist) merge(o *hist) {
+func (h *latHist) merge(o *latHist) {
 	if o.n == 0 {
 		return
 	}
-	for i, c := range o.counts {
-		h.counts[i] += c
-	}
+	h.counts.Merge(&o.counts)
 	if h.n == 0 || o.min < h.min {
 		h.min = o.min
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/urbit-relay/relay/internal/hist"
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/capture"
@@ -338,7 +339,7 @@ relay_in_total{kind="peek"} 7
 }
 
 func TestHistogram(t *testing.T) {
-	var h hist
+	var h latHist
 	for i := 1; i <= 100000; i++ {
 		h.record(time.Duration(i) * time.Microsecond)
 	}
@@ -354,12 +355,12 @@ func TestHistogram(t *testing.T) {
 	if h.quantile(1) != 100*time.Millisecond || h.quantile(0) != time.Microsecond {
 		t.Errorf("extremes %v %v", h.quantile(0), h.quantile(1))
 	}
-	for v := uint64(0); v < 1<<20; v += 7 {
-		if i := histBucket(v); histLow(i) > v || histLow(i+1) <= v {
-			t.Fatalf("value %d in bucket %d [%d, %d)", v, i, histLow(i), histLow(i+1))
+	for v := time.Duration(0); v < 1<<20; v += 7 {
+		if i := hist.Bucket(v); hist.Lower(i) > v || hist.Upper(i) <= v {
+			t.Fatalf("value %d in bucket %d [%d, %d)", v, i, hist.Lower(i), hist.Upper(i))
 		}
 	}
-	if histBucket(1<<63) >= histBuckets {
+	if hist.Bucket(1<<62) >= hist.Buckets {
 		t.Fatal("the largest value has no bucket")
 	}
 }

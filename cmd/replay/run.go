@@ -1,7 +1,6 @@
 package main
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/urbit-relay/relay/internal/eventq"
 	"github.com/urbit-relay/relay/relay/transport"
 	"github.com/urbit-relay/relay/scry"
 )
@@ -83,26 +83,6 @@ type request struct {
 	slot   bool // holds a concurrency slot
 }
 
-// deadline is when request id times out.
-type deadline struct {
-	at time.Duration
-	id int64
-}
-
-// deadlineHeap is a min-heap of deadlines.
-type deadlineHeap []deadline
-
-func (h deadlineHeap) Len() int           { return len(h) }
-func (h deadlineHeap) Less(i, j int) bool { return h[i].at < h[j].at }
-func (h deadlineHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *deadlineHeap) Push(x any)        { *h = append(*h, x.(deadline)) }
-func (h *deadlineHeap) Pop() any {
-	old := *h
-	d := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return d
-}
-
 // held is an answer waiting for the schedule to reach its hold.
 type held struct {
 	hold   int
@@ -119,7 +99,7 @@ type heldKey struct {
 
 type kindCounts struct {
 	sent, expected, answered, missing, extra uint64
-	lat                                      hist
+	lat                                      latHist
 }
 
 // runner plays one fixture against one relay.
@@ -137,7 +117,7 @@ type runner struct {
 	mu          sync.Mutex
 	reqs        map[int64]*request   // guarded by mu; outstanding requests by id
 	nextID      int64                // guarded by mu
-	deadlines   deadlineHeap         // guarded by mu; when each request times out
+	deadlines   eventq.Queue[int64]  // guarded by mu; when each request times out
 	openReq     []map[string][]int64 // guarded by mu; per lane: name → outstanding requests
 	openAmes    map[string][]int64   // guarded by mu; ames key → outstanding deliveries
 	replyNext   []map[string]int     // guarded by mu; per lane: next reactive reply per trigger
@@ -376,7 +356,7 @@ func (r *runner) send(ai int32, slot bool) {
 		r.nextID++
 		id := r.nextID
 		r.reqs[id] = &request{action: ai, sent: now, slot: slot}
-		heap.Push(&r.deadlines, deadline{at: now + r.timeoutOf(act), id: id})
+		r.deadlines.Push(now+r.timeoutOf(act), id)
 		if act.expect != expectNone {
 			kc.expected++
 			r.pending++
@@ -600,10 +580,10 @@ func (r *runner) routineSweep(ctx context.Context) {
 func (r *runner) sweep(now time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for len(r.deadlines) > 0 && r.deadlines[0].at <= now {
-		d := heap.Pop(&r.deadlines).(deadline)
-		if q := r.reqs[d.id]; q != nil {
-			r.timeoutLocked(d.id, q)
+	for r.deadlines.Due(now) {
+		_, id := r.deadlines.Pop()
+		if q := r.reqs[id]; q != nil {
+			r.timeoutLocked(id, q)
 		}
 	}
 }
@@ -676,7 +656,7 @@ func (r *runner) routineProgress(ctx context.Context) {
 		}
 		r.mu.Lock()
 		var sent, answered, expected, missing uint64
-		var lat hist
+		var lat latHist
 		for k := range r.kinds {
 			kc := &r.kinds[k]
 			sent += kc.sent

@@ -1,13 +1,13 @@
 package main
 
 import (
-	"container/heap"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/netip"
 	"time"
 
+	"github.com/urbit-relay/relay/internal/eventq"
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/capture"
@@ -24,29 +24,6 @@ const (
 	simPingPath     = "ping"           // the endpoint package's ping name
 )
 
-// event is one thing that happens at a virtual time; seq orders events of
-// the same time by when they were scheduled, so a run is deterministic.
-type event struct {
-	at  time.Duration
-	seq uint64
-	fn  func()
-}
-
-type eventQueue []event
-
-func (q eventQueue) Len() int { return len(q) }
-func (q eventQueue) Less(i, j int) bool {
-	return q[i].at < q[j].at || (q[i].at == q[j].at && q[i].seq < q[j].seq)
-}
-func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *eventQueue) Push(x any)   { *q = append(*q, x.(event)) }
-func (q *eventQueue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return e
-}
-
 // node is a simulated ship (or attacker) at one lane.
 type node interface {
 	hear(s *sim, b []byte)
@@ -58,8 +35,7 @@ type node interface {
 type sim struct {
 	rng       *rand.Rand
 	now       time.Duration
-	seq       uint64
-	queue     eventQueue
+	queue     eventq.Queue[func()] // events of the same time run in the order scheduled, so a run is deterministic
 	relay     *relay.Relay
 	out       *relay.Out
 	relayLane netip.AddrPort
@@ -87,8 +63,7 @@ func newSim(seed uint64, relayShip lane.Ship, relayLane netip.AddrPort, epoch ti
 }
 
 func (s *sim) at(t time.Duration, fn func()) {
-	s.seq++
-	heap.Push(&s.queue, event{at: max(t, s.now), seq: s.seq, fn: fn})
+	s.queue.Push(max(t, s.now), fn)
 }
 
 func (s *sim) after(d time.Duration, fn func()) { s.at(s.now+d, fn) }
@@ -96,9 +71,9 @@ func (s *sim) after(d time.Duration, fn func()) { s.at(s.now+d, fn) }
 // runAll runs events until none are left.
 func (s *sim) runAll() {
 	for s.queue.Len() > 0 {
-		e := heap.Pop(&s.queue).(event)
-		s.now = e.at
-		e.fn()
+		at, fn := s.queue.Pop()
+		s.now = at
+		fn()
 	}
 }
 

@@ -87,7 +87,7 @@ type publisherSummary struct {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-func latencyOf(h *hist) latencySummary {
+func latencyOf(h *latHist) latencySummary {
 	return latencySummary{
 		N: h.n, Mean: ms(h.mean()), P50: ms(h.quantile(0.5)), P90: ms(h.quantile(0.9)),
 		P99: ms(h.quantile(0.99)), P999: ms(h.quantile(0.999)), Max: ms(h.max),
@@ -108,7 +108,7 @@ func (r *runner) summarize(sendPhase, elapsed time.Duration) *summary {
 		Unmatched: r.unmatched.Load(), Foreign: r.foreign.Load(),
 		Unrecognized: r.unrecognized.Load(), WriteErrors: r.writeErrs.Load(),
 	}
-	var all hist
+	var all latHist
 	for k := range numKinds {
 		kc := &r.kinds[k]
 		s.Types = append(s.Types, typeSummary{

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/urbit-relay/relay/cmd/simnet/internal/sim"
-	"github.com/urbit-relay/relay/cmd/simnet/internal/svg"
+	"github.com/urbit-relay/relay/internal/svgchart"
 	"github.com/urbit-relay/relay/lane"
 )
 
@@ -296,7 +296,7 @@ func (r *churnResult) section() section {
 		head = append(head, st.Name+": recovery median / p90 / max", "never", "lost / requests", "retransmitted")
 	}
 	t := table{head: head}
-	chart := svg.LineChart{Title: "Recovery after churn (design: chain, dual)", XLabel: "seconds since the churn",
+	chart := svgchart.LineChart{Title: "Recovery after churn (design: chain, dual)", XLabel: "seconds since the churn",
 		YLabel: "share of conversations recovered", Steps: true, LegendBottom: true}
 	for si, sc := range r.scenarios {
 		row := []string{sc.name, ""}
@@ -312,7 +312,7 @@ func (r *churnResult) section() section {
 		}
 		t.add(row...)
 		if d := r.runs[si][0]; d.applies && d.rcvrs > 0 {
-			s := svg.Series{Name: sc.name}
+			s := svgchart.Series{Name: sc.name}
 			rec := slices.Clone(d.recovery)
 			slices.Sort(rec)
 			s.X, s.Y = append(s.X, 0), append(s.Y, 0)

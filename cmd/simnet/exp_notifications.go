@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/urbit-relay/relay/cmd/simnet/internal/sim"
-	"github.com/urbit-relay/relay/cmd/simnet/internal/svg"
+	"github.com/urbit-relay/relay/internal/svgchart"
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/endpoint"
@@ -274,9 +274,9 @@ func (r *notificationsResult) section() section {
 		"*Requesters full* counts requests the relays refused for a full pending entry (in brackets, those past the cap forwarded anyway to refresh the entry upstream), *sponsee unknown* those dropped because the receiver was a sponsee whose lane the relay did not know. Design strategy, fast preset.\n\n",
 		r0.subscribers, r.ships, prose(NotifyFirstGrow-WarmUp), prose(NotifyGrowEvery), grows, prose(session.HoldTime), prose(NotifyFirstGrow-NotifyFirstIdle), prose(NotifyIdleWindow))
 	t := table{head: []string{"how subscribers follow", "first grow: delivery mean / p99", "later grows: delivery mean / p50 / p99", "notified", "undelivered", "idle datagrams per subscriber per minute (before first grow / later)", "idle pkt/s at the publisher", "idle pkt/s at all galaxies", "requesters full (capped forwards)", "sponsee unknown"}}
-	chart := svg.LineChart{Title: fmt.Sprintf("Following a path: latency against idle traffic (%d subscribers)", r0.subscribers),
+	chart := svgchart.LineChart{Title: fmt.Sprintf("Following a path: latency against idle traffic (%d subscribers)", r0.subscribers),
 		XLabel: "idle datagrams per subscriber per minute", YLabel: "grow-to-delivery, ms (later grows; log scale)", LogY: true, LegendBottom: true}
-	var series []svg.Series
+	var series []svgchart.Series
 	for _, run := range r.runs {
 		delivered := len(run.firstDelay) + len(run.laterDelay)
 		t.add(run.mode.name,
@@ -288,7 +288,7 @@ func (r *notificationsResult) section() section {
 		if i := strings.Index(name, " ("); i > 0 {
 			name = name[:i]
 		}
-		series = append(series, svg.Series{Name: name, X: []float64{run.idleLater, run.idleLater}, Y: []float64{mean(run.laterDelay), percentile(run.laterDelay, 99)},
+		series = append(series, svgchart.Series{Name: name, X: []float64{run.idleLater, run.idleLater}, Y: []float64{mean(run.laterDelay), percentile(run.laterDelay, 99)},
 			Labels: []string{"mean", "p99"}})
 	}
 	chart.Series = series

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/urbit-relay/relay/cmd/simnet/internal/sim"
-	"github.com/urbit-relay/relay/cmd/simnet/internal/svg"
+	"github.com/urbit-relay/relay/internal/svgchart"
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/endpoint"
@@ -226,11 +226,11 @@ func (r *strategiesResult) section() section {
 		fm, fp = append(fm, mean(fa.delays)), append(fp, percentile(fa.delays, 99))
 		sm, sp = append(sm, mean(sl.delays)), append(sp, percentile(sl.delays, 99))
 	}
-	load := svg.BarChart{Title: "Packets per second received by galaxies and stars (fast preset)", YLabel: "datagrams per second", Categories: cats,
-		Series: []svg.BarSeries{{Name: "galaxies, all", Values: gal}, {Name: "galaxies, requests", Values: galReq},
+	load := svgchart.BarChart{Title: "Packets per second received by galaxies and stars (fast preset)", YLabel: "datagrams per second", Categories: cats,
+		Series: []svgchart.BarSeries{{Name: "galaxies, all", Values: gal}, {Name: "galaxies, requests", Values: galReq},
 			{Name: "stars, all", Values: star}, {Name: "stars, requests", Values: starReq}}}
-	delay := svg.BarChart{Title: "Request delay by strategy", YLabel: "ms", Categories: cats,
-		Series: []svg.BarSeries{{Name: "fast: mean", Values: fm}, {Name: "fast: p99", Values: fp}, {Name: "slow: mean", Values: sm}, {Name: "slow: p99", Values: sp}}}
+	delay := svgchart.BarChart{Title: "Request delay by strategy", YLabel: "ms", Categories: cats,
+		Series: []svgchart.BarSeries{{Name: "fast: mean", Values: fm}, {Name: "fast: p99", Values: fp}, {Name: "slow: mean", Values: sm}, {Name: "slow: p99", Values: sp}}}
 	return section{title: "2. Strategies side by side", markdown: b.String(),
 		plots:    map[string][]byte{"strategies-load.svg": load.Render(), "strategies-delay.svg": delay.Render()},
 		findings: r.findings(), notes: r.notes(), evicted: r.sum(func(x *strategyRun) uint64 { return x.evicted }),

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/urbit-relay/relay/cmd/simnet/internal/sim"
-	"github.com/urbit-relay/relay/cmd/simnet/internal/svg"
+	"github.com/urbit-relay/relay/internal/svgchart"
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
 )
@@ -299,14 +299,14 @@ func (r *tighteningResult) section() section {
 	b.WriteString(st.String())
 	b.WriteString("\n![Datagrams per request by request number](simulation/tightening.svg)\n")
 
-	chart := svg.LineChart{Title: "Tightening: datagrams per request (design, fast preset)", XLabel: "request number in the conversation",
+	chart := svgchart.LineChart{Title: "Tightening: datagrams per request (design, fast preset)", XLabel: "request number in the conversation",
 		YLabel: "datagrams per request"}
 	for i, c := range cats {
 		d := design.cats[i]
 		if d.pairs == 0 {
 			continue
 		}
-		s := svg.Series{Name: c.name}
+		s := svgchart.Series{Name: c.name}
 		for k := range TightenRequests {
 			s.X = append(s.X, float64(k+1))
 			s.Y = append(s.Y, mean(d.msgsByK[k]))

@@ -1,11 +1,11 @@
 package endpoint
 
 import (
-	"container/heap"
 	"math/rand/v2"
 	"net/netip"
 	"time"
 
+	"github.com/urbit-relay/relay/internal/eventq"
 	"github.com/urbit-relay/relay/relay"
 )
 
@@ -15,8 +15,7 @@ import (
 // seeded source, so a run is reproducible.
 type simNet struct {
 	now    time.Duration
-	seq    uint64
-	events eventHeap
+	events eventq.Queue[event]
 	nodes  map[netip.AddrPort]*simNode
 	rng    *rand.Rand
 
@@ -88,17 +87,11 @@ func (n *simNet) sendOne(from, to netip.AddrPort, b []byte) {
 	}
 	buf := make([]byte, len(b), len(b)+relay.GrowRoom)
 	copy(buf, b)
-	n.push(event{at: n.now + n.Delay(from, to), kind: evDeliver, from: from, to: to, buf: buf})
+	n.events.Push(n.now+n.Delay(from, to), event{kind: evDeliver, from: from, to: to, buf: buf})
 }
 
 // at schedules f at time t.
-func (n *simNet) at(t time.Duration, f func()) { n.push(event{at: t, kind: evAction, f: f}) }
-
-func (n *simNet) push(e event) {
-	n.seq++
-	e.seq = n.seq
-	heap.Push(&n.events, e)
-}
+func (n *simNet) at(t time.Duration, f func()) { n.events.Push(t, event{kind: evAction, f: f}) }
 
 // schedule queues a tick for nd's core at its next deadline, if earlier
 // than the one queued.
@@ -109,21 +102,21 @@ func (n *simNet) schedule(nd *simNode) {
 	d := max(nd.core.NextDeadline(), n.now)
 	if d < nd.sched {
 		nd.sched = d
-		n.push(event{at: d, kind: evTick, to: nd.addr, node: nd})
+		n.events.Push(d, event{kind: evTick, to: nd.addr, node: nd})
 	}
 }
 
 // run processes events up to and including time until.
 func (n *simNet) run(until time.Duration) {
-	for len(n.events) > 0 && n.events[0].at <= until {
-		e := heap.Pop(&n.events).(event)
-		n.now = e.at
+	for n.events.Due(until) {
+		at, e := n.events.Pop()
+		n.now = at
 		switch e.kind {
 		case evAction:
 			e.f()
 		case evTick:
 			nd := e.node
-			if nd.sched != e.at || n.nodes[nd.addr] != nd {
+			if nd.sched != at || n.nodes[nd.addr] != nd {
 				continue
 			}
 			nd.sched = never
@@ -171,31 +164,12 @@ const (
 	evAction
 )
 
+// event is one entry of simNet.events, queued at its time; events of the
+// same time run in the order scheduled.
 type event struct {
-	at       time.Duration
-	seq      uint64
 	kind     uint8
 	from, to netip.AddrPort
 	buf      []byte
 	node     *simNode
 	f        func()
-}
-
-type eventHeap []event
-
-func (h eventHeap) Len() int { return len(h) }
-func (h eventHeap) Less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
-	}
-	return h[i].seq < h[j].seq
-}
-func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
-func (h *eventHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	old[len(old)-1] = event{}
-	*h = old[:len(old)-1]
-	return e
 }

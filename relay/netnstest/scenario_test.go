@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/urbit-relay/relay/internal/seednet"
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay/transport/transporttest"
 )
@@ -33,9 +34,10 @@ const (
 	publishedPaths = 1000
 )
 
-// seedHosts is the tests' network, after the seed's example: a requester,
-// relays fronting the galaxy ~syl and its star ~sipsyl, and three planets
-// under ~sipsyl: one on the open network, one behind a firewall that drops
+// seedHosts is the tests' network, after the seed's example (internal/seednet,
+// whose names it takes): a requester, relays fronting the galaxy ~syl and its
+// star ~sipsyl, and three planets under ~sipsyl (real hosts in place of the
+// example's ~ritpub-sipsyl relay and moon): one on the open network, one behind a firewall that drops
 // unsolicited inbound UDP, one behind a NAT router.
 type seedHosts struct {
 	net                                        *network
@@ -50,7 +52,7 @@ func newSeedHosts(t *testing.T, tag string) *seedHosts {
 	t.Helper()
 	n := newNetwork(t, tag)
 	bin := relayBinary(t, false)
-	s := &seedHosts{net: n, syl: "~syl", sipsyl: "~sipsyl", rov: "~rovnys"}
+	s := &seedHosts{net: n, syl: seednet.Syl, sipsyl: seednet.Sipsyl, rov: seednet.Rovnys}
 	sipsyl, err := lane.ParseShip(s.sipsyl)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/urbit-relay/relay/internal/eventq"
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/endpoint"
@@ -127,7 +128,7 @@ type Network struct {
 	acc      []float64    // access delay, by ship, relative
 	accPairs float64      // E[acc_a + acc_b] over random pairs
 
-	q        queue
+	q        eventq.Queue[event]
 	now      time.Duration
 	hashSeed uint64
 	digest   xxhash.Digest
@@ -213,7 +214,7 @@ func New(cfg Config) (*Network, error) {
 		at := time.Duration(births.Int64N(int64(max(cfg.PingInterval, time.Millisecond))))
 		id := n.ships[i].core
 		n.nodes[id].wakeAt = at
-		n.q.push(event{at: at, tie: uint64(id), kind: evWake, node: id})
+		n.q.PushTie(at, uint64(id), event{kind: evWake, node: id})
 	}
 	return n, nil
 }
@@ -323,15 +324,15 @@ func (n *Network) Counters() Counters { return n.counters }
 // At schedules fn to run at t (or now, if t has passed).
 func (n *Network) At(t time.Duration, fn func()) {
 	t = max(t, n.now)
-	n.q.push(event{at: t, tie: uint64(t), kind: evCall, fn: fn})
+	n.q.PushTie(t, uint64(t), event{kind: evCall, fn: fn})
 }
 
 // RunUntil processes events up to and including time t, then sets the clock
 // to t.
 func (n *Network) RunUntil(t time.Duration) {
-	for n.q.len() > 0 && n.q.peek().at <= t {
-		ev := n.q.pop()
-		n.now = ev.at
+	for n.q.Due(t) {
+		at, ev := n.q.Pop()
+		n.now = at
 		switch ev.kind {
 		case evDeliver:
 			n.deliver(&ev)
@@ -386,7 +387,7 @@ func (n *Network) deliver(ev *event) {
 
 func (n *Network) wake(ev *event) {
 	nd := &n.nodes[ev.node]
-	if ev.at != nd.wakeAt {
+	if n.now != nd.wakeAt { // n.now is the event's time
 		return // superseded by an earlier wake
 	}
 	nd.wakeAt = never
@@ -427,7 +428,7 @@ func (n *Network) reschedule(id int32) {
 	d = max(d, n.now)
 	if d < nd.wakeAt {
 		nd.wakeAt = d
-		n.q.push(event{at: d, tie: uint64(id), kind: evWake, node: id})
+		n.q.PushTie(d, uint64(id), event{kind: evWake, node: id})
 	}
 }
 
@@ -456,8 +457,7 @@ func (n *Network) emit(id int32, dgs []endpoint.Datagram) {
 
 // loopback hands b from lane from to node dst on the same host.
 func (n *Network) loopback(dst int32, from netip.AddrPort, b []byte) {
-	n.q.push(event{
-		at: n.now + LoopbackLatency, tie: n.hash(from, n.nodes[dst].lane, b),
+	n.q.PushTie(n.now+LoopbackLatency, n.hash(from, n.nodes[dst].lane, b), event{
 		kind: evDeliver, node: dst, from: from, to: n.nodes[dst].lane, buf: n.copyBuf(b),
 	})
 }
@@ -485,8 +485,8 @@ func (n *Network) send(src int32, from, to netip.AddrPort, b []byte) {
 		return
 	}
 	lat := n.linkLatency(sn.ship, n.nodes[dst].ship, unit(mix(h)))
-	n.q.push(event{
-		at: n.now + lat, tie: h, kind: evDeliver, net: true, cls: cls,
+	n.q.PushTie(n.now+lat, h, event{
+		kind: evDeliver, net: true, cls: cls,
 		node: dst, from: from, to: to, buf: n.copyBuf(b),
 	})
 }

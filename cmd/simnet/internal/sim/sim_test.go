@@ -86,22 +86,6 @@ func TestTopologyFollowsDefaultSponsorship(t *testing.T) {
 	}
 }
 
-func TestQueuePopsInOrder(t *testing.T) {
-	var q queue
-	rng := rand.New(rand.NewPCG(1, 2))
-	for range 1000 {
-		q.push(event{at: time.Duration(rng.IntN(50)), tie: uint64(rng.IntN(3))})
-	}
-	prev := q.pop()
-	for q.len() > 0 {
-		e := q.pop()
-		if e.before(&prev) {
-			t.Fatalf("popped %+v after %+v", e, prev)
-		}
-		prev = e
-	}
-}
-
 func TestLinkLatencyMeanMatchesPreset(t *testing.T) {
 	for _, m := range []LatencyModel{Fast(), Slow()} {
 		n := newNet(t, Config{Ships: 2000, Latency: m})

@@ -1,8 +1,9 @@
-package svg
+package svgchart
 
 import (
 	"bytes"
 	"encoding/xml"
+	"fmt"
 	"io"
 	"math"
 	"strings"
@@ -93,4 +94,48 @@ func TestBarChartRenders(t *testing.T) {
 		t.Error("a category name's lines are not split")
 	}
 	wellFormed(t, BarChart{}.Render())
+}
+
+func TestCDFChartRenders(t *testing.T) {
+	c := CDFChart{Title: "t & u", Series: []CDFSeries{
+		{Name: "a", Points: []CDFPoint{{D: 50, Q: 0}, {D: 2000, Q: 0.5}, {D: 90000, Q: 0.9999}}},
+		{Name: "empty"},
+	}}
+	b := c.Render()
+	wellFormed(t, b)
+	if n := strings.Count(string(b), "<polyline"); n != 1 {
+		t.Errorf("%d polylines, want 1 (an empty series draws none)", n)
+	}
+	// 100 ns is the axis's floor, 0.999 its top: the first point sits at
+	// the left edge, the last at the top.
+	x0, _, _, y1 := plotArea()
+	if !strings.Contains(string(b), fmt.Sprintf(`points="%.1f,`, x0)) || !strings.Contains(string(b), fmt.Sprintf(`,%.1f"`, y1)) {
+		t.Errorf("the CDF does not span the axes:\n%s", b)
+	}
+	wellFormed(t, CDFChart{Title: "none"}.Render())
+}
+
+func TestLineChartTicksRefsRanges(t *testing.T) {
+	c := LineChart{Title: "x", XTicks: []Tick{{0, "zero"}, {1, "1M"}}, Refs: []Ref{{Y: 10, Name: "limit"}, {Y: 8, Name: "85%", Dashed: true}},
+		Series: []Series{{Name: "s", X: []float64{0, 1}, Y: []float64{5, 6}, Lo: []float64{4, 5}, Hi: []float64{12, 7}}}}
+	b := string(c.Render())
+	wellFormed(t, []byte(b))
+	for _, s := range []string{">zero<", ">1M<", ">limit<", ">85%<", `stroke-dasharray="5 4"`} {
+		if !strings.Contains(b, s) {
+			t.Errorf("lacks %q", s)
+		}
+	}
+	// The Y axis reaches the highest Hi (12), not only the highest Y or
+	// reference (10).
+	if !strings.Contains(b, `text-anchor="end">15<`) {
+		t.Errorf("Y axis does not reach the range bars:\n%s", b)
+	}
+}
+
+func TestWriterEscape(t *testing.T) {
+	var w Writer
+	w.F(`<text>%s</text>`, Escape(`a<b & "c"`))
+	if got := string(w.Bytes()); got != `<text>a&lt;b &amp; &#34;c&#34;</text>` {
+		t.Errorf("got %s", got)
+	}
 }

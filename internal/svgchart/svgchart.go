@@ -1,18 +1,26 @@
-// Package svg writes the simulator's plots as standalone SVG documents: line
-// charts (series of points on linear axes) and grouped bar charts. It has no
-// dependencies and no state; a chart is a value, Render returns its bytes.
+// Package svgchart is the tree's one SVG writer: the simulator's figures
+// (cmd/simnet), the benchmark report's (cmd/bench) and the primitives under
+// `relay demo`'s tightening diagram (cmd/relay). It draws line charts
+// (series of points on linear or log axes, optionally with min-max bars and
+// labelled reference lines), CDFs of durations (a log time axis against a
+// quantile axis that stretches the tail) and grouped bar charts, as
+// standalone SVG documents. It has no dependencies and no state; a chart is a
+// value, Render returns its bytes. Writer and Escape are the primitives, for
+// a specialised drawing.
 //
 // The layout is fixed: a Width × Height canvas, a plot area inset by the
 // margins, "nice" axis ticks (1, 2 or 5 times a power of ten), a legend at the
 // top right of the plot area. Colours come from a fixed palette that stays
 // distinguishable in greyscale and for common colour blindness.
-package svg
+package svgchart
 
 import (
+	"bytes"
+	"encoding/xml"
 	"fmt"
-	"html"
 	"math"
 	"strings"
+	"time"
 )
 
 const (
@@ -50,6 +58,9 @@ type Series struct {
 	X, Y []float64
 	// Labels, if set, annotate the points (one per point).
 	Labels []string
+	// Lo and Hi, if set, draw a bar from Lo[i] to Hi[i] at each point (a
+	// range, such as the min-max of repeated measurements).
+	Lo, Hi []float64
 }
 
 // LineChart plots series of points joined by lines.
@@ -67,6 +78,24 @@ type LineChart struct {
 	// LegendBottom puts the legend at the bottom right of the plot area
 	// instead of the top right.
 	LegendBottom bool
+	// XTicks, if set, replace the X axis's numeric ticks (for categories
+	// placed at 0, 1, 2, ...).
+	XTicks []Tick
+	// Refs are horizontal reference lines, grey, named at their right end.
+	Refs []Ref
+}
+
+// Tick is a labelled position on an axis.
+type Tick struct {
+	At    float64
+	Label string
+}
+
+// Ref is a horizontal reference line of a LineChart.
+type Ref struct {
+	Y      float64
+	Name   string
+	Dashed bool
 }
 
 // BarChart plots grouped bars: one group per category, one bar per series.
@@ -83,9 +112,26 @@ type BarSeries struct {
 	Values []float64 // one per category; NaN leaves a gap
 }
 
-type canvas struct{ b strings.Builder }
+// Writer accumulates an SVG document. Its zero value is empty.
+type Writer struct{ b bytes.Buffer }
 
-func (c *canvas) f(format string, a ...any) { fmt.Fprintf(&c.b, format, a...) }
+// F appends format, formatted with a as by fmt.Fprintf. Text from outside
+// goes through Escape first.
+func (w *Writer) F(format string, a ...any) { fmt.Fprintf(&w.b, format, a...) }
+
+// Bytes returns the document so far.
+func (w *Writer) Bytes() []byte { return w.b.Bytes() }
+
+// Escape escapes s for SVG text and attribute values.
+func Escape(s string) string {
+	var b strings.Builder
+	xml.EscapeText(&b, []byte(s))
+	return b.String()
+}
+
+type canvas struct{ Writer }
+
+func (c *canvas) f(format string, a ...any) { c.F(format, a...) }
 
 func (c *canvas) open(title string) {
 	c.f(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="%d">`+"\n",
@@ -96,10 +142,10 @@ func (c *canvas) open(title string) {
 
 func (c *canvas) close() []byte {
 	c.f("</svg>\n")
-	return []byte(c.b.String())
+	return c.Bytes()
 }
 
-func esc(s string) string { return html.EscapeString(s) }
+func esc(s string) string { return Escape(s) }
 
 // axis maps data values to pixels along one dimension.
 type axis struct {
@@ -234,7 +280,20 @@ func (l LineChart) Render() []byte {
 			}
 			xmin, xmax = math.Min(xmin, s.X[i]), math.Max(xmax, s.X[i])
 			ymin, ymax = math.Min(ymin, s.Y[i]), math.Max(ymax, s.Y[i])
+			if i < len(s.Hi) {
+				ymax = math.Max(ymax, s.Hi[i])
+			}
+			if i < len(s.Lo) {
+				ymin = math.Min(ymin, s.Lo[i])
+			}
 		}
+	}
+	for _, r := range l.Refs {
+		ymin, ymax = math.Min(ymin, r.Y), math.Max(ymax, r.Y)
+	}
+	if len(l.XTicks) > 0 {
+		// Categories: half a step of room either side.
+		xmin, xmax = -0.5, float64(len(l.XTicks))-0.5
 	}
 	if !l.FitY && !l.LogY {
 		ymin = math.Min(ymin, 0)
@@ -242,13 +301,28 @@ func (l LineChart) Render() []byte {
 	xmin = math.Min(xmin, 0)
 	x0, x1, y0, y1 := plotArea()
 	xa := newAxis(xmin, xmax, x0, x1)
+	if len(l.XTicks) > 0 {
+		xa = axis{lo: xmin, hi: xmax, p0: x0, p1: x1}
+	}
 	ya := newAxis(ymin, ymax*1.05, y0, y1)
 	if l.LogY {
 		ya = newLogAxis(ymin, ymax, y0, y1)
 	}
 	var c canvas
 	c.open(l.Title)
-	c.frame(xa, ya, l.XLabel, l.YLabel, true)
+	c.frame(xa, ya, l.XLabel, l.YLabel, len(l.XTicks) == 0)
+	for _, t := range l.XTicks {
+		c.f(`<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", xa.pos(t.At), y0+16, esc(t.Label))
+	}
+	for _, r := range l.Refs {
+		dash := ""
+		if r.Dashed {
+			dash = ` stroke-dasharray="5 4"`
+		}
+		y := ya.pos(r.Y)
+		c.f(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#999" stroke-width="2"%s/>`+"\n", x0, y, x1, y, dash)
+		c.f(`<text x="%.1f" y="%.1f" text-anchor="end" fill="#666">%s</text>`+"\n", x1-4, y-5, esc(r.Name))
+	}
 	names := make([]string, len(l.Series))
 	for i, s := range l.Series {
 		names[i] = s.Name
@@ -274,6 +348,9 @@ func (l LineChart) Render() []byte {
 					continue
 				}
 				x, y := xa.pos(s.X[j]), ya.pos(s.Y[j])
+				if j < len(s.Lo) && j < len(s.Hi) && ya.drawable(s.Lo[j]) && ya.drawable(s.Hi[j]) {
+					c.f(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`+"\n", x, ya.pos(s.Lo[j]), x, ya.pos(s.Hi[j]), palette(i))
+				}
 				c.f(`<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", x, y, palette(i))
 				if j < len(s.Labels) && s.Labels[j] != "" {
 					c.f(`<text x="%.1f" y="%.1f" font-size="%d">%s</text>`+"\n", x+5, y-6, fontSize-2, esc(s.Labels[j]))
@@ -327,5 +404,89 @@ func (b BarChart) Render() []byte {
 		names[i] = s.Name
 	}
 	c.legend(names, true, false)
+	return c.close()
+}
+
+// CDFPoint is one point of a CDF: a fraction Q of the samples took at most
+// D.
+type CDFPoint struct {
+	D time.Duration
+	Q float64
+}
+
+// CDFSeries is one line of a CDFChart, points in increasing order.
+type CDFSeries struct {
+	Name   string
+	Points []CDFPoint
+}
+
+// CDFChart plots CDFs of durations: time on a log axis (from 100 ns at the
+// least), the quantile on a -log10(1-q) axis, so that the tail (0.99, 0.999)
+// gets as much room as the body.
+type CDFChart struct {
+	Title  string
+	Series []CDFSeries
+}
+
+// cdfTailDecades is how many nines the quantile axis shows: it ends at
+// 0.999, where everything above is drawn.
+const cdfTailDecades = 3
+
+// Render returns the chart as an SVG document.
+func (ch CDFChart) Render() []byte {
+	lo, hi := math.Inf(1), 0.0
+	for _, s := range ch.Series {
+		for _, p := range s.Points {
+			lo = math.Min(lo, float64(p.D))
+			hi = math.Max(hi, float64(p.D))
+		}
+	}
+	var c canvas
+	c.open(ch.Title)
+	if hi <= lo {
+		return c.close()
+	}
+	x0, x1, y0, y1 := plotArea()
+	lo, hi = math.Log10(math.Max(lo, 100)), math.Log10(hi)
+	px := func(d time.Duration) float64 {
+		return x0 + (math.Log10(math.Max(float64(d), 100))-lo)/(hi-lo)*(x1-x0)
+	}
+	py := func(q float64) float64 {
+		t := math.Min(-math.Log10(math.Max(1-q, math.Pow(10, -cdfTailDecades))), cdfTailDecades)
+		return y0 + t/cdfTailDecades*(y1-y0)
+	}
+	for _, q := range []float64{0, 0.5, 0.9, 0.99, 0.999} {
+		c.f(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e0e0e0"/>`+"\n", x0, py(q), x1, py(q))
+		c.f(`<text x="%.1f" y="%.1f" text-anchor="end">%g</text>`+"\n", x0-6, py(q)+4, q)
+	}
+	// Time ticks at 1, 2 and 5 times each power of ten in range.
+	for e := math.Floor(lo); e <= hi; e++ {
+		for _, m := range []float64{1, 2, 5} {
+			v := math.Log10(m) + e
+			if v < lo || v > hi {
+				continue
+			}
+			x := x0 + (v-lo)/(hi-lo)*(x1-x0)
+			c.f(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e0e0e0"/>`+"\n", x, y0, x, y1)
+			c.f(`<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", x, y0+16, time.Duration(math.Pow(10, v)).Round(time.Microsecond))
+		}
+	}
+	c.f(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#000"/>`+"\n", x0, y0, x1, y0)
+	c.f(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#000"/>`+"\n", x0, y0, x0, y1)
+	c.f(`<text x="%.1f" y="%d" text-anchor="middle">time (log scale)</text>`+"\n", (x0+x1)/2, Height-12)
+	c.f(`<text transform="translate(16 %.1f) rotate(-90)" text-anchor="middle">quantile</text>`+"\n", (y0+y1)/2)
+	names := make([]string, len(ch.Series))
+	for i, s := range ch.Series {
+		names[i] = s.Name
+		if len(s.Points) == 0 {
+			continue
+		}
+		pts := make([]string, len(s.Points))
+		for j, p := range s.Points {
+			pts[j] = fmt.Sprintf("%.1f,%.1f", px(p.D), py(p.Q))
+		}
+		c.f(`<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`+"\n", palette(i), dashes(i), strings.Join(pts, " "))
+	}
+	c.legend(names, false, true)
 	return c.close()
 }
