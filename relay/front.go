@@ -29,7 +29,7 @@ import (
 //     its own (authenticated) knowledge of its sponsees.
 //   - The ship is the authority on its sponsees' lanes: a lane the ship
 //     forwards a sponsee's traffic to, or answers a sponsee's ping on, is
-//     recorded as vouched (Routes.Vouch), kept while the ship keeps using
+//     recorded as vouched (route.Table.Vouch), kept while the ship keeps using
 //     it, and not displaced by lanes learned from the wire.
 
 // pingTable remembers, for each lane a hop-0 poke was handed to the ship
@@ -156,7 +156,7 @@ func (r *Relay) HandleFromShip(b []byte, to netip.AddrPort, now time.Duration, o
 	to = lane.Canon(to)
 	r.counters.fromShip.Add(1)
 	toKey := lane.KeyOf(to)
-	if !r.front || !r.hintOK(to) || r.routes.isSelf(toKey) {
+	if !r.front || !r.hintOK(to) || r.routes.IsSelf(toKey) {
 		r.counters.shipDrops[ShipDropTarget].Add(1)
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"github.com/urbit-relay/relay/relay/route"
 	"net/netip"
 	"os"
 	"testing"
@@ -147,7 +148,7 @@ func TestFrontPingAnswerVouches(t *testing.T) {
 		t.Fatalf("the ship's ack did not vouch for the sponsee")
 	}
 	// Past DirectLaneExpiry (no more pings) the lane is still used.
-	f.now += relay.DefaultDirectLaneExpiry + 1
+	f.now += route.DefaultDirectLaneExpiry + 1
 	oneSend(t, f.handle(peekOf(sponseeOfMarzod, "later"), bob), sponseeLn)
 }
 

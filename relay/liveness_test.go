@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"fmt"
+	"github.com/urbit-relay/relay/relay/route"
 	"net/netip"
 	"testing"
 
@@ -26,16 +27,16 @@ func TestLaneAliveWhileHeard(t *testing.T) {
 	for _, heard := range []bool{true, false} {
 		f := newFixture(t, nil)
 		provenDirectLane(t, f)
-		for i := 0; i < 2*relay.DefaultProvenFailures; i++ {
+		for i := 0; i < 2*route.DefaultProvenFailures; i++ {
 			s := f.handle(peekOf(planetUnderNec, fmt.Sprintf("not/yet/%d", i)), alice)
 			if heard && len(s) != 1 {
 				t.Fatalf("poll %d: sends %v, want the direct lane alone", i, sendsTo(s))
 			}
 			if heard {
-				f.now += relay.DefaultProbeTimeout / 2
+				f.now += route.DefaultProbeTimeout / 2
 				oneSend(t, f.handle(peek(t, "~nec", fmt.Sprintf("mine/%d", i), 0), planetLane), necLane)
 			}
-			f.now += relay.DefaultProbeTimeout
+			f.now += route.DefaultProbeTimeout
 		}
 		s := f.handle(peekOf(planetUnderNec, "next"), alice)
 		info, _ := f.r.Routes().Info(planetUnderNec)
@@ -66,12 +67,12 @@ func marnecPing(t *testing.T, f *fixture) {
 func TestStockStarIsNotTrustedToForward(t *testing.T) {
 	f := newFixture(t, nil)
 	marnecPing(t, f)
-	for i := 0; i < relay.DefaultCandidateFailures; i++ {
+	for i := 0; i < route.DefaultCandidateFailures; i++ {
 		s := f.handle(peekOf(planetUnderNec, fmt.Sprintf("lost/%d", i)), alice)
 		if len(s) != 2 || s[0].To != marnecLane || s[1].To != necLane {
 			t.Fatalf("try %d: sends %v, want ~marnec beside ~nec", i, sendsTo(s))
 		}
-		f.now += relay.DefaultProbeTimeout
+		f.now += route.DefaultProbeTimeout
 	}
 	oneSend(t, f.handle(peekOf(planetUnderNec, "after"), alice), necLane)
 }
@@ -96,7 +97,7 @@ func TestStarThatForwardsIsProven(t *testing.T) {
 	marnecPing(t, g)
 	g.handle(peekOf(planetUnderNec, "a"), alice)
 	g.handle(pageOf(t, planetUnderNec, "a"), marnecLane)
-	g.now += 3 * relay.DefaultProbeTimeout
+	g.now += 3 * route.DefaultProbeTimeout
 	if s := g.handle(peekOf(lane.Ship{Lo: 0x0006_0101}, "c"), alice); len(s) != 2 {
 		t.Fatalf("a hop-0 page proved the star a forwarder: sends %v", sendsTo(s))
 	}

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"fmt"
+	"github.com/urbit-relay/relay/relay/route"
 	"net/netip"
 	"testing"
 
@@ -60,7 +61,7 @@ func TestRefusedRequestsDoNotProbeRoutes(t *testing.T) {
 		if s := f.handle(peekOf(planetUnderNec, fmt.Sprintf("refused/%d", i)), carol); len(s) != 0 {
 			t.Fatalf("a refused request was sent to %v", sendsTo(s))
 		}
-		f.now += relay.DefaultProbeTimeout
+		f.now += route.DefaultProbeTimeout
 	}
 	f.wantDrop(relay.DropPendingPerSource, 8)
 	info, _ := f.r.Routes().Info(planetUnderNec)
@@ -88,9 +89,9 @@ func TestAggregatedRequestsDoNotProbeRoutes(t *testing.T) {
 			t.Fatalf("an aggregated request was sent to %v", sendsTo(s))
 		}
 	}
-	f.now += relay.DefaultProbeTimeout
+	f.now += route.DefaultProbeTimeout
 	oneSend(t, f.handle(peekOf(planetUnderNec, "second"), alice), planetLane)
-	f.now += relay.DefaultProbeTimeout
+	f.now += route.DefaultProbeTimeout
 	// One real probe has timed out: one failure, below ProvenFailures.
 	oneSend(t, f.handle(peekOf(planetUnderNec, "third"), alice), planetLane)
 	if info, _ := f.r.Routes().Info(planetUnderNec); !info.DirectProven {
@@ -105,7 +106,7 @@ func TestPlanChangesNothing(t *testing.T) {
 	f := newFixture(t, nil)
 	provenDirectLane(t, f)
 	rt := f.r.Routes()
-	q := relay.Query{Rcvr: planetUnderNec, From: lane.KeyOf(alice)}
+	q := route.Query{Rcvr: planetUnderNec, From: lane.KeyOf(alice)}
 	before, _ := rt.Info(planetUnderNec)
 	changes := rt.Changes()
 	for i := 0; i < 10; i++ {
@@ -113,20 +114,20 @@ func TestPlanChangesNothing(t *testing.T) {
 		if p.N != 1 || p.Lanes[0] != lane.KeyOf(planetLane) {
 			t.Fatalf("plan %d: %v", i, p.Lanes[:p.N])
 		}
-		f.now += relay.DefaultProbeTimeout
+		f.now += route.DefaultProbeTimeout
 	}
 	if after, _ := rt.Info(planetUnderNec); after != before || rt.Changes() != changes {
 		t.Fatalf("plans changed the route: %+v -> %+v", before, after)
 	}
 	// Committed probes that go unanswered do demote the lane.
-	for i := 0; i < relay.DefaultProvenFailures; i++ {
+	for i := 0; i < route.DefaultProvenFailures; i++ {
 		p := rt.Plan(q, f.now)
 		rt.Commit(&p, f.now)
-		f.now += relay.DefaultProbeTimeout
+		f.now += route.DefaultProbeTimeout
 	}
 	p := rt.Plan(q, f.now)
 	if p.N != 2 || p.Lanes[0] != lane.KeyOf(planetLane) || p.Lanes[1] != lane.KeyOf(necLane) {
-		t.Fatalf("after %d unanswered probes the plan is %v, want the direct lane beside ~nec", relay.DefaultProvenFailures, p.Lanes[:p.N])
+		t.Fatalf("after %d unanswered probes the plan is %v, want the direct lane beside ~nec", route.DefaultProvenFailures, p.Lanes[:p.N])
 	}
 }
 

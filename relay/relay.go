@@ -7,7 +7,7 @@
 //
 //   - A request (mesa peek or poke) for receiver R is sent on R's tightest
 //     known-good route and, until it proves itself, on the route one step
-//     tighter (see Routes). Its hop count is bumped; a request at MaxHops, or
+//     tighter (see route.Table). Its hop count is bumped; a request at MaxHops, or
 //     one whose only route leads back where it came from, is dropped. The
 //     requester is recorded in the pending table under the request's name
 //     (hashed with a per-process seed): repeats bump the entry, a repeat from
@@ -42,6 +42,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/urbit-relay/relay/relay/route"
 	"net/netip"
 	"slices"
 	"time"
@@ -83,7 +84,7 @@ type Config struct {
 	// negative one means no per-source cap.
 	Pending pit.Config
 	// Routes configures the route table.
-	Routes RouteConfig
+	Routes route.Config
 	// Amp bounds amplification (see AmpConfig); the zero value takes the
 	// defaults.
 	Amp AmpConfig
@@ -117,7 +118,7 @@ type Relay struct {
 	hashSeed uint64
 	pending  *pit.Table
 	amp      *ampTable // nil when the budget is disabled
-	routes   *Routes
+	routes   *route.Table
 	counters Counters
 
 	front      bool
@@ -165,9 +166,9 @@ func New(cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	if cfg.Routes.LaneClockSlots == 0 {
-		cfg.Routes.LaneClockSlots = DefaultLaneClockSlots
+		cfg.Routes.LaneClockSlots = route.DefaultLaneClockSlots
 	}
-	rt, err := NewRoutes(cfg.Ship, cfg.Sponsors, cfg.Routes)
+	rt, err := route.New(cfg.Ship, cfg.Sponsors, cfg.Routes)
 	if err != nil {
 		return nil, fmt.Errorf("relay: %w", err)
 	}
@@ -239,8 +240,8 @@ func (r *Relay) AddSelf(ap netip.AddrPort) { r.routes.AddSelf(lane.KeyOf(lane.Ca
 // ShipLane returns the fronted ship's lane (invalid when there is none).
 func (r *Relay) ShipLane() netip.AddrPort { return r.shipLane }
 
-// Routes returns the relay's route table.
-func (r *Relay) Routes() *Routes { return r.routes }
+// route.Table returns the relay's route table.
+func (r *Relay) Routes() *route.Table { return r.routes }
 
 // Pending returns the relay's pending-request table.
 func (r *Relay) Pending() *pit.Table { return r.pending }
@@ -320,7 +321,7 @@ func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Ou
 			}
 			return
 		}
-		// A well-formed datagram shows its lane alive (Routes.Arrived).
+		// A well-formed datagram shows its lane alive (route.Table.Arrived).
 		r.routes.Arrived(lane.KeyOf(from), now)
 		switch p.Header.Type {
 		case scry.TypePeek:
@@ -392,7 +393,7 @@ func (r *Relay) key(name []byte) uint64 {
 func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, now time.Duration, out *Out) {
 	fromKey := lane.KeyOf(from)
 	fromShip := r.shipLane.IsValid() && from == r.shipLane
-	if !fromShip && r.routes.isSelf(fromKey) {
+	if !fromShip && r.routes.IsSelf(fromKey) {
 		r.counters.drops[DropSelf].Add(1)
 		return
 	}
@@ -437,7 +438,7 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 		return
 	}
 	out.admit = pendingAdmit{r: r, key: key, from: fromKey, now: now}
-	q := Query{Rcvr: rcvr, From: fromKey, Sender: p.PayloadName.Ship, Learn: learn}
+	q := route.Query{Rcvr: rcvr, From: fromKey, Sender: p.PayloadName.Ship, Learn: learn}
 	plan, sent := r.routes.Route(q, now, &out.admit)
 	if !sent {
 		if plan.N != 0 {
@@ -464,7 +465,7 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 
 // pendingAdmit admits a planned request when the pending table says it is
 // to be forwarded (Relay.remember). It lives in Out, so passing it to
-// Routes.Route as an Admitter allocates nothing.
+// route.Table.Route as an route.Admitter allocates nothing.
 type pendingAdmit struct {
 	r    *Relay
 	key  uint64
@@ -472,7 +473,7 @@ type pendingAdmit struct {
 	now  time.Duration
 }
 
-// Admit implements Admitter.
+// Admit implements route.Admitter.
 func (a *pendingAdmit) Admit() bool { return a.r.remember(a.key, a.from, a.now) }
 
 // remember records a request whose name hashes to key in the pending table
@@ -526,7 +527,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 		}
 		sponsors = r.routes.PageArrived(publisher, fromKey, next, ok && p.Header.Hops == 0, ok && p.Header.Hops > 0, now, chain, sponsorBuf[:0])
 	} else if ok && len(r.ourChain) > 0 {
-		sponsors = r.routes.appendLanesOf(sponsorBuf[:0], r.ourChain)
+		sponsors = r.routes.AppendLanesOf(sponsorBuf[:0], r.ourChain)
 	}
 	if !ok {
 		r.counters.drops[DropUnsolicited].Add(1)
@@ -615,7 +616,7 @@ func (r *Relay) editPage(b []byte, p *scry.Packet, hops int, hop [6]byte, set bo
 func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time.Duration, out *Out) {
 	fromKey := lane.KeyOf(from)
 	fromShip := r.shipLane.IsValid() && from == r.shipLane
-	if !fromShip && r.routes.isSelf(fromKey) {
+	if !fromShip && r.routes.IsSelf(fromKey) {
 		r.counters.drops[DropSelf].Add(1)
 		return
 	}
@@ -643,7 +644,7 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 		r.toShip(b, KindAmes, from, out)
 		return
 	}
-	plan, sent := r.routes.Route(Query{Rcvr: a.Rcvr, From: fromKey, Sender: a.Sndr, Learn: learn}, now, nil)
+	plan, sent := r.routes.Route(route.Query{Rcvr: a.Rcvr, From: fromKey, Sender: a.Sndr, Learn: learn}, now, nil)
 	if !sent {
 		if r.front && plan.Sponsee {
 			if learn {
@@ -674,7 +675,7 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 }
 
 // dropUnrouted counts a datagram for which Select found no target.
-func (r *Relay) dropUnrouted(t *Targets) {
+func (r *Relay) dropUnrouted(t *route.Targets) {
 	switch {
 	case t.Looped:
 		r.counters.drops[DropLoop].Add(1)
@@ -686,7 +687,7 @@ func (r *Relay) dropUnrouted(t *Targets) {
 }
 
 // forward sends b, a datagram of kind k, on every target.
-func (r *Relay) forward(b []byte, k Kind, t *Targets, out *Out) {
+func (r *Relay) forward(b []byte, k Kind, t *route.Targets, out *Out) {
 	for i := 0; i < t.N; i++ {
 		out.add(b, t.Lanes[i].AddrPort())
 	}

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"fmt"
+	"github.com/urbit-relay/relay/relay/route"
 	"net/netip"
 	"testing"
 	"time"
@@ -508,7 +509,7 @@ func TestSponseeLaneSurvivesUnansweredRequests(t *testing.T) {
 		oneSend(t, f.handle(p.Append(nil), alice), sponseeLn)
 		f.now += 500 * time.Millisecond
 	}
-	f.now += relay.DefaultDirectLaneExpiry
+	f.now += route.DefaultDirectLaneExpiry
 	p := scry.NewPeek(scry.Name{Ship: pl, Bloq: 13, Path: []byte("after/silence")})
 	if s := f.handle(p.Append(nil), alice); len(s) != 0 {
 		t.Fatalf("sent to %v after the sponsee fell silent", sendsTo(s))

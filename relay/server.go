@@ -10,23 +10,18 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/urbit-relay/relay/relay/route"
 	"github.com/urbit-relay/relay/relay/transport"
 )
 
-// Clock gives monotonic time as a duration since an arbitrary epoch. The
-// decision core never reads time itself; the server asks its Clock once per
-// batch.
-type Clock interface{ Now() time.Duration }
+// Clock is the server's time source: route.Clock.
+type Clock = route.Clock
 
-// SystemClock is the real monotonic clock, measured from its creation. Under
-// testing/synctest it follows the bubble's fake time.
-type SystemClock struct{ start time.Time }
+// SystemClock is the real monotonic clock: route.SystemClock.
+type SystemClock = route.SystemClock
 
 // NewSystemClock returns a clock reading zero now.
-func NewSystemClock() *SystemClock { return &SystemClock{start: time.Now()} }
-
-// Now returns the time since the clock was created.
-func (c *SystemClock) Now() time.Duration { return time.Since(c.start) }
+func NewSystemClock() *SystemClock { return route.NewSystemClock() }
 
 // ServerConfig configures a Server; zero fields take defaults.
 type ServerConfig struct {

@@ -33,7 +33,7 @@ func (r *Relay) stun(b []byte, from netip.AddrPort, now time.Duration, out *Out)
 	}
 	r.counters.in[KindSTUN].Add(1)
 	fromKey := lane.KeyOf(from)
-	if !stunAnswerable(from) || r.routes.isSelf(fromKey) {
+	if !stunAnswerable(from) || r.routes.IsSelf(fromKey) {
 		r.counters.drops[DropSelf].Add(1)
 		return
 	}

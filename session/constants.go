@@ -1,11 +1,13 @@
 package session
 
-import "time"
+import (
+	"time"
+)
 
 // Every timing and cap of the notification protocol, with its reason. The
 // relay's own figures they are measured against are in package relay and
 // package pit: a pending entry lives DefaultTTL (30 s) after the last
-// request for its name, and a subscriber sends on at most relay.MaxTargets
+// request for its name, and a subscriber sends on at most relay/route.MaxTargets
 // (2) lanes at once.
 const (
 	// HoldTime is how long a publisher holds a heartbeat it has nothing to

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/urbit-relay/relay/relay/route"
 	"io"
 	"maps"
 	"net"
@@ -157,8 +158,8 @@ func newRunFlags() *runFlags {
 	fs.DurationVar(&f.ttl, "pending-ttl", pit.DefaultTTL, "pending entry lifetime, bumped by every repeat")
 	fs.DurationVar(&f.suppress, "suppress-window", pit.DefaultSuppressWindow, "a new requester within this of the last forward is aggregated, not forwarded")
 	fs.BoolVar(&f.refuse, "refuse-when-full", false, "when the pending table is full, refuse new requests instead of shedding the oldest entry")
-	fs.IntVar(&f.maxRoutes, "max-routes", relay.DefaultMaxRoutes, "ships with learned routing state (least recently used dropped)")
-	fs.DurationVar(&f.laneExpiry, "direct-lane-expiry", relay.DefaultDirectLaneExpiry, "how long a learned direct lane is used without hearing from it")
+	fs.IntVar(&f.maxRoutes, "max-routes", route.DefaultMaxRoutes, "ships with learned routing state (least recently used dropped)")
+	fs.DurationVar(&f.laneExpiry, "direct-lane-expiry", route.DefaultDirectLaneExpiry, "how long a learned direct lane is used without hearing from it")
 	fs.IntVar(&f.batch, "batch", transport.DefaultBatchSize, "datagrams per recvmmsg/sendmmsg")
 	fs.BoolVar(&f.gso, "gso", true, "send runs of datagrams to one lane with UDP GSO where the kernel supports it (Linux 4.18+); false sends each datagram on its own")
 	fs.IntVar(&f.sockets, "sockets", 1, "UDP sockets on the listen address (SO_REUSEPORT, Linux), each with its own reader goroutine")
@@ -493,7 +494,7 @@ func (f *runFlags) validate() (runConfig, error) {
 			MaxEntries: f.maxPending, MaxRequestersPerEntry: f.maxReq, TTL: f.ttl,
 			SuppressWindow: f.suppress, FullPolicy: policy, MaxEntriesPerSource: f.maxPerSource,
 		},
-		Routes: relay.RouteConfig{MaxRoutes: f.maxRoutes, DirectLaneExpiry: f.laneExpiry},
+		Routes: route.Config{MaxRoutes: f.maxRoutes, DirectLaneExpiry: f.laneExpiry},
 		Amp:    relay.AmpConfig{Factor: f.ampFactor, Rate: f.ampRate, Burst: f.ampBurst},
 	}
 	if err := checkLimits(c.relay); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/urbit-relay/relay/relay/route"
 	"math"
 	"strings"
 	"time"
@@ -9,7 +10,6 @@ import (
 	"github.com/urbit-relay/relay/cmd/simnet/internal/sim"
 	"github.com/urbit-relay/relay/internal/svgchart"
 	"github.com/urbit-relay/relay/lane"
-	"github.com/urbit-relay/relay/relay"
 )
 
 const (
@@ -395,13 +395,13 @@ func (r *tighteningResult) notes() []string {
 	extra, direct := extraRoundTrips(r.runs[runDesign])
 	var out []string
 	if extra == 0 {
-		out = append(out, fmt.Sprintf("**A tightening step is no longer lost when the looser route's copy of a page arrives first** (fixed): `endpoint.Core.page` takes the next-hop from a late duplicate too, and `relay.Routes.Answered` takes a hint only from a lane being tried, so a copy through the looser route teaches nothing wrong. None of the %d pairs in *Tightening* that went direct took a round trip more than the receiver's depth.", direct))
+		out = append(out, fmt.Sprintf("**A tightening step is no longer lost when the looser route's copy of a page arrives first** (fixed): `endpoint.Core.page` takes the next-hop from a late duplicate too, and `route.Table.Answered` takes a hint only from a lane being tried, so a copy through the looser route teaches nothing wrong. None of the %d pairs in *Tightening* that went direct took a round trip more than the receiver's depth.", direct))
 	} else {
 		out = append(out, fmt.Sprintf("**Tightening steps are still lost**: %d of the %d pairs in *Tightening* that went direct took more round trips than the receiver's depth, though `endpoint.Core.page` takes the next-hop from a late duplicate too.", extra, direct))
 	}
 	single := r.runs[runSingle]
 	nat := r.natHintCost(single)
 	out = append(out, fmt.Sprintf("**`SingleRoute` is the optimistic alternative to dual send**: each request goes on the tightest candidate alone, proven or not, and falls back when the candidate fails `DefaultCandidateFailures` (%d) probes of `DefaultProbeTimeout` (%v) each. Routes to public ships tighten as under dual send for fewer datagrams; the cost is a next-hop that cannot be reached directly. A relay cannot tell that its sponsee is behind a NAT, so it hands out the sponsee's lane like any other, and a single-route requester loses its requests to it until the lane fails: in *Tightening* %d of %d pairs to receivers behind a NAT re-sent a request, the slowest answered after %s; the lane is then held out for `DefaultBadLaneHold` (%v) and tried again after it. Dual send pays for the same dead hint with a copy of each request, not with time.",
-		relay.DefaultCandidateFailures, prose(relay.DefaultProbeTimeout), nat.retriedPairs, nat.pairs, msProse(nat.maxDelay), prose(relay.DefaultBadLaneHold)))
+		route.DefaultCandidateFailures, prose(route.DefaultProbeTimeout), nat.retriedPairs, nat.pairs, msProse(nat.maxDelay), prose(route.DefaultBadLaneHold)))
 	return out
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"github.com/urbit-relay/relay/relay/route"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/urbit-relay/relay/cmd/simnet/internal/sim"
 	"github.com/urbit-relay/relay/lane"
-	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/endpoint"
 )
 
@@ -93,7 +93,7 @@ func TestTighteningLosesNothing(t *testing.T) {
 		// The sponsor's relay hands out the NATed receiver's lane as a
 		// next-hop; tried alone, it loses requests until it fails
 		// CandidateFailures probes, and is then held out.
-		bound := float64(relay.DefaultCandidateFailures)*ms(relay.DefaultProbeTimeout) + ms(time.Second)
+		bound := float64(route.DefaultCandidateFailures)*ms(route.DefaultProbeTimeout) + ms(time.Second)
 		if d := maxOf(flatten(s.delayByK)); d > bound {
 			t.Errorf("single route, %s: a request took %.0f ms; a dead hint should cost at most %.0f", c.name, d, bound)
 		}

@@ -2,11 +2,11 @@ package main
 
 import (
 	"fmt"
+	"github.com/urbit-relay/relay/relay/route"
 	"math/rand/v2"
 	"strings"
 
 	"github.com/urbit-relay/relay/cmd/simnet/internal/sim"
-	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/endpoint"
 	"github.com/urbit-relay/relay/relay/pit"
 )
@@ -89,7 +89,7 @@ func document(p params, secs []section) (string, error) {
 	w("**NAT.** A share of planets and moons (`-nat`) sit behind a port-restricted NAT: a datagram reaches one only from a lane it sent to within %v. Its pings keep its sponsor's pinhole open; a requester it never sent to cannot reach it directly. Relay hosts are public.\n\n", prose(sim.NATBindingTimeout))
 	w("**Counting.** *Datagrams per request* counts every datagram that carried the request's name on any link: the request on each hop, dual sends, retransmissions, duplicates and pages. *Pkt/s carried by galaxies (stars)* is what the hosts of that class received from the network, relay and ship together. A request is *lost* if it is not answered within %v (the seed's bound, and the pending entries' lifetime); endpoints re-send every %v until then.\n\n", prose(RequestTimeout), prose(endpoint.DefaultRetryInterval))
 	w("### Strategies\n\n")
-	w("| strategy | relays at | route choice (`relay.RouteConfig`, the same in relays and endpoints) | `relay.Config.Fraternize` |\n|---|---|---|---|\n")
+	w("| strategy | relays at | route choice (`route.Config`, the same in relays and endpoints) | `relay.Config.Fraternize` |\n|---|---|---|---|\n")
 	for _, st := range allStrategies() {
 		where := "galaxies, stars, planets with moons"
 		if st.GalaxyOnly {
@@ -131,6 +131,6 @@ func document(p params, secs []section) (string, error) {
 	}
 	w("* Not modelled: comets and escaped ships, galaxies moving (DNS), legacy ames traffic, payloads larger than one packet, CPU or bandwidth limits, and relays' own routing to each other beyond the sponsorship tree. Relays' pending tables are sized for the simulation (%d entries, one shard) and their amplification tables too (%d addresses): over the strategies and notifications runs the relays shed %d pending entries for room and refused %d pages for amplification.\n", sim.PendingEntries, sim.AmpSlots, evicted, throttled)
 	w("* Relays are never NATed and never lose their lanes; planets that sponsor moons are public hosts that relay. The workload's requesters are planets and moons that do not relay (a relay host's own requests see a hop added by its relay).\n")
-	w("* Relay cores take `relay.DefaultProbeTimeout` (%v), `relay.DefaultDirectLaneExpiry` (%v) and every other setting at its default, as `relay run` does.\n", prose(relay.DefaultProbeTimeout), prose(relay.DefaultDirectLaneExpiry))
+	w("* Relay cores take `route.DefaultProbeTimeout` (%v), `route.DefaultDirectLaneExpiry` (%v) and every other setting at its default, as `relay run` does.\n", prose(route.DefaultProbeTimeout), prose(route.DefaultDirectLaneExpiry))
 	return b.String(), nil
 }

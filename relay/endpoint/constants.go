@@ -56,3 +56,8 @@ const (
 	// pinging ship's @p follows it.
 	pingPath = "ping"
 )
+
+// MaxDatagram is the largest datagram an endpoint reads: a mesa packet is at
+// most scry.MesaMaxPacket (1472) bytes, and the rest of the buffer keeps a
+// larger datagram from being mistaken for a whole one.
+const MaxDatagram = scry.MesaMaxPacket + 128

@@ -5,11 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"github.com/urbit-relay/relay/relay/route"
 	"net/netip"
 	"time"
 
 	"github.com/urbit-relay/relay/lane"
-	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/scry"
 	"github.com/urbit-relay/relay/session"
 )
@@ -30,7 +30,7 @@ type Datagram struct {
 // time. A Core is not safe for concurrent use.
 type Core struct {
 	cfg    Config
-	routes *relay.Routes
+	routes *route.Table
 
 	published map[string][]byte   // path → value
 	pending   map[string]*request // request name bytes → request
@@ -72,7 +72,7 @@ func NewCore(cfg Config, self netip.AddrPort) (*Core, error) {
 	if cfg.Tick <= 0 {
 		cfg.Tick = DefaultTick
 	}
-	rt, err := relay.NewRoutes(cfg.Ship, cfg.Sponsors, cfg.Routes)
+	rt, err := route.New(cfg.Ship, cfg.Sponsors, cfg.Routes)
 	if err != nil {
 		return nil, fmt.Errorf("endpoint: %w", err)
 	}
@@ -118,7 +118,7 @@ func NewCore(cfg Config, self netip.AddrPort) (*Core, error) {
 func (c *Core) Ship() lane.Ship { return c.cfg.Ship }
 
 // Routes returns the core's route table.
-func (c *Core) Routes() *relay.Routes { return c.routes }
+func (c *Core) Routes() *route.Table { return c.routes }
 
 // Pending returns the number of requests and subscriptions in flight.
 func (c *Core) Pending() int { return len(c.pending) + c.nsubs }

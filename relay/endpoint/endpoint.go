@@ -2,7 +2,7 @@
 // socket and one ship identity that publishes values (answering peeks for
 // its paths and acking pokes) and makes requests of other ships (peeks and
 // pokes), retrying until answered and tightening its routes with the same
-// rubric as the relay (relay.Routes): send on the tightest known-good route
+// rubric as the relay (route.Table): send on the tightest known-good route
 // and the one just tighter until the tighter one answers, follow next-hop
 // hints one step per round trip, fall back when a route goes quiet.
 //
@@ -30,6 +30,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"github.com/urbit-relay/relay/relay/route"
 	"net"
 	"net/netip"
 	"sync"
@@ -38,7 +39,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/urbit-relay/relay/lane"
-	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/transport"
 )
 
@@ -60,8 +60,8 @@ type Config struct {
 	RetryInterval time.Duration
 	PingInterval  time.Duration
 	Tick          time.Duration
-	Routes        relay.RouteConfig
-	Clock         relay.Clock
+	Routes        route.Config
+	Clock         route.Clock
 	Log           *zap.Logger
 	// Key is this ship's Ed25519 signing key. With it the endpoint runs
 	// the publisher side of scry notifications (acks, held heartbeats,
@@ -154,7 +154,7 @@ type Endpoint struct {
 // New returns an endpoint for cfg on conn.
 func New(cfg Config, conn transport.Conn) (*Endpoint, error) {
 	if cfg.Clock == nil {
-		cfg.Clock = relay.NewSystemClock()
+		cfg.Clock = route.NewSystemClock()
 	}
 	if cfg.Epoch.IsZero() {
 		cfg.Epoch = time.Now().Add(-cfg.Clock.Now())
@@ -179,7 +179,7 @@ func (e *Endpoint) Ship() lane.Ship { return e.cfg.Ship }
 func (e *Endpoint) Addr() netip.AddrPort { return e.conn.LocalAddr() }
 
 // Routes returns the endpoint's route table (safe for concurrent use).
-func (e *Endpoint) Routes() *relay.Routes { return e.core.Routes() }
+func (e *Endpoint) Routes() *route.Table { return e.core.Routes() }
 
 // NotifyStats returns the endpoint's scry-notification counts.
 func (e *Endpoint) NotifyStats() NotifyStats {
@@ -342,7 +342,7 @@ func (e *Endpoint) routineRead() {
 	defer e.wg.Done()
 	msgs := make([]transport.Message, 16)
 	for i := range msgs {
-		msgs[i].Buf = make([]byte, relay.MaxPacket)
+		msgs[i].Buf = make([]byte, MaxDatagram)
 	}
 	var out []Datagram
 	for {

@@ -5,13 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/urbit-relay/relay/relay/route"
 	"io"
 	"net/netip"
 	"sync"
 	"time"
 
 	"github.com/urbit-relay/relay/lane"
-	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/endpoint"
 	"github.com/urbit-relay/relay/relay/transport"
 )
@@ -197,7 +197,7 @@ func (spec *endpointSpec) config() (endpoint.Config, error) {
 	cfg := endpoint.Config{
 		Ship: ship, Lanes: map[lane.Ship]netip.AddrPort{},
 		RetryInterval: spec.Retry, PingInterval: spec.Ping, Tick: spec.Tick,
-		Routes: relay.RouteConfig{ProbeTimeout: spec.ProbeTimeout},
+		Routes: route.Config{ProbeTimeout: spec.ProbeTimeout},
 	}
 	for s, a := range spec.Lanes {
 		sh, err := lane.ParseShip(s)
@@ -267,7 +267,7 @@ func eventReport(e endpoint.Event) report {
 	return r
 }
 
-func routesReport(rt *relay.Routes, ship lane.Ship, id int) report {
+func routesReport(rt *route.Table, ship lane.Ship, id int) report {
 	r := report{Ev: "routes", ID: id, Ship: ship.String()}
 	info, ok := rt.Info(ship)
 	if !ok {

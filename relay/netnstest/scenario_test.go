@@ -21,7 +21,7 @@ const (
 	// relay that restarts or a NAT that rebinds is re-taught within it.
 	pingInterval = 200 * time.Millisecond
 	// probeTimeout: an unanswered route counts a failure after this at the
-	// requester (relay.DefaultCandidateFailures of them drop a candidate).
+	// requester (route.DefaultCandidateFailures of them drop a candidate).
 	probeTimeout = 300 * time.Millisecond
 	// endpointTick is the endpoints' timer resolution.
 	endpointTick = 10 * time.Millisecond

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/urbit-relay/relay/relay/route"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -19,7 +20,6 @@ import (
 	"time"
 
 	"github.com/urbit-relay/relay/lane"
-	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/endpoint"
 	"github.com/urbit-relay/relay/relay/transport"
 	"github.com/urbit-relay/relay/relay/transport/transporttest"
@@ -148,7 +148,7 @@ func TestSoak(t *testing.T) {
 	for k := 1; k <= soakRequesters; k++ {
 		ship := lane.ShipFromUint64(uint64(k)<<16 | 1) // planets under ~nec
 		ep := soakEndpoint(t, endpoint.Config{Ship: ship, Lanes: lanes, PingInterval: -1,
-			RetryInterval: 500 * time.Millisecond, Routes: relay.RouteConfig{NoHints: true}},
+			RetryInterval: 500 * time.Millisecond, Routes: route.Config{NoHints: true}},
 			netip.AddrFrom4([4]byte{127, 0, 1, byte(k)}))
 		for w := 0; w < soakWorkers; w++ {
 			workers.Add(1)

@@ -3,9 +3,9 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"github.com/urbit-relay/relay/relay/route"
 	"time"
 
-	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/endpoint"
 )
 
@@ -143,7 +143,7 @@ func LatencyPreset(name string) (LatencyModel, error) {
 }
 
 // Strategy is a routing strategy: where relays run and how routes are
-// chosen. It maps onto the project's switches (relay.RouteConfig and
+// chosen. It maps onto the project's switches (route.Config and
 // relay.Config.Fraternize).
 type Strategy struct {
 	Name string
@@ -157,11 +157,11 @@ type Strategy struct {
 	// moons, and requests climb the whole sponsorship chain.
 	GalaxyOnly bool
 	// SingleRoute sends each request on the tightest candidate lane alone,
-	// proven or not (relay.RouteConfig.SingleRoute), in relays and
+	// proven or not (route.Config.SingleRoute), in relays and
 	// endpoints: no dual send, so a dead tighter lane loses requests until
 	// its probes fail.
 	SingleRoute bool
-	// NoHints ignores next-hop fields (relay.RouteConfig.NoHints).
+	// NoHints ignores next-hop fields (route.Config.NoHints).
 	NoHints bool
 	// Fraternize lifts the seed's rule: relays set the next-hop on pages to
 	// their own sponsors too (relay.Config.Fraternize).
@@ -169,8 +169,8 @@ type Strategy struct {
 }
 
 // Routes returns the route configuration every relay and endpoint runs.
-func (s Strategy) Routes() relay.RouteConfig {
-	return relay.RouteConfig{SingleRoute: s.SingleRoute, NoHints: s.NoHints, GalaxyOnly: s.GalaxyOnly}
+func (s Strategy) Routes() route.Config {
+	return route.Config{SingleRoute: s.SingleRoute, NoHints: s.NoHints, GalaxyOnly: s.GalaxyOnly}
 }
 
 // Config describes a simulated network.

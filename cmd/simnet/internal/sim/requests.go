@@ -3,6 +3,7 @@ package sim
 import (
 	"crypto/ed25519"
 	"fmt"
+	"github.com/urbit-relay/relay/relay/route"
 	"net/netip"
 	"time"
 
@@ -154,7 +155,7 @@ func (n *Network) Lane(i int) netip.AddrPort { return n.nodes[n.ships[i].front].
 
 // Routes returns the route table of ship i's endpoint core (nil before it
 // boots).
-func (n *Network) Routes(i int) *relay.Routes {
+func (n *Network) Routes(i int) *route.Table {
 	if c := n.nodes[n.ships[i].core].core; c != nil {
 		return c.Routes()
 	}

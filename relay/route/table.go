@@ -1,4 +1,10 @@
-package relay
+// Package route holds the routing rules shared by the relay's decision core
+// and the ship endpoint: the route table (Table), the rubric it chooses
+// lanes by (tightest known-good plus the one just tighter, plan then
+// commit), the lane clock that judges liveness by what is heard, the
+// forwarder rules for sponsors, and their constants (constants.go). It
+// imports neither the relay nor the endpoint, so both build on it.
+package route
 
 import (
 	"fmt"
@@ -14,7 +20,7 @@ import (
 	"github.com/urbit-relay/relay/lane"
 )
 
-// Routes is what a relay or an endpoint knows about reaching ships, and the
+// Table is what a relay or an endpoint knows about reaching ships, and the
 // rubric it chooses lanes by. It is shared by the relay's decision core and
 // the requester endpoint, so both tighten routes the same way.
 //
@@ -43,12 +49,12 @@ import (
 // standing, so a late duplicate through a looser route never undoes a working
 // tighter one (urbit/urbit#2025).
 //
-// Routes is safe for concurrent use.
-type Routes struct {
+// Table is safe for concurrent use.
+type Table struct {
 	// Static after construction.
 	self     lane.Ship
 	sponsors *lane.Sponsors
-	cfg      RouteConfig
+	cfg      Config
 
 	mu      sync.Mutex
 	table   *simplelru.LRU[lane.Ship, *route] // guarded by mu
@@ -67,9 +73,9 @@ type Routes struct {
 	selfKeys atomic.Pointer[[]lane.Key]
 }
 
-// RouteConfig holds the route table's caps and timings; zero fields take the
+// Config holds the route table's caps and timings; zero fields take the
 // defaults in constants.go.
-type RouteConfig struct {
+type Config struct {
 	MaxRoutes int
 	// LaneClockSlots sizes the record of when each lane was last heard
 	// (a power of two; rounded up). Zero: DefaultLaneClockSlots for a
@@ -97,7 +103,7 @@ type RouteConfig struct {
 	GalaxyOnly bool
 }
 
-func (c *RouteConfig) fill() {
+func (c *Config) fill() {
 	if c.MaxRoutes <= 0 {
 		c.MaxRoutes = DefaultMaxRoutes
 	}
@@ -161,15 +167,15 @@ type route struct {
 	fwdBadUntil time.Duration
 }
 
-// NewRoutes returns an empty route table for a process fronting self (for an
+// New returns an empty route table for a process fronting self (for an
 // endpoint, the endpoint's own ship). sponsors may be nil for the default
 // sponsorship.
-func NewRoutes(self lane.Ship, sponsors *lane.Sponsors, cfg RouteConfig) (*Routes, error) {
+func New(self lane.Ship, sponsors *lane.Sponsors, cfg Config) (*Table, error) {
 	cfg.fill()
 	if sponsors == nil {
 		sponsors = &lane.Sponsors{}
 	}
-	r := &Routes{self: self, sponsors: sponsors, cfg: cfg, static: map[lane.Ship]lane.Key{},
+	r := &Table{self: self, sponsors: sponsors, cfg: cfg, static: map[lane.Ship]lane.Key{},
 		relays: map[lane.Ship]lane.Key{}, clock: newLaneClock(cfg.LaneClockSlots)}
 	r.selfKeys.Store(&[]lane.Key{})
 	t, err := simplelru.NewLRU[lane.Ship, *route](cfg.MaxRoutes, func(_ lane.Ship, v *route) {
@@ -187,7 +193,7 @@ func NewRoutes(self lane.Ship, sponsors *lane.Sponsors, cfg RouteConfig) (*Route
 
 // SetStatic replaces the operator-configured lanes (galaxies from --galaxy or
 // DNS, pinned ships). They are always considered known-good.
-func (r *Routes) SetStatic(lanes map[lane.Ship]lane.Key) {
+func (r *Table) SetStatic(lanes map[lane.Ship]lane.Key) {
 	m := cloneLanes(lanes)
 	r.mu.Lock()
 	r.static = m
@@ -203,7 +209,7 @@ func cloneLanes(m map[lane.Ship]lane.Key) map[lane.Ship]lane.Key {
 }
 
 // SetStaticLane sets or, with an invalid key, removes one configured lane.
-func (r *Routes) SetStaticLane(s lane.Ship, k lane.Key) {
+func (r *Table) SetStaticLane(s lane.Ship, k lane.Key) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !k.IsValid() {
@@ -222,7 +228,7 @@ func (r *Routes) SetStaticLane(s lane.Ship, k lane.Key) {
 // requests for the ships below them (relays of our own, or any the operator
 // trusts), known-good as sponsors from the start. A configured relay's lane
 // is also its lane for requests to the ship itself.
-func (r *Routes) SetRelays(relays map[lane.Ship]lane.Key) {
+func (r *Table) SetRelays(relays map[lane.Ship]lane.Key) {
 	m := cloneLanes(relays)
 	r.mu.Lock()
 	r.relays = m
@@ -232,11 +238,11 @@ func (r *Routes) SetRelays(relays map[lane.Ship]lane.Key) {
 // Arrived records that a datagram arrived from lane k at now: what keeps
 // a lane alive. It takes no lock and allocates nothing; the relay calls it
 // for every datagram it reads.
-func (r *Routes) Arrived(k lane.Key, now time.Duration) { r.clock.hear(k, now) }
+func (r *Table) Arrived(k lane.Key, now time.Duration) { r.clock.hear(k, now) }
 
 // AddSelf records a lane that belongs to this process (its listening
 // address as seen by others). Such a lane is never chosen as a target.
-func (r *Routes) AddSelf(k lane.Key) {
+func (r *Table) AddSelf(k lane.Key) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old := *r.selfKeys.Load()
@@ -247,21 +253,21 @@ func (r *Routes) AddSelf(k lane.Key) {
 }
 
 // Len returns the number of ships with routing state.
-func (r *Routes) Len() int {
+func (r *Table) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.table.Len()
 }
 
 // Changes returns how many times a route's best lane changed.
-func (r *Routes) Changes() uint64 {
+func (r *Table) Changes() uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.changes
 }
 
 // getLocked returns s's route, creating it when create is set.
-func (r *Routes) getLocked(s lane.Ship, create bool) *route {
+func (r *Table) getLocked(s lane.Ship, create bool) *route {
 	if v, ok := r.table.Get(s); ok {
 		return v
 	}
@@ -283,16 +289,16 @@ func (r *Routes) getLocked(s lane.Ship, create bool) *route {
 // Heard records that ship s answered us directly (a hop-0 page) from lane
 // k. It makes k s's direct lane; like any lane we send requests to, it is
 // dropped if requests to it go unanswered.
-func (r *Routes) Heard(s lane.Ship, k lane.Key, now time.Duration) { r.heard(s, k, now, false) }
+func (r *Table) Heard(s lane.Ship, k lane.Key, now time.Duration) { r.heard(s, k, now, false) }
 
 // Contacted records that ship s sent us a request of its own (a hop-0 poke,
 // such as the ping a ship sends its sponsor, or a legacy packet) from lane
 // k. It makes k s's direct lane, kept while s keeps contacting us:
 // unanswered requests do not count against it (a request for a value not
 // grown yet is unanswered by design), only DirectLaneExpiry of silence.
-func (r *Routes) Contacted(s lane.Ship, k lane.Key, now time.Duration) { r.heard(s, k, now, true) }
+func (r *Table) Contacted(s lane.Ship, k lane.Key, now time.Duration) { r.heard(s, k, now, true) }
 
-func (r *Routes) heard(s lane.Ship, k lane.Key, now time.Duration, kept bool) {
+func (r *Table) heard(s lane.Ship, k lane.Key, now time.Duration, kept bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.heardLocked(s, k, now, kept)
@@ -300,8 +306,8 @@ func (r *Routes) heard(s lane.Ship, k lane.Key, now time.Duration, kept bool) {
 
 // heardLocked is heard with mu held; an invalid lane or one of our own
 // teaches nothing.
-func (r *Routes) heardLocked(s lane.Ship, k lane.Key, now time.Duration, kept bool) {
-	if !k.IsValid() || r.isSelf(k) {
+func (r *Table) heardLocked(s lane.Ship, k lane.Key, now time.Duration, kept bool) {
+	if !k.IsValid() || r.IsSelf(k) {
 		return
 	}
 	rt := r.getLocked(s, true)
@@ -327,10 +333,10 @@ func (r *Routes) heardLocked(s lane.Ship, k lane.Key, now time.Duration, kept bo
 // k becomes s's direct lane, proven and kept, for VouchedLaneExpiry after the
 // ship's last such send, and lanes learned from the wire do not displace it
 // meanwhile.
-func (r *Routes) Vouch(s lane.Ship, k lane.Key, now time.Duration) {
+func (r *Table) Vouch(s lane.Ship, k lane.Key, now time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !k.IsValid() || r.isSelf(k) {
+	if !k.IsValid() || r.IsSelf(k) {
 		return
 	}
 	rt := r.getLocked(s, true)
@@ -344,7 +350,7 @@ func (r *Routes) Vouch(s lane.Ship, k lane.Key, now time.Duration) {
 }
 
 // DirectLane returns s's fresh direct lane, if any.
-func (r *Routes) DirectLane(s lane.Ship, now time.Duration) (lane.Key, bool) {
+func (r *Table) DirectLane(s lane.Ship, now time.Duration) (lane.Key, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rt := r.getLocked(s, false)
@@ -354,7 +360,7 @@ func (r *Routes) DirectLane(s lane.Ship, now time.Duration) (lane.Key, bool) {
 	return rt.direct.lane, true
 }
 
-func (r *Routes) directFreshLocked(rt *route, now time.Duration) bool {
+func (r *Table) directFreshLocked(rt *route, now time.Duration) bool {
 	expiry := r.cfg.DirectLaneExpiry
 	if rt.direct.vouched {
 		expiry = r.cfg.VouchedLaneExpiry
@@ -368,7 +374,7 @@ func (r *Routes) directFreshLocked(rt *route, now time.Duration) bool {
 // candidate one step tighter than from.
 // A page that came through a relay (relayed: hops above zero) also proves
 // the forwarder it came from (see route.fwd).
-func (r *Routes) Answered(s lane.Ship, from, next lane.Key, relayed bool, now time.Duration) {
+func (r *Table) Answered(s lane.Ship, from, next lane.Key, relayed bool, now time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.answeredLocked(s, from, next, relayed, now)
@@ -377,8 +383,8 @@ func (r *Routes) Answered(s lane.Ship, from, next lane.Key, relayed bool, now ti
 // PageArrived is, under one lock, what a relay learns from a page published
 // by s that arrived from lane from with next-hop next: if heard (a hop-0
 // page), Heard(s, from); then Answered(s, from, next, relayed); then it appends the
-// known lanes of ships (appendLanesOf) to dst and returns it.
-func (r *Routes) PageArrived(s lane.Ship, from, next lane.Key, heard, relayed bool, now time.Duration, ships []lane.Ship, dst []lane.Key) []lane.Key {
+// known lanes of ships (AppendLanesOf) to dst and returns it.
+func (r *Table) PageArrived(s lane.Ship, from, next lane.Key, heard, relayed bool, now time.Duration, ships []lane.Ship, dst []lane.Key) []lane.Key {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if heard {
@@ -388,7 +394,7 @@ func (r *Routes) PageArrived(s lane.Ship, from, next lane.Key, heard, relayed bo
 	return r.appendLanesOfLocked(dst, ships)
 }
 
-func (r *Routes) answeredLocked(s lane.Ship, from, next lane.Key, relayed bool, now time.Duration) {
+func (r *Table) answeredLocked(s lane.Ship, from, next lane.Key, relayed bool, now time.Duration) {
 	if relayed {
 		r.forwardedLocked(s, from, now)
 	}
@@ -411,7 +417,7 @@ func (r *Routes) answeredLocked(s lane.Ship, from, next lane.Key, relayed bool, 
 			rt.base.answer(now)
 		}
 	}
-	if r.cfg.NoHints || !next.IsValid() || r.isSelf(next) || next == from || next == rt.direct.lane ||
+	if r.cfg.NoHints || !next.IsValid() || r.IsSelf(next) || next == from || next == rt.direct.lane ||
 		next == rt.hint.lane || next == rt.base.lane ||
 		(next == rt.bad && now < rt.badUntil) {
 		return
@@ -438,7 +444,7 @@ func (r *Routes) answeredLocked(s lane.Ship, from, next lane.Key, relayed bool, 
 // forwardedLocked records that a relayed page for s came back from lane
 // from: if that is the lane one of s's sponsors is being tried at as a
 // forwarder (its fwd path, probed), the sponsor has shown it forwards.
-func (r *Routes) forwardedLocked(s lane.Ship, from lane.Key, now time.Duration) {
+func (r *Table) forwardedLocked(s lane.Ship, from lane.Key, now time.Duration) {
 	var chainBuf [8]lane.Ship
 	for _, sp := range r.sponsors.AppendChain(chainBuf[:0], s) {
 		if sp == s || sp == r.self {
@@ -520,7 +526,7 @@ type Admitter interface {
 // plan if so, all under one lock, so that nothing changes between the plan
 // and its commit. It reports the plan and whether it was committed; a plan
 // with no targets is never admitted.
-func (r *Routes) Route(q Query, now time.Duration, adm Admitter) (Plan, bool) {
+func (r *Table) Route(q Query, now time.Duration, adm Admitter) (Plan, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p := r.planLocked(q, now)
@@ -532,7 +538,7 @@ func (r *Routes) Route(q Query, now time.Duration, adm Admitter) (Plan, bool) {
 }
 
 // Plan returns the plan for q at now without changing anything.
-func (r *Routes) Plan(q Query, now time.Duration) Plan {
+func (r *Table) Plan(q Query, now time.Duration) Plan {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.planLocked(q, now)
@@ -542,7 +548,7 @@ func (r *Routes) Plan(q Query, now time.Duration) Plan {
 // target lanes that is a path of the receiver's route starts waiting for an
 // answer, and a sender named by its query is recorded as contacting us.
 // Committing a plan with no targets records only the sender.
-func (r *Routes) Commit(p *Plan, now time.Duration) {
+func (r *Table) Commit(p *Plan, now time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.commitLocked(p, now)
@@ -551,12 +557,12 @@ func (r *Routes) Commit(p *Plan, now time.Duration) {
 // Select plans a request for receiver s heard from lane from and commits
 // it: for callers that always send what they plan (the endpoint). It never
 // returns from, nor a lane of this process.
-func (r *Routes) Select(s lane.Ship, from lane.Key, now time.Duration) Targets {
+func (r *Table) Select(s lane.Ship, from lane.Key, now time.Duration) Targets {
 	p, _ := r.Route(Query{Rcvr: s, From: from}, now, nil)
 	return p.Targets
 }
 
-func (r *Routes) commitLocked(p *Plan, now time.Duration) {
+func (r *Table) commitLocked(p *Plan, now time.Duration) {
 	if p.N > 0 {
 		if rt := r.getLocked(p.q.Rcvr, false); rt != nil {
 			r.changes += expireProbes(rt, now, &r.cfg, r.clock)
@@ -589,7 +595,7 @@ func (r *Routes) commitLocked(p *Plan, now time.Duration) {
 
 // planLocked chooses the lanes for q at now. It reads the table only: the
 // receiver's route is judged as expiry would leave it at now, on a copy.
-func (r *Routes) planLocked(q Query, now time.Duration) Plan {
+func (r *Table) planLocked(q Query, now time.Duration) Plan {
 	p := Plan{q: q}
 	t := &p.Targets
 	var cands [8]candidate
@@ -702,7 +708,7 @@ func (p *Plan) setTarget(c candidate) {
 // below it has come back from it (see route.fwd); until then it is tried
 // beside the next looser route, and after CandidateFailures unanswered
 // tries it is left alone for BadLaneHold.
-func (r *Routes) addSponsorLocked(sp lane.Ship, now time.Duration, add func(candidate)) (c candidate, held bool) {
+func (r *Table) addSponsorLocked(sp lane.Ship, now time.Duration, add func(candidate)) (c candidate, held bool) {
 	if k, ok := r.relays[sp]; ok {
 		add(candidate{lane: k, proven: true})
 		return c, false
@@ -740,7 +746,7 @@ func (r *Routes) addSponsorLocked(sp lane.Ship, now time.Duration, add func(cand
 
 // probesDue reports whether any of rt's probes has been outstanding for
 // ProbeTimeout, so that expireProbes would change something.
-func probesDue(rt *route, now time.Duration, cfg *RouteConfig) bool {
+func probesDue(rt *route, now time.Duration, cfg *Config) bool {
 	due := func(p *path) bool { return p.waiting != 0 && now-p.waiting >= cfg.ProbeTimeout }
 	return due(&rt.direct) || due(&rt.hint) || due(&rt.base)
 }
@@ -752,7 +758,7 @@ func probesDue(rt *route, now time.Duration, cfg *RouteConfig) bool {
 // is demoted after ProvenFailures, an unproven one dropped after
 // CandidateFailures. It returns how many route changes that made. It
 // touches rt only, so a plan can run it on a copy.
-func expireProbes(rt *route, now time.Duration, cfg *RouteConfig, clock *laneClock) (changes uint64) {
+func expireProbes(rt *route, now time.Duration, cfg *Config, clock *laneClock) (changes uint64) {
 	for _, p := range [...]*path{&rt.direct, &rt.hint, &rt.base} {
 		if !p.valid() || p.kept || p.waiting == 0 || now-p.waiting < cfg.ProbeTimeout {
 			continue
@@ -792,7 +798,7 @@ func expireProbes(rt *route, now time.Duration, cfg *RouteConfig, clock *laneClo
 // (fwd.heard: hearing the ship itself, its pings, does not show that it
 // forwards) is a failure; ProvenFailures demote it, CandidateFailures of an
 // unproven forwarder set it aside for BadLaneHold.
-func expireFwd(rt *route, now time.Duration, cfg *RouteConfig) (changes uint64) {
+func expireFwd(rt *route, now time.Duration, cfg *Config) (changes uint64) {
 	p := &rt.fwd
 	if !p.valid() || p.waiting == 0 || now-p.waiting < cfg.ProbeTimeout {
 		return 0
@@ -815,8 +821,8 @@ func expireFwd(rt *route, now time.Duration, cfg *RouteConfig) (changes uint64) 
 	return 0
 }
 
-// RouteInfo is a snapshot of one ship's route, for logs, tests and tools.
-type RouteInfo struct {
+// Info is a snapshot of one ship's route, for logs, tests and tools.
+type Info struct {
 	Direct, Hint, Base       lane.Key
 	DirectProven, HintProven bool
 	BaseProven               bool
@@ -824,33 +830,33 @@ type RouteInfo struct {
 }
 
 // Info returns a snapshot of s's route.
-func (r *Routes) Info(s lane.Ship) (RouteInfo, bool) {
+func (r *Table) Info(s lane.Ship) (Info, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	v, ok := r.table.Peek(s)
 	if !ok {
-		return RouteInfo{}, false
+		return Info{}, false
 	}
-	return RouteInfo{
+	return Info{
 		Direct: v.direct.lane, DirectProven: v.direct.proven, DirectHeard: v.direct.heard,
 		Hint: v.hint.lane, HintProven: v.hint.proven,
 		Base: v.base.lane, BaseProven: v.base.proven,
 	}, true
 }
 
-// isSelf reports whether k is a lane of this process. It takes no lock.
-func (r *Routes) isSelf(k lane.Key) bool { return slices.Contains(*r.selfKeys.Load(), k) }
+// IsSelf reports whether k is a lane of this process. It takes no lock.
+func (r *Table) IsSelf(k lane.Key) bool { return slices.Contains(*r.selfKeys.Load(), k) }
 
-// appendLanesOf appends to dst the known lanes of ships: each one's static
+// AppendLanesOf appends to dst the known lanes of ships: each one's static
 // lane and its direct lane (fresh or not: a sponsor that has gone quiet is
 // still our sponsor).
-func (r *Routes) appendLanesOf(dst []lane.Key, ships []lane.Ship) []lane.Key {
+func (r *Table) AppendLanesOf(dst []lane.Key, ships []lane.Ship) []lane.Key {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.appendLanesOfLocked(dst, ships)
 }
 
-func (r *Routes) appendLanesOfLocked(dst []lane.Key, ships []lane.Ship) []lane.Key {
+func (r *Table) appendLanesOfLocked(dst []lane.Key, ships []lane.Ship) []lane.Key {
 	for _, s := range ships {
 		if k, ok := r.static[s]; ok {
 			dst = append(dst, k)

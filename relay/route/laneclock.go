@@ -1,4 +1,4 @@
-package relay
+package route
 
 import (
 	"sync/atomic"
