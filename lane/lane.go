@@ -2,6 +2,7 @@ package lane
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -140,11 +141,14 @@ func Mix64(k uint64) uint64 {
 
 // Hash returns a 64-bit hash of the lane, every bit of the address and port
 // reaching every bit of the hash (IPv4 lanes differ in only 6 of the Key's
-// 18 bytes, so a weaker mix puts whole subnets together).
+// 18 bytes, so a weaker mix puts whole subnets together). One finalizer
+// round: the port goes into bits 16-31 of the address's low word, which an
+// IPv4-mapped address fills with the constant 0xffff, and the high word,
+// zero for IPv4, is rotated in.
 func (k Key) Hash() uint64 {
-	h := Mix64(uint64(k.Port) + 0x9E3779B97F4A7C15)
-	h = Mix64(h ^ binary.LittleEndian.Uint64(k.IP[8:16]))
-	return Mix64(h ^ binary.LittleEndian.Uint64(k.IP[0:8]))
+	w := binary.LittleEndian.Uint64(k.IP[8:16]) ^ uint64(k.Port)<<16
+	w ^= bits.RotateLeft64(binary.LittleEndian.Uint64(k.IP[0:8]), 29)
+	return Mix64(w ^ 0x9E3779B97F4A7C15)
 }
 
 // public4 is PublicAddr for IPv4, by octets: it runs for every page the

@@ -273,6 +273,7 @@ type Out struct {
 	used    int
 	reqs    []lane.Key
 	admit   pendingAdmit // Handle's pending-table admission, reused
+	plan    route.Plan   // Handle's route plan, reused
 }
 
 // NewOut returns an Out sized for batches of up to batch input datagrams.
@@ -439,7 +440,8 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 	}
 	out.admit = pendingAdmit{r: r, key: key, from: fromKey, now: now}
 	q := route.Query{Rcvr: rcvr, From: fromKey, Sender: p.PayloadName.Ship, Learn: learn}
-	plan, sent := r.routes.Route(q, now, &out.admit)
+	plan := &out.plan
+	sent := r.routes.Route(plan, q, now, &out.admit)
 	if !sent {
 		if plan.N != 0 {
 			return // the pending table's verdict was counted by remember
@@ -644,7 +646,8 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 		r.toShip(b, KindAmes, from, out)
 		return
 	}
-	plan, sent := r.routes.Route(route.Query{Rcvr: a.Rcvr, From: fromKey, Sender: a.Sndr, Learn: learn}, now, nil)
+	plan := &out.plan
+	sent := r.routes.Route(plan, route.Query{Rcvr: a.Rcvr, From: fromKey, Sender: a.Sndr, Learn: learn}, now, nil)
 	if !sent {
 		if r.front && plan.Sponsee {
 			if learn {

@@ -522,26 +522,29 @@ type Admitter interface {
 	Admit() bool
 }
 
-// Route plans q, asks adm (nil: admitted) whether to send, and commits the
-// plan if so, all under one lock, so that nothing changes between the plan
-// and its commit. It reports the plan and whether it was committed; a plan
-// with no targets is never admitted.
-func (r *Table) Route(q Query, now time.Duration, adm Admitter) (Plan, bool) {
+// Route plans q into p, asks adm (nil: admitted) whether to send, and
+// commits the plan if so, all under one lock, so that nothing changes
+// between the plan and its commit. It reports whether the plan was
+// committed; a plan with no targets is never admitted. p is the caller's
+// (a relay keeps one per reader), so nothing is copied or allocated.
+func (r *Table) Route(p *Plan, q Query, now time.Duration, adm Admitter) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	p := r.planLocked(q, now)
+	r.planLocked(p, q, now)
 	if p.N == 0 || (adm != nil && !adm.Admit()) {
-		return p, false
+		return false
 	}
-	r.commitLocked(&p, now)
-	return p, true
+	r.commitLocked(p, now)
+	return true
 }
 
 // Plan returns the plan for q at now without changing anything.
 func (r *Table) Plan(q Query, now time.Duration) Plan {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.planLocked(q, now)
+	var p Plan
+	r.planLocked(&p, q, now)
+	return p
 }
 
 // Commit records that p, made at or before now, was sent: each of its
@@ -558,7 +561,8 @@ func (r *Table) Commit(p *Plan, now time.Duration) {
 // it: for callers that always send what they plan (the endpoint). It never
 // returns from, nor a lane of this process.
 func (r *Table) Select(s lane.Ship, from lane.Key, now time.Duration) Targets {
-	p, _ := r.Route(Query{Rcvr: s, From: from}, now, nil)
+	var p Plan
+	r.Route(&p, Query{Rcvr: s, From: from}, now, nil)
 	return p.Targets
 }
 
@@ -595,8 +599,8 @@ func (r *Table) commitLocked(p *Plan, now time.Duration) {
 
 // planLocked chooses the lanes for q at now. It reads the table only: the
 // receiver's route is judged as expiry would leave it at now, on a copy.
-func (r *Table) planLocked(q Query, now time.Duration) Plan {
-	p := Plan{q: q}
+func (r *Table) planLocked(p *Plan, q Query, now time.Duration) {
+	*p = Plan{q: q}
 	t := &p.Targets
 	var cands [8]candidate
 	n := 0
@@ -672,11 +676,11 @@ func (r *Table) planLocked(q Query, now time.Duration) Plan {
 		t.Sponsee = false
 	}
 	if n == 0 {
-		return p
+		return
 	}
 	if r.cfg.SingleRoute {
 		p.setTarget(cands[0])
-		return p
+		return
 	}
 	// The tightest known-good candidate, or the loosest if none is.
 	good := n - 1
@@ -690,7 +694,6 @@ func (r *Table) planLocked(q Query, now time.Duration) Plan {
 		p.setTarget(cands[good-1])
 	}
 	p.setTarget(cands[good])
-	return p
 }
 
 // setTarget appends c to p's targets.
