@@ -134,4 +134,9 @@ const (
 	// most 1472 bytes (larger ones are dropped); legacy ames has no limit of
 	// its own, but a UDP payload on an Ethernet path is at most this.
 	MaxPacket = 1472 + 128
+
+	// cacheLine is the cache line size the counters are padded to
+	// (counterBlock), so that readers on different cores never write the
+	// same line: 64 bytes on amd64 and most arm64 cores.
+	cacheLine = 64
 )

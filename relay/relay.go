@@ -272,15 +272,46 @@ type Out struct {
 	used    int
 	reqs    []lane.Key
 	admit   pendingAdmit // Handle's pending-table admission, reused
+
+	// owner made o (Relay.NewOut) and counts o's decisions in own; c is
+	// the block of the call in progress: own when the relay deciding is
+	// owner, else that relay's shared default block.
+	owner *Relay
+	own   *counterBlock
+	c     *counterBlock
 }
 
-// NewOut returns an Out sized for batches of up to batch input datagrams.
+// NewOut returns an Out sized for batches of up to batch input datagrams,
+// for any relay: what a relay decides into it is counted in that relay's
+// shared default counter block. A goroutine that decides many datagrams
+// should use Relay.NewOut, whose counts no other goroutine writes.
 func NewOut(batch int) *Out {
 	o := &Out{Sends: make([]Send, 0, batch*2), scratch: make([][]byte, batch)}
 	for i := range o.scratch {
 		o.scratch[i] = make([]byte, 0, MaxPacket+GrowRoom)
 	}
 	return o
+}
+
+// NewOut returns an Out as the package-level NewOut does, with a counter
+// block of its own registered with r: decisions r makes into it are
+// counted there, uncontended, and summed into r's Snapshot. Each Out made
+// keeps its block for r's lifetime, so make one per goroutine, not per
+// batch.
+func (r *Relay) NewOut(batch int) *Out {
+	o := NewOut(batch)
+	o.owner, o.own = r, r.counters.newBlock()
+	return o
+}
+
+// bind points out's counts at r's block for it, for one Handle or
+// HandleFromShip call.
+func (r *Relay) bind(out *Out) {
+	if out.owner == r {
+		out.c = out.own
+	} else {
+		out.c = &r.counters.def
+	}
 }
 
 // Reset empties o for the next batch.
@@ -309,14 +340,15 @@ func (o *Out) scratchCopy(b []byte) []byte {
 // Every datagram is counted once in In and, unless forwarded or answered,
 // once under a Drop reason.
 func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Out) {
+	r.bind(out)
 	from = lane.Canon(from)
 	if scry.IsMesa(b) {
 		var p scry.Packet
 		if err := p.Parse(b); err != nil {
 			if err == scry.ErrMesaTooLarge {
-				r.drop(KindOther, DropTooLarge)
+				r.drop(out.c, KindOther, DropTooLarge)
 			} else {
-				r.drop(KindOther, DropMalformedMesa)
+				r.drop(out.c, KindOther, DropMalformedMesa)
 			}
 			return
 		}
@@ -324,16 +356,16 @@ func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Ou
 		r.routes.Arrived(lane.KeyOf(from), now)
 		switch p.Header.Type {
 		case scry.TypePeek:
-			r.counters.in[KindPeek].Add(1)
+			out.c.in[KindPeek].Add(1)
 			r.request(b, &p, KindPeek, from, now, out)
 		case scry.TypePoke:
-			r.counters.in[KindPoke].Add(1)
+			out.c.in[KindPoke].Add(1)
 			r.request(b, &p, KindPoke, from, now, out)
 		case scry.TypePage:
-			r.counters.in[KindPage].Add(1)
+			out.c.in[KindPage].Add(1)
 			r.page(b, &p, from, now, out)
 		default:
-			r.drop(KindOther, DropReservedType)
+			r.drop(out.c, KindOther, DropReservedType)
 		}
 		return
 	}
@@ -346,17 +378,17 @@ func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Ou
 		// through us): its XOR-MAPPED-ADDRESS is our public lane, as the
 		// ship must learn.
 		if tx, _ := stunTxID(b); r.stuns.take(tx, now) {
-			r.counters.in[KindOther].Add(1)
+			out.c.in[KindOther].Add(1)
 			r.toShip(b, KindOther, from, out)
 			return
 		}
 	}
 	var a scry.AmesPacket
 	if err := a.Parse(b); err != nil {
-		r.drop(KindOther, DropMalformedAmes)
+		r.drop(out.c, KindOther, DropMalformedAmes)
 		return
 	}
-	r.counters.in[KindAmes].Add(1)
+	out.c.in[KindAmes].Add(1)
 	r.routes.Arrived(lane.KeyOf(from), now)
 	r.ames(b, &a, from, now, out)
 }
@@ -374,11 +406,11 @@ func (r *Relay) Prefetch(b []byte) {
 
 // drop counts a datagram of kind k (not yet counted in In when k is
 // KindOther) dropped for reason d.
-func (r *Relay) drop(k Kind, d Drop) {
+func (r *Relay) drop(c *counterBlock, k Kind, d Drop) {
 	if k == KindOther {
-		r.counters.in[KindOther].Add(1)
+		c.in[KindOther].Add(1)
 	}
-	r.counters.drops[d].Add(1)
+	c.drops[d].Add(1)
 }
 
 func (r *Relay) key(name []byte) uint64 {
@@ -393,7 +425,7 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 	fromKey := lane.KeyOf(from)
 	fromShip := r.shipLane.IsValid() && from == r.shipLane
 	if !fromShip && r.routes.isSelf(fromKey) {
-		r.counters.drops[DropSelf].Add(1)
+		out.c.drops[DropSelf].Add(1)
 		return
 	}
 	if !fromShip {
@@ -411,16 +443,16 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 			if learn {
 				r.routes.Contacted(p.PayloadName.Ship, fromKey, now)
 			}
-			r.counters.drops[DropOwnShipNoLane].Add(1)
+			out.c.drops[DropOwnShipNoLane].Add(1)
 			return
 		}
 		if fromShip {
-			r.counters.drops[DropLoop].Add(1)
+			out.c.drops[DropLoop].Add(1)
 			return
 		}
 		// In front mode the ship answers the requester's true lane
 		// itself; otherwise it answers us, and we pass the page on.
-		if !r.front && !r.remember(key, fromKey, now) {
+		if !r.front && !r.remember(out.c, key, fromKey, now) {
 			return
 		}
 		if learn {
@@ -433,10 +465,10 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 		return
 	}
 	if p.Header.Hops >= MaxHops {
-		r.counters.drops[DropHopLimit].Add(1)
+		out.c.drops[DropHopLimit].Add(1)
 		return
 	}
-	out.admit = pendingAdmit{r: r, key: key, from: fromKey, now: now}
+	out.admit = pendingAdmit{r: r, c: out.c, key: key, from: fromKey, now: now}
 	q := Query{Rcvr: rcvr, From: fromKey, Sender: p.PayloadName.Ship, Learn: learn}
 	plan, sent := r.routes.Route(q, now, &out.admit)
 	if !sent {
@@ -453,7 +485,7 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 			r.toShip(b, k, from, out)
 			return
 		}
-		r.dropUnrouted(&plan.Targets)
+		r.dropUnrouted(out.c, &plan.Targets)
 		return
 	}
 	if !fromShip {
@@ -467,36 +499,37 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 // Routes.Route as an Admitter allocates nothing.
 type pendingAdmit struct {
 	r    *Relay
+	c    *counterBlock
 	key  uint64
 	from lane.Key
 	now  time.Duration
 }
 
 // Admit implements Admitter.
-func (a *pendingAdmit) Admit() bool { return a.r.remember(a.key, a.from, a.now) }
+func (a *pendingAdmit) Admit() bool { return a.r.remember(a.c, a.key, a.from, a.now) }
 
 // remember records a request whose name hashes to key in the pending table
 // and reports whether it is to be forwarded.
-func (r *Relay) remember(key uint64, from lane.Key, now time.Duration) bool {
+func (r *Relay) remember(c *counterBlock, key uint64, from lane.Key, now time.Duration) bool {
 	v, evicted := r.pending.Add(key, from, now)
 	if evicted {
-		r.counters.evicted.Add(1)
+		c.add(EventEvicted, 1)
 	}
 	switch v {
 	case pit.VerdictForwardRetransmit:
-		r.counters.retrans.Add(1)
+		c.add(EventRetransmits, 1)
 	case pit.VerdictAggregated:
-		r.counters.aggr.Add(1)
+		c.add(EventAggregated, 1)
 	case pit.VerdictRequesterCapped:
-		r.counters.drops[DropRequestersFull].Add(1)
+		c.drops[DropRequestersFull].Add(1)
 	case pit.VerdictCappedForward:
 		// Forwarded to refresh the entry upstream; this requester is not
 		// on it and will not get the answer.
-		r.counters.cappedFwd.Add(1)
+		c.add(EventCappedForwards, 1)
 	case pit.VerdictRefused:
-		r.counters.drops[DropPendingFull].Add(1)
+		c.drops[DropPendingFull].Add(1)
 	case pit.VerdictSourceCapped:
-		r.counters.drops[DropPendingPerSource].Add(1)
+		c.drops[DropPendingPerSource].Add(1)
 	}
 	return v.Forward()
 }
@@ -529,10 +562,10 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 		sponsors = r.routes.appendLanesOf(sponsorBuf[:0], r.ourChain)
 	}
 	if !ok {
-		r.counters.drops[DropUnsolicited].Add(1)
+		out.c.drops[DropUnsolicited].Add(1)
 		return
 	}
-	r.counters.pageHit.Add(1)
+	out.c.add(EventPagesMatched, 1)
 	// Variant for requesters that are our sponsors: no next-hop. Made
 	// first, from the bytes as they came.
 	var bare []byte
@@ -541,12 +574,12 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	if !fromShip {
 		hopShort, canShort = lane.EncodeShort(from)
 		if !canShort {
-			r.counters.noShort.Add(1)
+			out.c.add(EventNextHopUnencodable, 1)
 		} else if !r.hintOK(from) {
 			// Never point a requester at a private lane: no next-hop,
 			// so it goes on asking us.
 			canShort = false
-			r.counters.scrubbed.Add(1)
+			out.c.add(EventHintsScrubbed, 1)
 		}
 	}
 	hops := int(p.Header.Hops)
@@ -582,14 +615,14 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 			buf = bare
 		}
 		if q != r.shipKey && !r.amp.spend(q, len(buf), now) {
-			r.counters.throttled.Add(1)
+			out.c.add(EventAmpThrottled, 1)
 			continue
 		}
 		out.add(buf, q.AddrPort())
 		sent++
 	}
-	r.counters.out[KindPage].Add(uint64(sent))
-	r.counters.answered.Add(uint64(sent))
+	out.c.out[KindPage].Add(uint64(sent))
+	out.c.add(EventAnswered, uint64(sent))
 }
 
 // bareFor reports whether requester q gets a page with no next-hop: one of
@@ -616,7 +649,7 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 	fromKey := lane.KeyOf(from)
 	fromShip := r.shipLane.IsValid() && from == r.shipLane
 	if !fromShip && r.routes.isSelf(fromKey) {
-		r.counters.drops[DropSelf].Add(1)
+		out.c.drops[DropSelf].Add(1)
 		return
 	}
 	// An unrelayed packet was sent by its sender itself; its lane is
@@ -627,11 +660,11 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 			if learn { // as for pokes: see request
 				r.routes.Contacted(a.Sndr, fromKey, now)
 			}
-			r.counters.drops[DropOwnShipNoLane].Add(1)
+			out.c.drops[DropOwnShipNoLane].Add(1)
 			return
 		}
 		if fromShip {
-			r.counters.drops[DropLoop].Add(1)
+			out.c.drops[DropLoop].Add(1)
 			return
 		}
 		if learn {
@@ -652,7 +685,7 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 			r.toShip(b, KindAmes, from, out)
 			return
 		}
-		r.dropUnrouted(&plan.Targets)
+		r.dropUnrouted(out.c, &plan.Targets)
 		return
 	}
 	if !fromShip && scry.NeedsOrigin(a) {
@@ -661,12 +694,12 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 			// A sender on a private network is named by our public
 			// lane, or not at all: answers then come back through us.
 			origin = r.publicLane
-			r.counters.scrubbed.Add(1)
+			out.c.add(EventHintsScrubbed, 1)
 		}
 		if o, ok := lane.EncodeShort(origin); ok && origin.IsValid() {
 			if nb, err := scry.InsertOrigin(b, o); err == nil {
 				b = nb
-				r.counters.origins.Add(1)
+				out.c.add(EventOriginsInserted, 1)
 			}
 		}
 	}
@@ -674,14 +707,14 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 }
 
 // dropUnrouted counts a datagram for which Select found no target.
-func (r *Relay) dropUnrouted(t *Targets) {
+func (r *Relay) dropUnrouted(c *counterBlock, t *Targets) {
 	switch {
 	case t.Looped:
-		r.counters.drops[DropLoop].Add(1)
+		c.drops[DropLoop].Add(1)
 	case t.Sponsee:
-		r.counters.drops[DropSponseeUnknown].Add(1)
+		c.drops[DropSponseeUnknown].Add(1)
 	default:
-		r.counters.drops[DropNoRoute].Add(1)
+		c.drops[DropNoRoute].Add(1)
 	}
 }
 
@@ -690,10 +723,10 @@ func (r *Relay) forward(b []byte, k Kind, t *Targets, out *Out) {
 	for i := 0; i < t.N; i++ {
 		out.add(b, t.Lanes[i].AddrPort())
 	}
-	r.counters.reqFwd.Add(1)
-	r.counters.out[k].Add(uint64(t.N))
-	r.counters.forwards.Add(uint64(t.N))
+	out.c.add(EventRequestsForwarded, 1)
+	out.c.out[k].Add(uint64(t.N))
+	out.c.add(EventForwardSends, uint64(t.N))
 	if t.N > 1 {
-		r.counters.dual.Add(1)
+		out.c.add(EventDualSends, 1)
 	}
 }

@@ -47,7 +47,7 @@ func newFixture(t testing.TB, mod func(*relay.Config)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{t: t, r: r, out: relay.NewOut(4), now: time.Second}
+	return &fixture{t: t, r: r, out: r.NewOut(4), now: time.Second}
 }
 
 // handle runs one datagram through the relay and returns copies of what it
@@ -145,8 +145,8 @@ func TestRequestGoesUpTheChainToTheGalaxy(t *testing.T) {
 	if got := parse(t, b).Header.Hops; got != 1 {
 		t.Errorf("forwarded hops = %d, want 1", got)
 	}
-	if f.snap().Forwards != 1 || f.r.Pending().Len() != 1 {
-		t.Errorf("forwards %d, pending %d", f.snap().Forwards, f.r.Pending().Len())
+	if f.snap().Events[relay.EventForwardSends] != 1 || f.r.Pending().Len() != 1 {
+		t.Errorf("forwards %d, pending %d", f.snap().Events[relay.EventForwardSends], f.r.Pending().Len())
 	}
 }
 
@@ -268,8 +268,8 @@ func TestAggregationAndRetransmission(t *testing.T) {
 	// The same requester again: a retransmission, forwarded.
 	oneSend(t, f.handle(peek(t, "~nec", "a", 0), alice), necLane)
 	sn := f.snap()
-	if sn.Aggregated != 1 || sn.Retransmits != 1 {
-		t.Errorf("aggregated %d retransmits %d", sn.Aggregated, sn.Retransmits)
+	if sn.Events[relay.EventAggregated] != 1 || sn.Events[relay.EventRetransmits] != 1 {
+		t.Errorf("aggregated %d retransmits %d", sn.Events[relay.EventAggregated], sn.Events[relay.EventRetransmits])
 	}
 	got := sendsTo(f.handle(page(t, "~nec", "a", 0, netip.AddrPort{}), necLane))
 	if len(got) != 2 || !(got[0] == alice && got[1] == bob || got[0] == bob && got[1] == alice) {
@@ -308,7 +308,7 @@ func TestFullTables(t *testing.T) {
 	if n := f.r.Pending().Len(); n > 64 {
 		t.Fatalf("pending %d entries, cap 64", n)
 	}
-	if f.snap().Evicted == 0 {
+	if f.snap().Events[relay.EventEvicted] == 0 {
 		t.Error("no evictions counted")
 	}
 	// Requesters per entry are capped.
@@ -394,8 +394,8 @@ func TestLegacyAmesForwarding(t *testing.T) {
 	if b := oneSend(t, f.handle(pb, alice), necLane); string(b) != string(pb) {
 		t.Error("relayed packet altered")
 	}
-	if f.snap().OriginsInserted != 1 {
-		t.Errorf("origins inserted %d", f.snap().OriginsInserted)
+	if f.snap().Events[relay.EventOriginsInserted] != 1 {
+		t.Errorf("origins inserted %d", f.snap().Events[relay.EventOriginsInserted])
 	}
 }
 
@@ -437,8 +437,8 @@ func TestHandleAllocatesNothing(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, cycle); n != 0 {
 		t.Fatalf("request+response cycle allocates %v times", n)
 	}
-	if f.snap().Answered < 1000 {
-		t.Fatalf("answered %d", f.snap().Answered)
+	if f.snap().Events[relay.EventAnswered] < 1000 {
+		t.Fatalf("answered %d", f.snap().Events[relay.EventAnswered])
 	}
 }
 
@@ -514,4 +514,47 @@ func TestSponseeLaneSurvivesUnansweredRequests(t *testing.T) {
 		t.Fatalf("sent to %v after the sponsee fell silent", sendsTo(s))
 	}
 	f.wantDrop(relay.DropSponseeUnknown, 1)
+}
+
+// TestCountersPerOut: each Out a relay makes counts in a block of its own,
+// an Out made elsewhere counts in the relay's default block, and Snapshot
+// sums them all, from any goroutine.
+func TestCountersPerOut(t *testing.T) {
+	f := newFixture(t, nil)
+	other, err := relay.New(relay.Config{Ship: ship(t, "~marzod")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs := []*relay.Out{f.r.NewOut(1), f.r.NewOut(1), relay.NewOut(1), other.NewOut(1)}
+	done := make(chan struct{})
+	for i, out := range outs {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for j := 0; j <= i; j++ {
+				out.Reset()
+				f.r.Handle([]byte("hello"), alice, f.now, out)
+			}
+		}()
+	}
+	for range outs {
+		<-done
+	}
+	sn := f.snap()
+	if want := uint64(1 + 2 + 3 + 4); sn.Drops[relay.DropMalformedAmes] != want || sn.TotalIn() != want || sn.Accounted() != want {
+		t.Errorf("malformed %d, in %d, accounted %d; want %d", sn.Drops[relay.DropMalformedAmes], sn.TotalIn(), sn.Accounted(), want)
+	}
+	if sn := other.Counters().Snapshot(); sn.TotalIn() != 0 {
+		t.Errorf("another relay's Out counted %d datagrams in its own relay", sn.TotalIn())
+	}
+}
+
+// TestEventNames: every event has a distinct name.
+func TestEventNames(t *testing.T) {
+	seen := map[string]bool{}
+	for _, e := range relay.Events() {
+		if n := e.String(); n == "" || n == "unknown" || seen[n] {
+			t.Errorf("event %d named %q", e, n)
+		}
+		seen[e.String()] = true
+	}
 }

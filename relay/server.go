@@ -206,7 +206,7 @@ func (s *Server) RoutineRead(rd *reader) {
 	}
 	pubLocal := pub.LocalAddr()
 	gso, _ := pub.(transport.GSOer)
-	out := NewOut(s.cfg.Batch)
+	out := s.relay.NewOut(s.cfg.Batch)
 	var lastWarn time.Time
 	for {
 		n, err := c.ReadBatch(in)
