@@ -16,7 +16,7 @@ type Drop uint8
 const (
 	DropMalformedMesa    Drop = iota // mesa cookie present, but vere's parser would reject it
 	DropMalformedAmes                // no mesa cookie, and not a well-formed legacy ames packet
-	DropTooLarge                     // mesa packet over 1472 bytes (vere's receive gate)
+	DropTooLarge                     // mesa packet over scry.MesaMaxPacket bytes (vere's receive gate)
 	DropSTUNMalformed                // a STUN binding request (scry.IsSTUN) whose frame is malformed (scry.STUNRequest.Parse)
 	DropReservedType                 // mesa type 0, which carries no request or response
 	DropHopLimit                     // request arrived with MaxHops hops: a forwarding loop

@@ -174,7 +174,7 @@ func NewRoutes(self lane.Ship, sponsors *lane.Sponsors, cfg RouteConfig) (*Route
 	r.selfKeys.Store(&[]lane.Key{})
 	t, err := simplelru.NewLRU[lane.Ship, *route](cfg.MaxRoutes, func(_ lane.Ship, v *route) {
 		// Called with mu held, from Add.
-		if len(r.free) < 64 {
+		if len(r.free) < routeFreeListCap {
 			r.free = append(r.free, v)
 		}
 	})

@@ -52,7 +52,7 @@ type ServerConfig struct {
 }
 
 // Server runs a Relay on one or more sockets: one reader goroutine per
-// socket (RoutineRead) and one timer goroutine (RoutineExpire).
+// socket (routineRead) and one timer goroutine (routineExpire).
 type Server struct {
 	// Static after construction.
 	relay   *Relay
@@ -109,10 +109,10 @@ type reader struct {
 func (s *Server) Start() {
 	for _, rd := range s.readers {
 		s.wg.Add(1)
-		go s.RoutineRead(rd)
+		go s.routineRead(rd)
 	}
 	s.wg.Add(1)
-	go s.RoutineExpire()
+	go s.routineExpire()
 }
 
 // Close stops the server: it stops reading, lets each reader finish
@@ -165,8 +165,8 @@ func (s *Server) BatchStats() (batches, datagrams uint64) {
 // server, from their read's return to their batch's last write's return.
 func (s *Server) ServiceTimes() *ServiceHistogram { return &s.service }
 
-// RoutineExpire advances the relay's timers every ExpiryInterval.
-func (s *Server) RoutineExpire() {
+// routineExpire advances the relay's timers every ExpiryInterval.
+func (s *Server) routineExpire() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.cfg.ExpiryInterval)
 	defer t.Stop()
@@ -180,11 +180,11 @@ func (s *Server) RoutineExpire() {
 	}
 }
 
-// RoutineRead reads batches from rd's socket, decides each datagram and
+// routineRead reads batches from rd's socket, decides each datagram and
 // sends the results, until the socket is closed. Socket errors other than
 // closure are counted and the loop goes on; bad datagrams are the relay's to
 // count.
-func (s *Server) RoutineRead(rd *reader) {
+func (s *Server) routineRead(rd *reader) {
 	defer s.wg.Done()
 	c := rd.conn
 	local := c.LocalAddr()
@@ -217,7 +217,7 @@ func (s *Server) RoutineRead(rd *reader) {
 			// Not per packet: at most one warning a second, and a pause
 			// so that a socket failing at once cannot spin a core.
 			s.readErr.Add(1)
-			if now := time.Now(); now.Sub(lastWarn) >= time.Second {
+			if now := time.Now(); now.Sub(lastWarn) >= readWarnInterval {
 				s.log.Warn("read failed", zap.Error(err), zap.Uint64("read_errors", s.readErr.Load()))
 				lastWarn = now
 			}
