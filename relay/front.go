@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/urbit-relay/relay/lane"
+	"github.com/urbit-relay/relay/relay/transport"
 	"github.com/urbit-relay/relay/scry"
 )
 
@@ -15,7 +16,7 @@ import (
 // stood on the relay's public lane:
 //
 //   - Every datagram for the ship is handed to it unchanged, with its true
-//     source (Send.From), so that vere's own lane learning, next-hops,
+//     source (Out.ToShip), so that vere's own lane learning, next-hops,
 //     origins and forwarding see the real network. The relay keeps no
 //     pending entry for requests to the ship: vere answers the requester's
 //     true lane itself, through the relay (HandleFromShip).
@@ -142,7 +143,11 @@ func (r *Relay) toShip(b []byte, k Kind, from netip.AddrPort, out *Out) {
 	}
 	out.c.add(EventToShip, 1)
 	out.c.out[k].Add(1)
-	out.Sends = append(out.Sends, Send{Buf: b, To: r.shipLane, From: from})
+	if r.front {
+		out.ToShip = append(out.ToShip, transport.Message{Buf: b, N: len(b), Addr: from})
+		return
+	}
+	out.add(b, r.shipLane)
 }
 
 // HandleFromShip decides datagram b, which the fronted ship's process sent
@@ -154,6 +159,7 @@ func (r *Relay) toShip(b []byte, k Kind, from netip.AddrPort, out *Out) {
 // declared routable: vere learned a lane it should not have).
 func (r *Relay) HandleFromShip(b []byte, to netip.AddrPort, now time.Duration, out *Out) {
 	r.bind(out)
+	out.takePrefetched(b)
 	to = lane.Canon(to)
 	out.c.add(EventFromShip, 1)
 	toKey := lane.KeyOf(to)
@@ -174,7 +180,7 @@ func (r *Relay) HandleFromShip(b []byte, to netip.AddrPort, now time.Duration, o
 		switch typ {
 		case scry.TypePeek, scry.TypePoke:
 			// Its answer comes back to the public socket, for the ship.
-			r.remember(out.c, r.key(nameWire), r.shipKey, now)
+			r.remember(out.c, r.nameKey(nameWire, out), r.shipKey, now)
 			if rcvr, ok := scry.NameShip(nameWire); ok && rcvr != r.ship && h.Hops > 0 {
 				// The ship forwards a request: it knows the receiver there.
 				r.vouch(out.c, rcvr, toKey, now)

@@ -30,12 +30,12 @@ func newFrontFixture(t *testing.T) *fixture {
 
 // shipSends runs datagram b, sent by the fronted ship to lane to, through
 // HandleFromShip and returns copies of what the relay sends.
-func (f *fixture) shipSends(b []byte, to netip.AddrPort) []relay.Send {
+func (f *fixture) shipSends(b []byte, to netip.AddrPort) []send {
 	f.t.Helper()
 	return f.decide(b, func(buf []byte) { f.r.HandleFromShip(buf, to, f.now, f.out) })
 }
 
-func wantToShip(t *testing.T, sends []relay.Send, from netip.AddrPort, orig []byte) {
+func wantToShip(t *testing.T, sends []send, from netip.AddrPort, orig []byte) {
 	t.Helper()
 	if len(sends) != 1 || sends[0].To != frontShipLane || sends[0].From != from {
 		t.Fatalf("sends = %+v, want one to the ship from %v", sends, from)
@@ -296,13 +296,13 @@ func frontRoundTrip(tb testing.TB) func() {
 		copy(rb, req)
 		f.out.Reset()
 		f.r.Handle(rb, alice, f.now, f.out)
-		if len(f.out.Sends) != 1 || f.out.Sends[0].From != alice {
-			tb.Fatalf("peek: %d sends", len(f.out.Sends))
+		if len(f.out.Sends) != 0 || len(f.out.ToShip) != 1 || f.out.ToShip[0].Addr != alice {
+			tb.Fatalf("peek: %d sends, %d to the ship", len(f.out.Sends), len(f.out.ToShip))
 		}
 		copy(pb, pg)
 		f.out.Reset()
 		f.r.HandleFromShip(pb, alice, f.now, f.out)
-		if len(f.out.Sends) != 1 || f.out.Sends[0].To != alice {
+		if len(f.out.Sends) != 1 || f.out.Sends[0].Addr != alice {
 			tb.Fatalf("page: %d sends", len(f.out.Sends))
 		}
 	}

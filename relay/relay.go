@@ -33,8 +33,9 @@
 // tighter lane for its publisher.
 //
 // The core holds only soft state: a restart loses pending entries and learned
-// lanes, never correctness. Relay.Handle is safe for concurrent use; the
-// socket loop that calls it is in server.go.
+// lanes, never correctness. Relay.Handle is safe for concurrent use, each
+// goroutine with its own Out (Relay.NewOut, which also gives it counters of
+// its own); the socket loop that calls it is in server.go.
 package relay
 
 import (
@@ -45,11 +46,13 @@ import (
 	"net/netip"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay/pit"
+	"github.com/urbit-relay/relay/relay/transport"
 	"github.com/urbit-relay/relay/scry"
 )
 
@@ -89,7 +92,7 @@ type Config struct {
 	Amp AmpConfig
 	// Front is fronting mode (see front.go): the ship's process is reached
 	// through a device the relay owns (relay/front), datagrams for it carry
-	// their true source (Send.From), and what it sends is decided by
+	// their true source (Out.ToShip), and what it sends is decided by
 	// HandleFromShip. ShipLane must then be set: it is the ship's lane on
 	// that device, and its key in the pending table.
 	Front bool
@@ -252,21 +255,17 @@ func (r *Relay) Counters() *Counters { return &r.counters }
 // DefaultExpiryInterval.
 func (r *Relay) Expire(now time.Duration) { r.pending.Expire(now) }
 
-// Send is one datagram the relay decided to send. In fronting mode a send
-// to the ship's lane carries the lane it came from in From, the source the
-// ship must see; From is invalid otherwise.
-type Send struct {
-	Buf  []byte
-	To   netip.AddrPort
-	From netip.AddrPort
-}
-
-// Out collects the datagrams Handle decides to send. Buffers in Sends alias
-// the datagram passed to Handle or Out's own scratch buffers, so they are
-// valid until that datagram's buffer is reused or Reset is called. An Out
-// belongs to one goroutine.
+// Out collects the datagrams Handle decides to send, as messages ready for
+// a transport.Conn's WriteBatch: Sends for the relay's public socket (Buf
+// sent to Addr), ToShip for the fronted ship's device in fronting mode
+// (Config.Front): Buf is handed to the ship as sent from Addr, the lane it
+// came from, the source the ship must see. In every message N is
+// len(Buf). Buffers alias the datagram passed to Handle or Out's own
+// scratch buffers, so they are valid until that datagram's buffer is
+// reused or Reset is called. An Out belongs to one goroutine.
 type Out struct {
-	Sends []Send
+	Sends  []transport.Message
+	ToShip []transport.Message
 	// scratch buffers for second variants of a page (to a sponsor).
 	scratch [][]byte
 	used    int
@@ -279,6 +278,13 @@ type Out struct {
 	owner *Relay
 	own   *counterBlock
 	c     *counterBlock
+
+	// Keys computed by Prefetch since Reset, in order; preNext is the
+	// next to take. key is the current datagram's, when hasKey.
+	pre     []prefetched
+	preNext int
+	key     uint64
+	hasKey  bool
 }
 
 // NewOut returns an Out sized for batches of up to batch input datagrams,
@@ -286,7 +292,7 @@ type Out struct {
 // shared default counter block. A goroutine that decides many datagrams
 // should use Relay.NewOut, whose counts no other goroutine writes.
 func NewOut(batch int) *Out {
-	o := &Out{Sends: make([]Send, 0, batch*2), scratch: make([][]byte, batch)}
+	o := &Out{Sends: make([]transport.Message, 0, batch*2), scratch: make([][]byte, batch), pre: make([]prefetched, 0, batch)}
 	for i := range o.scratch {
 		o.scratch[i] = make([]byte, 0, MaxPacket+GrowRoom)
 	}
@@ -317,10 +323,14 @@ func (r *Relay) bind(out *Out) {
 // Reset empties o for the next batch.
 func (o *Out) Reset() {
 	o.Sends = o.Sends[:0]
+	o.ToShip = o.ToShip[:0]
+	o.pre, o.preNext = o.pre[:0], 0
 	o.used = 0
 }
 
-func (o *Out) add(b []byte, to netip.AddrPort) { o.Sends = append(o.Sends, Send{Buf: b, To: to}) }
+func (o *Out) add(b []byte, to netip.AddrPort) {
+	o.Sends = append(o.Sends, transport.Message{Buf: b, N: len(b), Addr: to})
+}
 
 // scratchCopy returns a copy of b in a scratch buffer, growing the pool
 // when every buffer is in use.
@@ -341,6 +351,7 @@ func (o *Out) scratchCopy(b []byte) []byte {
 // once under a Drop reason.
 func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Out) {
 	r.bind(out)
+	out.takePrefetched(b)
 	from = lane.Canon(from)
 	if scry.IsMesa(b) {
 		var p scry.Packet
@@ -397,11 +408,45 @@ func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Ou
 // look up for datagram b, if b is a mesa request or page, and returns at
 // once. A server calls it for every datagram of a batch before handling
 // the first, so that in a table too big for the cache the misses overlap.
-// It changes nothing; Handle must still be called.
-func (r *Relay) Prefetch(b []byte) {
+// It changes nothing in the relay; Handle must still be called. The key
+// it computes is kept in out until out's next Reset, and Handle (or
+// HandleFromShip), given the same buffer unchanged and out, in the order
+// Prefetch saw them, uses it instead of hashing the name again.
+func (r *Relay) Prefetch(b []byte, out *Out) {
 	if _, name, ok := scry.NameWire(b); ok {
-		r.pending.Prefetch(r.key(name))
+		key := r.key(name)
+		r.pending.Prefetch(key)
+		out.pre = append(out.pre, prefetched{data: unsafe.SliceData(b), n: len(b), key: key})
 	}
+}
+
+// prefetched is the pending-table key Prefetch computed for the datagram
+// at data, n bytes long, for Handle to take instead of hashing the name
+// again.
+type prefetched struct {
+	data *byte
+	n    int
+	key  uint64
+}
+
+// takePrefetched sets out's current key to the one Prefetch computed for
+// b, if b is the next datagram it was given (the same buffer, the same
+// length); anything else is hashed when its key is needed.
+func (out *Out) takePrefetched(b []byte) {
+	out.hasKey = false
+	if i := out.preNext; i < len(out.pre) && out.pre[i].data == unsafe.SliceData(b) && out.pre[i].n == len(b) {
+		out.key, out.hasKey = out.pre[i].key, true
+		out.preNext++
+	}
+}
+
+// nameKey returns the pending-table key of name, the name of the datagram
+// being decided into out: Prefetch's, when it computed it.
+func (r *Relay) nameKey(name []byte, out *Out) uint64 {
+	if out.hasKey {
+		return out.key
+	}
+	return r.key(name)
 }
 
 // drop counts a datagram of kind k (not yet counted in In when k is
@@ -434,7 +479,7 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 	// A poke names its sender: at hop 0 it was sent by that ship itself.
 	// The sender's lane is learned only if the poke is sent on.
 	learn := k == KindPoke && p.Header.Hops == 0 && !fromShip
-	key := r.key(p.NameBytes())
+	key := r.nameKey(p.NameBytes(), out)
 	rcvr := p.Name.Ship
 	if rcvr == r.ship {
 		if !r.shipLane.IsValid() {
@@ -538,7 +583,7 @@ func (r *Relay) remember(c *counterBlock, key uint64, from lane.Key, now time.Du
 func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Duration, out *Out) {
 	fromKey := lane.KeyOf(from)
 	fromShip := r.shipLane.IsValid() && from == r.shipLane
-	reqs, ok := r.pending.Take(r.key(p.NameBytes()), out.reqs[:0], now)
+	reqs, ok := r.pending.Take(r.nameKey(p.NameBytes(), out), out.reqs[:0], now)
 	out.reqs = reqs[:0]
 	publisher := p.Name.Ship
 	// sponsors are the lanes of our own sponsors: requesters there get the

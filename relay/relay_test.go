@@ -52,23 +52,34 @@ func newFixture(t testing.TB, mod func(*relay.Config)) *fixture {
 
 // handle runs one datagram through the relay and returns copies of what it
 // decided to send.
-func (f *fixture) handle(pkt []byte, from netip.AddrPort) []relay.Send {
+func (f *fixture) handle(pkt []byte, from netip.AddrPort) []send {
 	f.t.Helper()
 	return f.decide(pkt, func(buf []byte) { f.r.Handle(buf, from, f.now, f.out) })
 }
 
 // decide runs handler on a copy of pkt with GrowRoom spare and returns
 // copies of what it decided to send.
-func (f *fixture) decide(pkt []byte, handler func(buf []byte)) []relay.Send {
+func (f *fixture) decide(pkt []byte, handler func(buf []byte)) []send {
 	buf := make([]byte, len(pkt), len(pkt)+relay.GrowRoom)
 	copy(buf, pkt)
 	f.out.Reset()
 	handler(buf)
-	var sends []relay.Send
-	for _, s := range f.out.Sends {
-		sends = append(sends, relay.Send{Buf: append([]byte(nil), s.Buf...), To: s.To, From: s.From})
+	var sends []send
+	for _, m := range f.out.Sends {
+		sends = append(sends, send{Buf: append([]byte(nil), m.Buf[:m.N]...), To: m.Addr})
+	}
+	for _, m := range f.out.ToShip {
+		sends = append(sends, send{Buf: append([]byte(nil), m.Buf[:m.N]...), To: f.r.ShipLane(), From: m.Addr})
 	}
 	return sends
+}
+
+// send is a copy of one datagram a relay decided to send, to To; From is
+// set for one handed to the fronted ship's device (Out.ToShip), as sent
+// from From.
+type send struct {
+	Buf      []byte
+	To, From netip.AddrPort
 }
 
 func (f *fixture) snap() relay.Snapshot { return f.r.Counters().Snapshot() }
@@ -113,7 +124,7 @@ func parse(t testing.TB, b []byte) scry.Packet {
 	return p
 }
 
-func oneSend(t *testing.T, sends []relay.Send, to netip.AddrPort) []byte {
+func oneSend(t *testing.T, sends []send, to netip.AddrPort) []byte {
 	t.Helper()
 	if len(sends) != 1 || sends[0].To != to {
 		t.Fatalf("sends = %v, want one to %v", sendsTo(sends), to)
@@ -121,7 +132,7 @@ func oneSend(t *testing.T, sends []relay.Send, to netip.AddrPort) []byte {
 	return sends[0].Buf
 }
 
-func sendsTo(s []relay.Send) []netip.AddrPort {
+func sendsTo(s []send) []netip.AddrPort {
 	var out []netip.AddrPort
 	for _, x := range s {
 		out = append(out, x.To)
@@ -556,5 +567,45 @@ func TestEventNames(t *testing.T) {
 			t.Errorf("event %d named %q", e, n)
 		}
 		seen[e.String()] = true
+	}
+}
+
+// TestPrefetchedKeysReused: Handle takes the keys Prefetch computed for a
+// batch instead of hashing each name again, and decides the same whether
+// it does or not (datagrams out of Prefetch's order are hashed again).
+func TestPrefetchedKeysReused(t *testing.T) {
+	f := newFixture(t, nil)
+	const batch = 4
+	bufs := make([][]byte, batch)
+	fill := func(mk func(i int) []byte) {
+		for i := range bufs {
+			p := mk(i)
+			bufs[i] = append(make([]byte, 0, len(p)+relay.GrowRoom), p...)
+		}
+	}
+	fill(func(i int) []byte { return peek(t, "~nec", fmt.Sprintf("pre/%d", i), 0) })
+	f.out.Reset()
+	for _, b := range bufs {
+		f.r.Prefetch(b, f.out)
+	}
+	for _, b := range bufs {
+		f.r.Handle(b, alice, f.now, f.out)
+	}
+	if n := f.out.PrefetchedTaken(); n != batch || f.r.Pending().Len() != batch {
+		t.Fatalf("%d of %d prefetched keys taken, %d pending", n, batch, f.r.Pending().Len())
+	}
+	// Pages in the reverse of Prefetch's order: only the last handled,
+	// Prefetch's first, takes its key; the rest are hashed again, and all
+	// are answered.
+	fill(func(i int) []byte { return page(t, "~nec", fmt.Sprintf("pre/%d", i), 0, netip.AddrPort{}) })
+	f.out.Reset()
+	for _, b := range bufs {
+		f.r.Prefetch(b, f.out)
+	}
+	for i := batch - 1; i >= 0; i-- {
+		f.r.Handle(bufs[i], necLane, f.now, f.out)
+	}
+	if len(f.out.Sends) != batch || f.r.Pending().Len() != 0 || f.out.PrefetchedTaken() != 1 {
+		t.Fatalf("%d pages sent, %d pending, %d keys taken; want %d, 0, 1", len(f.out.Sends), f.r.Pending().Len(), f.out.PrefetchedTaken(), batch)
 	}
 }

@@ -39,15 +39,17 @@ type ServerConfig struct {
 	// Log defaults to a no-op logger.
 	Log *zap.Logger
 	// Tap, if set, is called from the reader goroutines for every datagram
-	// read (in: remote sent it to local) and sent (!in: local to remote).
+	// a public socket reads (in: remote sent it to local) and sends (!in:
+	// local to remote), the ship's datagrams too as they leave; reads
+	// from and writes to the ship's device itself are not tapped.
 	// It must not retain b. It is for packet capture; it costs a call per
 	// datagram.
 	Tap func(in bool, local, remote netip.AddrPort, b []byte)
 	// Ship, in fronting mode (Config.Front), is the fronted ship's device
 	// (relay/front's TUN, or a transport pipe in tests): a Conn whose reads
 	// are what the ship sent, Addr the lane it addressed, and whose writes
-	// reach the ship from Addr. Sends to the ship go there with their
-	// Send.From as Addr; what the ship sends leaves by the first socket.
+	// reach the ship from Addr. Out.ToShip is written there as it is;
+	// what the ship sends leaves by the first socket.
 	Ship transport.Conn
 }
 
@@ -193,11 +195,6 @@ func (s *Server) routineRead(rd *reader) {
 		// Leave GrowRoom spare so Handle can add a next-hop or origin.
 		in[i].Buf = make([]byte, MaxPacket, MaxPacket+GrowRoom)
 	}
-	outMsgs := make([]transport.Message, 0, 2*s.cfg.Batch)
-	var shipMsgs []transport.Message
-	if s.cfg.Ship != nil {
-		shipMsgs = make([]transport.Message, 0, 2*s.cfg.Batch)
-	}
 	// What a reader decides leaves by its own socket; what the ship's
 	// device reader decides, by the first public socket.
 	pub := c
@@ -236,7 +233,7 @@ func (s *Server) routineRead(rd *reader) {
 		out.Reset()
 		if s.relay.pending.Len() >= PrefetchMinPending {
 			for i := 0; i < n; i++ {
-				s.relay.Prefetch(in[i].Buf[:in[i].N])
+				s.relay.Prefetch(in[i].Buf[:in[i].N], out)
 			}
 		}
 		for i := 0; i < n; i++ {
@@ -250,33 +247,35 @@ func (s *Server) routineRead(rd *reader) {
 			}
 			s.relay.Handle(m.Buf[:m.N:cap(m.Buf)], m.Addr, now, out)
 		}
-		outMsgs = outMsgs[:0]
-		shipMsgs = shipMsgs[:0]
-		for _, snd := range out.Sends {
-			if s.cfg.Ship != nil && snd.From.IsValid() {
-				shipMsgs = append(shipMsgs, transport.Message{Buf: snd.Buf, N: len(snd.Buf), Addr: snd.From})
-				continue
+		if s.cfg.Ship == nil && len(out.ToShip) > 0 {
+			// A fronting relay served without the ship's device: its
+			// lane is reached through the public socket.
+			for _, m := range out.ToShip {
+				out.add(m.Buf, s.relay.shipLane)
 			}
-			if s.cfg.Tap != nil {
-				s.cfg.Tap(false, pubLocal, snd.To, snd.Buf)
+			out.ToShip = out.ToShip[:0]
+		}
+		if s.cfg.Tap != nil {
+			for i := range out.Sends {
+				m := &out.Sends[i]
+				s.cfg.Tap(false, pubLocal, m.Addr, m.Buf[:m.N])
 			}
-			outMsgs = append(outMsgs, transport.Message{Buf: snd.Buf, N: len(snd.Buf), Addr: snd.To})
 		}
 		if gso != nil && gso.GSO() {
 			// Runs to one lane share one send; each lane keeps its order.
-			transport.GroupByAddr(outMsgs)
+			transport.GroupByAddr(out.Sends)
 		}
-		ok := s.writeAll(pub, outMsgs)
-		if len(shipMsgs) > 0 {
+		ok := s.writeAll(pub, out.Sends)
+		if len(out.ToShip) > 0 {
 			// The ship's device closing stops only its own reader.
-			if shipOK := s.writeAll(s.cfg.Ship, shipMsgs); rd.ship {
+			if shipOK := s.writeAll(s.cfg.Ship, out.ToShip); rd.ship {
 				ok = ok && shipOK
 			}
 		}
 		s.service.Observe(s.cfg.Clock.Now()-now, n)
 		// Drop references to datagram buffers before the next read.
-		clear(outMsgs)
-		clear(shipMsgs)
+		clear(out.Sends)
+		clear(out.ToShip)
 		rd.batchMu.Unlock()
 		if !ok {
 			return

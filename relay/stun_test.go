@@ -56,7 +56,7 @@ func unhex(t testing.TB, s string) []byte {
 
 // stunAnswer checks that sends are one binding response to from for req,
 // and returns it.
-func stunAnswer(t *testing.T, sends []relay.Send, req []byte, from netip.AddrPort) []byte {
+func stunAnswer(t *testing.T, sends []send, req []byte, from netip.AddrPort) []byte {
 	t.Helper()
 	b := oneSend(t, sends, from)
 	var p scry.STUNResponse
