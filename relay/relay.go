@@ -292,7 +292,12 @@ type Out struct {
 // shared default counter block. A goroutine that decides many datagrams
 // should use Relay.NewOut, whose counts no other goroutine writes.
 func NewOut(batch int) *Out {
-	o := &Out{Sends: make([]transport.Message, 0, batch*2), scratch: make([][]byte, batch), pre: make([]prefetched, 0, batch)}
+	o := &Out{
+		Sends:   make([]transport.Message, 0, batch*MaxTargets),
+		ToShip:  make([]transport.Message, 0, batch),
+		scratch: make([][]byte, batch),
+		pre:     make([]prefetched, 0, batch),
+	}
 	for i := range o.scratch {
 		o.scratch[i] = make([]byte, 0, MaxPacket+GrowRoom)
 	}

@@ -41,8 +41,11 @@ type opsStats struct {
 	ready, stopping atomic.Bool
 }
 
-// relayCollector exports a relay server's counters. It reads the atomic
-// counters at scrape time, so metrics cost nothing per datagram.
+// relayCollector exports a relay server's counters. It sums the relay's
+// per-reader atomic counter blocks at scrape time (Counters.Snapshot), so
+// metrics cost nothing per datagram; every relay.Event is a counter named
+// by the event (eventHelp), and the deprecated names (deprecatedEvents)
+// repeat their renamed events' counts.
 type relayCollector struct {
 	srv     *relay.Server
 	ops     *opsStats // nil: no daemon metrics
