@@ -41,43 +41,6 @@ type AmpConfig struct {
 	Slots   int // tracked addresses, a power of two
 }
 
-// Amplification budget defaults.
-const (
-	// DefaultAmpFactor lets a requester receive 8 bytes of pages per
-	// byte of requests: a typical 60-100 byte peek then earns a 500-800
-	// byte page, and Rate covers the rest of an honest requester's pages.
-	DefaultAmpFactor = 8
-	// DefaultAmpRate is 256 KiB/s per address regardless of requests:
-	// about 180 full pages a second, ample for a requester whose route
-	// will tighten past the relay within a few round trips, and for a
-	// downstream relay at moderate load.
-	DefaultAmpRate = 256 << 10
-	// DefaultAmpBurst banks up to 512 KiB, about 350 full pages.
-	DefaultAmpBurst = 512 << 10
-	// DefaultAmpInitial is three full pages.
-	DefaultAmpInitial = 3 * 1472
-	// DefaultAmpSlots tracks 64Ki addresses in 2 MiB (32 bytes a slot).
-	DefaultAmpSlots = 1 << 16
-
-	// ampStripes is how many locks guard the slots, a power of two. Every
-	// received request credits its sender and every page sent spends from
-	// its receiver's budget, so with one lock the relay's readers, one per
-	// socket, serialise on it. A slot's stripe is the high bits of its
-	// index (the seeded hash of the address), so stripe i guards slots
-	// [i*Slots/ampStripes, (i+1)*Slots/ampStripes): Slots/ampStripes
-	// addresses each (1,024 with the default Slots; one each, and some
-	// stripes unused, if Slots is smaller), Slots in all, the same bound
-	// as one lock. Striping changes which lock guards a slot, not which
-	// slot an address gets, so eviction is unchanged. 64 stripes put two
-	// readers on one lock about one call in 64, for 4.5 KiB of locks,
-	// each on its own cache line.
-	ampStripes = 64
-
-	// ampStripePad follows each stripe's lock so that neighbouring
-	// stripes' locks do not share a cache line.
-	ampStripePad = 64
-)
-
 // fill gives each zero field its default (so the zero AmpConfig is the
 // default budget) and checks the rest. A negative Factor disables the
 // budget.

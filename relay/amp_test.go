@@ -50,7 +50,7 @@ func TestAmplificationIsBounded(t *testing.T) {
 		ratio := float64(got) / float64(sent)
 		bound := float64(relay.DefaultAmpFactor*sent+relay.DefaultAmpInitial+relay.DefaultAmpRate*int(dur/time.Second)) / float64(sent)
 		t.Logf("attacker at %5d peeks/s (%6d B/s): victim gets %.1fx the attacker's bytes (bound %.1fx); throttled %d pages",
-			rate, sent/int(dur/time.Second), ratio, bound, f.snap().AmpThrottled)
+			rate, sent/int(dur/time.Second), ratio, bound, f.snap().Events[relay.EventAmpThrottled])
 		if ratio > bound {
 			t.Errorf("rate %d: amplification %.1f exceeds the bound %.1f", rate, ratio, bound)
 		}
@@ -70,7 +70,7 @@ func TestHonestRequesterIsNotThrottled(t *testing.T) {
 		path := fmt.Sprintf("honest/requester/path/%d", i)
 		f.handle(peek(t, "~nec", path, 0), alice)
 		if s := f.handle(bigPage(t, path), necLane); len(s) != 1 {
-			t.Fatalf("page %d not delivered (throttled %d)", i, f.snap().AmpThrottled)
+			t.Fatalf("page %d not delivered (throttled %d)", i, f.snap().Events[relay.EventAmpThrottled])
 		}
 		f.now += 10 * time.Millisecond
 	}

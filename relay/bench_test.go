@@ -98,12 +98,12 @@ func BenchmarkDecideBatch(b *testing.B) {
 					for i := range batch {
 						bufs[i] = append(bufs[i][:0], src[(base+i)%ring]...)
 					}
+					out.Reset()
 					if pf {
 						for i := range batch {
-							f.r.Prefetch(bufs[i])
+							f.r.Prefetch(bufs[i], out)
 						}
 					}
-					out.Reset()
 					for i := range batch {
 						f.r.Handle(bufs[i], from, f.now, out)
 					}

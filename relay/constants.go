@@ -1,6 +1,10 @@
 package relay
 
-import "time"
+import (
+	"time"
+
+	"github.com/urbit-relay/relay/scry"
+)
 
 // Every timing and cap of the relay's decision core, with its reason. The
 // route table's own (lane expiries, probe timeouts, the lane clock) live in
@@ -15,7 +19,7 @@ const (
 	// than any sponsorship chain has (comet/moon, planet, star, galaxy, plus a
 	// requester-side relay), so it is looping between misconfigured relays
 	// (urbit/urbit#2078, #3778).
-	MaxHops = 7
+	MaxHops = scry.MesaMaxHops
 
 	// DefaultPendingSourceDivisor sets the default per-source cap on pending
 	// entries: MaxEntries/10. One source IP cannot hold more than a tenth of
@@ -68,7 +72,57 @@ const (
 	GrowRoom = 6
 
 	// MaxPacket is the largest datagram the relay reads. Mesa packets are at
-	// most 1472 bytes (larger ones are dropped); legacy ames has no limit of
-	// its own, but a UDP payload on an Ethernet path is at most this.
-	MaxPacket = 1472 + 128
+	// most scry.MesaMaxPacket bytes (larger ones are dropped); legacy ames
+	// has no limit of its own (a UDP payload on an Ethernet path is at
+	// most scry.MesaMaxPacket, but paths with a larger MTU exist), so a
+	// reader takes 128 bytes more: a legacy packet that long is read
+	// whole, and a mesa packet over the limit is still seen to be one.
+	MaxPacket = scry.MesaMaxPacket + 128
+
+	// readWarnInterval is the least time between two warnings of failed
+	// reads from one reader: a socket failing on every call logs once a
+	// second, not once a read.
+	readWarnInterval = time.Second
+
+	// cacheLine is the cache line size the counters are padded to
+	// (counterBlock), so that readers on different cores never write the
+	// same line: 64 bytes on amd64 and most arm64 cores.
+	cacheLine = 64
+)
+
+// Amplification budget defaults and caps (AmpConfig, amp.go).
+const (
+	// DefaultAmpFactor lets a requester receive 8 bytes of pages per
+	// byte of requests: a typical 60-100 byte peek then earns a 500-800
+	// byte page, and Rate covers the rest of an honest requester's pages.
+	DefaultAmpFactor = 8
+	// DefaultAmpRate is 256 KiB/s per address regardless of requests:
+	// about 180 full pages a second, ample for a requester whose route
+	// will tighten past the relay within a few round trips, and for a
+	// downstream relay at moderate load.
+	DefaultAmpRate = 256 << 10
+	// DefaultAmpBurst banks up to 512 KiB, about 350 full pages.
+	DefaultAmpBurst = 512 << 10
+	// DefaultAmpInitial is three full pages.
+	DefaultAmpInitial = 3 * scry.MesaMaxPacket
+	// DefaultAmpSlots tracks 64Ki addresses in 2 MiB (32 bytes a slot).
+	DefaultAmpSlots = 1 << 16
+
+	// ampStripes is how many locks guard the slots, a power of two. Every
+	// received request credits its sender and every page sent spends from
+	// its receiver's budget, so with one lock the relay's readers, one per
+	// socket, serialise on it. A slot's stripe is the high bits of its
+	// index (the seeded hash of the address), so stripe i guards slots
+	// [i*Slots/ampStripes, (i+1)*Slots/ampStripes): Slots/ampStripes
+	// addresses each (1,024 with the default Slots; one each, and some
+	// stripes unused, if Slots is smaller), Slots in all, the same bound
+	// as one lock. Striping changes which lock guards a slot, not which
+	// slot an address gets, so eviction is unchanged. 64 stripes put two
+	// readers on one lock about one call in 64, for 4.5 KiB of locks,
+	// each on its own cache line.
+	ampStripes = 64
+
+	// ampStripePad follows each stripe's lock so that neighbouring
+	// stripes' locks do not share a cache line.
+	ampStripePad = cacheLine
 )

@@ -1,6 +1,9 @@
 package relay
 
-import "sync/atomic"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Drop is why the relay dropped a datagram. Every datagram the relay reads is
 // forwarded, answered, aggregated or dropped with exactly one Drop reason.
@@ -13,7 +16,7 @@ type Drop uint8
 const (
 	DropMalformedMesa    Drop = iota // mesa cookie present, but vere's parser would reject it
 	DropMalformedAmes                // no mesa cookie, and not a well-formed legacy ames packet
-	DropTooLarge                     // mesa packet over 1472 bytes (vere's receive gate)
+	DropTooLarge                     // mesa packet over scry.MesaMaxPacket bytes (vere's receive gate)
 	DropSTUNMalformed                // a STUN binding request (scry.IsSTUN) whose frame is malformed (scry.STUNRequest.Parse)
 	DropReservedType                 // mesa type 0, which carries no request or response
 	DropHopLimit                     // request arrived with MaxHops hops: a forwarding loop
@@ -68,35 +71,30 @@ var shipDropNames = [numShipDrops]string{
 }
 
 // String returns the reason's metric label.
-func (d ShipDrop) String() string {
-	if d < numShipDrops {
-		return shipDropNames[d]
-	}
-	return "unknown"
-}
+func (d ShipDrop) String() string { return nameOf(shipDropNames[:], d) }
 
 // ShipDrops lists every ship-side drop reason.
-func ShipDrops() []ShipDrop {
-	out := make([]ShipDrop, numShipDrops)
-	for i := range out {
-		out[i] = ShipDrop(i)
-	}
-	return out
-}
+func ShipDrops() []ShipDrop { return all(numShipDrops) }
 
 // String returns the reason's metric label.
-func (d Drop) String() string {
-	if d < numDrops {
-		return dropNames[d]
+func (d Drop) String() string { return nameOf(dropNames[:], d) }
+
+// Drops lists every drop reason, for metrics registration and docs.
+func Drops() []Drop { return all(numDrops) }
+
+// nameOf returns names[v], or "unknown" for a value out of range.
+func nameOf[T ~uint8](names []string, v T) string {
+	if int(v) < len(names) {
+		return names[v]
 	}
 	return "unknown"
 }
 
-// Drops lists every drop reason, for metrics registration and docs.
-func Drops() []Drop {
-	out := make([]Drop, numDrops)
+// all lists the values of an enum below n.
+func all[T ~uint8](n T) []T {
+	out := make([]T, n)
 	for i := range out {
-		out[i] = Drop(i)
+		out[i] = T(i)
 	}
 	return out
 }
@@ -118,118 +116,171 @@ const (
 var kindNames = [numKinds]string{"peek", "poke", "page", "ames", "stun", "other"}
 
 // String returns the kind's metric label.
-func (k Kind) String() string {
-	if k < numKinds {
-		return kindNames[k]
-	}
-	return "unknown"
-}
+func (k Kind) String() string { return nameOf(kindNames[:], k) }
 
 // Kinds lists every kind.
-func Kinds() []Kind {
-	out := make([]Kind, numKinds)
-	for i := range out {
-		out[i] = Kind(i)
-	}
-	return out
+func Kinds() []Kind { return all(numKinds) }
+
+// Event is one of the relay's counted events other than datagrams in and
+// out by Kind and drops by reason. Every Event has a stable name (String),
+// from which cmd/relay names its metric: relay_<name>_total.
+type Event uint8
+
+// Counted events. Their String values are stable metric names.
+const (
+	EventRequestsForwarded  Event = iota // request and legacy ames datagrams forwarded, once each whatever the targets
+	EventForwardSends                    // datagrams sent for forwarded requests: one on two routes counts twice
+	EventDualSends                       // requests sent on two routes at once
+	EventAggregated                      // requests aggregated into an existing pending entry
+	EventRetransmits                     // repeats from a requester already on the entry, forwarded again
+	EventAnswered                        // pages sent to requesters
+	EventPagesMatched                    // page datagrams that matched a pending entry
+	EventAmpThrottled                    // pages (and STUN responses) not sent to a requester over its amplification budget
+	EventSTUNAnswered                    // STUN binding requests answered
+	EventCappedForwards                  // requests forwarded to refresh an entry at its requester cap, requester not recorded
+	EventEvicted                         // pending entries shed to make room
+	EventToShip                          // datagrams handed to the fronted ship's own lane
+	EventOriginsInserted                 // legacy ames origins inserted
+	EventFromShip                        // fronting mode: datagrams the ship sent
+	EventFromShipSent                    // fronting mode: datagrams the ship sent that were sent on
+	EventVouched                         // sponsee lanes vouched for by the ship's own sends
+	EventHintsScrubbed                   // private next-hops and origins rewritten or removed
+	EventNextHopUnencodable              // pages whose next-hop could not be written (IPv6 lane)
+	numEvents
+)
+
+var eventNames = [numEvents]string{
+	EventRequestsForwarded:  "requests_forwarded",
+	EventForwardSends:       "forward_sends",
+	EventDualSends:          "dual_sends",
+	EventAggregated:         "aggregated",
+	EventRetransmits:        "retransmits",
+	EventAnswered:           "answered",
+	EventPagesMatched:       "pages_matched",
+	EventAmpThrottled:       "amp_throttled",
+	EventSTUNAnswered:       "stun_answered",
+	EventCappedForwards:     "capped_forwards",
+	EventEvicted:            "pending_evictions",
+	EventToShip:             "to_ship",
+	EventOriginsInserted:    "origins_inserted",
+	EventFromShip:           "from_ship",
+	EventFromShipSent:       "from_ship_sent",
+	EventVouched:            "vouched_lanes",
+	EventHintsScrubbed:      "hints_scrubbed",
+	EventNextHopUnencodable: "next_hop_unencodable",
 }
 
-// Counters are the relay's event counts. They are atomics: the decision core
-// writes them, any goroutine may read a Snapshot.
-type Counters struct {
+// String returns the event's stable name.
+func (e Event) String() string { return nameOf(eventNames[:], e) }
+
+// Events lists every event.
+func Events() []Event { return all(numEvents) }
+
+// counterBlock is one goroutine's counts. Each reader of a Server has its
+// own (made with its Out by Relay.NewOut), so a datagram's counts are
+// atomic adds to cache lines no other core writes: atomic because a scrape
+// reads them from another goroutine, uncontended because nothing else
+// writes them. The padding keeps two blocks off each other's cache lines.
+type counterBlock struct {
+	_         [cacheLine]byte
 	in        [numKinds]atomic.Uint64
 	out       [numKinds]atomic.Uint64
 	drops     [numDrops]atomic.Uint64
-	forwards  atomic.Uint64 // requests forwarded upstream (each target counts)
-	dual      atomic.Uint64 // requests sent on two routes at once
-	aggr      atomic.Uint64 // requests aggregated into an existing entry
-	retrans   atomic.Uint64 // repeats from a requester already on the entry, forwarded again
-	answered  atomic.Uint64 // pages sent to requesters
-	evicted   atomic.Uint64 // pending entries shed to make room
-	toShip    atomic.Uint64 // datagrams handed to the fronted ship's own lane
-	origins   atomic.Uint64 // legacy ames origins inserted
-	noShort   atomic.Uint64 // pages whose next-hop could not be written (IPv6 lane)
-	throttled atomic.Uint64 // pages (and STUN responses) not sent to a requester over its amplification budget
-	reqFwd    atomic.Uint64 // request and ames datagrams forwarded (once each, whatever the targets)
-	cappedFwd atomic.Uint64 // requests forwarded to refresh an entry at its requester cap, requester not recorded
-	pageHit   atomic.Uint64 // page datagrams that matched a pending entry
+	shipDrops [numShipDrops]atomic.Uint64
+	events    [numEvents]atomic.Uint64
+	_         [cacheLine]byte
+}
 
-	// Fronting mode: datagrams the ship sent (each sent on or dropped with
-	// one ShipDrop reason), ship-vouched lanes, scrubbed hints.
-	fromShip     atomic.Uint64
-	fromShipSent atomic.Uint64
-	shipDrops    [numShipDrops]atomic.Uint64
-	vouched      atomic.Uint64 // sponsee lanes vouched for by the ship's own sends
-	scrubbed     atomic.Uint64 // private next-hops and origins rewritten or removed
-	stunAns      atomic.Uint64 // STUN binding requests answered
+func (c *counterBlock) add(e Event, n uint64) { c.events[e].Add(n) }
+
+// addTo adds c's counts to s.
+func (c *counterBlock) addTo(s *Snapshot) {
+	for i := range c.in {
+		s.In[i] += c.in[i].Load()
+		s.Out[i] += c.out[i].Load()
+	}
+	for i := range c.drops {
+		s.Drops[i] += c.drops[i].Load()
+	}
+	for i := range c.shipDrops {
+		s.ShipDrops[i] += c.shipDrops[i].Load()
+	}
+	for i := range c.events {
+		s.Events[i] += c.events[i].Load()
+	}
+}
+
+// Counters are the relay's event counts, kept in one block per goroutine
+// that decides datagrams (one per Out made by Relay.NewOut) and summed by
+// Snapshot, which any goroutine may call.
+type Counters struct {
+	// def counts for an Out not made by this relay's NewOut (the
+	// package-level NewOut, or another relay's): shared, so contended,
+	// but never lost.
+	def counterBlock
+
+	mu     sync.Mutex
+	blocks []*counterBlock // guarded by mu; only ever appended to
+}
+
+// newBlock registers and returns a new counter block.
+func (c *Counters) newBlock() *counterBlock {
+	b := new(counterBlock)
+	c.mu.Lock()
+	c.blocks = append(c.blocks, b)
+	c.mu.Unlock()
+	return b
 }
 
 // Snapshot is a copy of the counters at one moment.
 type Snapshot struct {
-	In, Out            [numKinds]uint64
-	Drops              [numDrops]uint64
-	Forwards           uint64
-	DualSends          uint64
-	Aggregated         uint64
-	Retransmits        uint64
-	Answered           uint64
-	Evicted            uint64
-	ToShip             uint64
-	OriginsInserted    uint64
-	NextHopUnencodable uint64
-	AmpThrottled       uint64
-	CappedForwards     uint64
-	// Outcomes: every datagram read ends in exactly one of Forwarded,
-	// ToShip, Aggregated, PagesMatched, STUNAnswered or a Drop (see
-	// Accounted).
-	Forwarded    uint64
-	PagesMatched uint64
-	// Fronting mode: FromShip = FromShipSent + the sum of ShipDrops.
-	FromShip      uint64
-	FromShipSent  uint64
-	ShipDrops     [numShipDrops]uint64
-	Vouched       uint64
-	HintsScrubbed uint64
-	STUNAnswered  uint64
+	In, Out   [numKinds]uint64
+	Drops     [numDrops]uint64
+	ShipDrops [numShipDrops]uint64 // fronting mode, by ShipDrop
+	// Events, by Event. Every datagram read ends in exactly one of
+	// EventRequestsForwarded, EventToShip, EventAggregated,
+	// EventPagesMatched, EventSTUNAnswered or a Drop (see Accounted); in
+	// fronting mode EventFromShip = EventFromShipSent + the sum of
+	// ShipDrops.
+	Events [numEvents]uint64
 }
 
 // Accounted returns how many datagrams have a recorded outcome; it equals
 // TotalIn when every datagram read has been decided.
 func (s *Snapshot) Accounted() uint64 {
-	return s.Forwarded + s.ToShip + s.Aggregated + s.PagesMatched + s.STUNAnswered + s.TotalDrops()
+	e := &s.Events
+	return e[EventRequestsForwarded] + e[EventToShip] + e[EventAggregated] + e[EventPagesMatched] + e[EventSTUNAnswered] + s.TotalDrops()
 }
 
-// Snapshot returns the current counts.
+// Add adds o's counts to s (to total several relays).
+func (s *Snapshot) Add(o *Snapshot) {
+	for i := range s.In {
+		s.In[i] += o.In[i]
+		s.Out[i] += o.Out[i]
+	}
+	for i := range s.Drops {
+		s.Drops[i] += o.Drops[i]
+	}
+	for i := range s.ShipDrops {
+		s.ShipDrops[i] += o.ShipDrops[i]
+	}
+	for i := range s.Events {
+		s.Events[i] += o.Events[i]
+	}
+}
+
+// Snapshot returns the current counts, summed over every block. Each
+// count is read atomically; counts of one datagram's decision may be seen
+// half made, as with any scrape of a running relay.
 func (c *Counters) Snapshot() Snapshot {
 	var s Snapshot
-	for i := range c.in {
-		s.In[i] = c.in[i].Load()
-		s.Out[i] = c.out[i].Load()
+	c.def.addTo(&s)
+	c.mu.Lock()
+	blocks := c.blocks
+	c.mu.Unlock()
+	for _, b := range blocks {
+		b.addTo(&s)
 	}
-	for i := range c.drops {
-		s.Drops[i] = c.drops[i].Load()
-	}
-	s.Forwards = c.forwards.Load()
-	s.DualSends = c.dual.Load()
-	s.Aggregated = c.aggr.Load()
-	s.Retransmits = c.retrans.Load()
-	s.Answered = c.answered.Load()
-	s.Evicted = c.evicted.Load()
-	s.ToShip = c.toShip.Load()
-	s.OriginsInserted = c.origins.Load()
-	s.NextHopUnencodable = c.noShort.Load()
-	s.AmpThrottled = c.throttled.Load()
-	s.CappedForwards = c.cappedFwd.Load()
-	s.Forwarded = c.reqFwd.Load()
-	s.PagesMatched = c.pageHit.Load()
-	s.FromShip = c.fromShip.Load()
-	s.FromShipSent = c.fromShipSent.Load()
-	for i := range c.shipDrops {
-		s.ShipDrops[i] = c.shipDrops[i].Load()
-	}
-	s.Vouched = c.vouched.Load()
-	s.HintsScrubbed = c.scrubbed.Load()
-	s.STUNAnswered = c.stunAns.Load()
 	return s
 }
 

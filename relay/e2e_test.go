@@ -335,11 +335,11 @@ func testAggregation(t *testing.T, n netw) {
 	// In a synctest bubble all requests arrive within the suppression
 	// window, before the answer: exactly one goes upstream. Over real
 	// sockets some may arrive after the answer and start a new entry.
-	if n.mem != nil && peeks != 1 || uint64(peeks) != snap.Forwards || peeks >= requesters/2 {
+	if n.mem != nil && peeks != 1 || uint64(peeks) != snap.Events[relay.EventForwardSends] || peeks >= requesters/2 {
 		t.Errorf("publisher heard %d peeks for one name from %d requesters (snapshot %+v)", peeks, requesters, snap)
 	}
-	if snap.Answered != requesters {
-		t.Errorf("relay answered %d requesters, want %d", snap.Answered, requesters)
+	if snap.Events[relay.EventAnswered] != requesters {
+		t.Errorf("relay answered %d requesters, want %d", snap.Events[relay.EventAnswered], requesters)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/urbit-relay/relay/lane"
+	"github.com/urbit-relay/relay/relay/transport"
 	"github.com/urbit-relay/relay/scry"
 )
 
@@ -15,7 +16,7 @@ import (
 // stood on the relay's public lane:
 //
 //   - Every datagram for the ship is handed to it unchanged, with its true
-//     source (Send.From), so that vere's own lane learning, next-hops,
+//     source (Out.ToShip), so that vere's own lane learning, next-hops,
 //     origins and forwarding see the real network. The relay keeps no
 //     pending entry for requests to the ship: vere answers the requester's
 //     true lane itself, through the relay (HandleFromShip).
@@ -137,12 +138,16 @@ func shipSafe(b []byte) bool {
 // toShip hands b, heard from lane from, to the fronted ship's process.
 func (r *Relay) toShip(b []byte, k Kind, from netip.AddrPort, out *Out) {
 	if !shipSafe(b) {
-		r.counters.drops[DropShipUnsafe].Add(1)
+		out.c.drops[DropShipUnsafe].Add(1)
 		return
 	}
-	r.counters.toShip.Add(1)
-	r.counters.out[k].Add(1)
-	out.Sends = append(out.Sends, Send{Buf: b, To: r.shipLane, From: from})
+	out.c.add(EventToShip, 1)
+	out.c.out[k].Add(1)
+	if r.front {
+		out.ToShip = append(out.ToShip, transport.Message{Buf: b, N: len(b), Addr: from})
+		return
+	}
+	out.add(b, r.shipLane)
 }
 
 // HandleFromShip decides datagram b, which the fronted ship's process sent
@@ -153,11 +158,13 @@ func (r *Relay) toShip(b []byte, k Kind, from netip.AddrPort, out *Out) {
 // lane the relay may send to (this process, port 0, or a network not
 // declared routable: vere learned a lane it should not have).
 func (r *Relay) HandleFromShip(b []byte, to netip.AddrPort, now time.Duration, out *Out) {
+	r.bind(out)
+	out.takePrefetched(b)
 	to = lane.Canon(to)
-	r.counters.fromShip.Add(1)
+	out.c.add(EventFromShip, 1)
 	toKey := lane.KeyOf(to)
 	if !r.front || !r.hintOK(to) || r.routes.IsSelf(toKey) {
-		r.counters.shipDrops[ShipDropTarget].Add(1)
+		out.c.shipDrops[ShipDropTarget].Add(1)
 		return
 	}
 	switch {
@@ -173,14 +180,14 @@ func (r *Relay) HandleFromShip(b []byte, to netip.AddrPort, now time.Duration, o
 		switch typ {
 		case scry.TypePeek, scry.TypePoke:
 			// Its answer comes back to the public socket, for the ship.
-			r.remember(r.key(nameWire), r.shipKey, now)
+			r.remember(out.c, r.nameKey(nameWire, out), r.shipKey, now)
 			if rcvr, ok := scry.NameShip(nameWire); ok && rcvr != r.ship && h.Hops > 0 {
 				// The ship forwards a request: it knows the receiver there.
-				r.vouch(rcvr, toKey, now)
+				r.vouch(out.c, rcvr, toKey, now)
 			}
 		case scry.TypePage:
 			if s, ok := r.pings.answered(toKey, now); ok {
-				r.vouch(s, toKey, now)
+				r.vouch(out.c, s, toKey, now)
 			}
 			if h.NextHop == scry.NextHopNone {
 				break
@@ -190,7 +197,7 @@ func (r *Relay) HandleFromShip(b []byte, to netip.AddrPort, now time.Duration, o
 				break
 			}
 			if ap, has := p.NextHopAddr(); has && !r.hintOK(ap) {
-				b = r.scrubNextHop(b, &p)
+				b = r.scrubNextHop(out.c, b, &p)
 			}
 		}
 	case isSTUNSuccess(b):
@@ -204,35 +211,35 @@ func (r *Relay) HandleFromShip(b []byte, to netip.AddrPort, now time.Duration, o
 			break
 		}
 		if a.Relayed {
-			if !r.hintOK(a.Origin) && !r.scrubOrigin(b) {
-				r.counters.shipDrops[ShipDropPrivateHint].Add(1)
+			if !r.hintOK(a.Origin) && !r.scrubOrigin(out.c, b) {
+				out.c.shipDrops[ShipDropPrivateHint].Add(1)
 				return
 			}
 			if a.Rcvr != r.ship {
-				r.vouch(a.Rcvr, toKey, now)
+				r.vouch(out.c, a.Rcvr, toKey, now)
 			}
 		} else if s, ok := r.pings.answered(toKey, now); ok && s == a.Rcvr {
-			r.vouch(s, toKey, now)
+			r.vouch(out.c, s, toKey, now)
 		}
 	}
-	r.counters.fromShipSent.Add(1)
+	out.c.add(EventFromShipSent, 1)
 	out.add(b, to)
 }
 
 // vouch records that the ship itself sends s's traffic to lane k.
-func (r *Relay) vouch(s lane.Ship, k lane.Key, now time.Duration) {
+func (r *Relay) vouch(c *counterBlock, s lane.Ship, k lane.Key, now time.Duration) {
 	if s == r.ship {
 		return
 	}
-	r.counters.vouched.Add(1)
+	c.add(EventVouched, 1)
 	r.routes.Vouch(s, k, now)
 }
 
 // scrubNextHop replaces a page's next-hop that names a lane the relay will
 // not point anyone at with the relay's public lane, or removes it when no
 // public lane is known.
-func (r *Relay) scrubNextHop(b []byte, p *scry.Packet) []byte {
-	r.counters.scrubbed.Add(1)
+func (r *Relay) scrubNextHop(c *counterBlock, b []byte, p *scry.Packet) []byte {
+	c.add(EventHintsScrubbed, 1)
 	hop, ok := lane.EncodeShort(r.publicLane)
 	nb, err := scry.EditPageNextHop(b, p, hop, ok && r.publicLane.IsValid())
 	if err != nil {
@@ -245,12 +252,12 @@ func (r *Relay) scrubNextHop(b []byte, p *scry.Packet) []byte {
 // the relay's public lane (the origin's 6 bytes are not mugged). It reports
 // false, changing nothing, when no public lane is known: the packet must
 // then not be sent.
-func (r *Relay) scrubOrigin(b []byte) bool {
+func (r *Relay) scrubOrigin(c *counterBlock, b []byte) bool {
 	o, ok := lane.EncodeShort(r.publicLane)
 	if !ok || !r.publicLane.IsValid() || len(b) < scry.AmesHeaderLen+scry.AmesOriginLen {
 		return false
 	}
-	r.counters.scrubbed.Add(1)
+	c.add(EventHintsScrubbed, 1)
 	copy(b[scry.AmesHeaderLen:], o[:])
 	return true
 }

@@ -31,12 +31,12 @@ func newFrontFixture(t *testing.T) *fixture {
 
 // shipSends runs datagram b, sent by the fronted ship to lane to, through
 // HandleFromShip and returns copies of what the relay sends.
-func (f *fixture) shipSends(b []byte, to netip.AddrPort) []relay.Send {
+func (f *fixture) shipSends(b []byte, to netip.AddrPort) []send {
 	f.t.Helper()
 	return f.decide(b, func(buf []byte) { f.r.HandleFromShip(buf, to, f.now, f.out) })
 }
 
-func wantToShip(t *testing.T, sends []relay.Send, from netip.AddrPort, orig []byte) {
+func wantToShip(t *testing.T, sends []send, from netip.AddrPort, orig []byte) {
 	t.Helper()
 	if len(sends) != 1 || sends[0].To != frontShipLane || sends[0].From != from {
 		t.Fatalf("sends = %+v, want one to the ship from %v", sends, from)
@@ -61,7 +61,7 @@ func TestFrontShipSeesTrueSources(t *testing.T) {
 	if s := f.shipSends(pg, alice); !bytes.Equal(s[0].Buf, pg) {
 		t.Fatalf("the ship's page was changed on its way out")
 	}
-	if sn := f.snap(); sn.FromShip != 2 || sn.FromShipSent != 2 || sn.ToShip != 1 {
+	if sn := f.snap(); sn.Events[relay.EventFromShip] != 2 || sn.Events[relay.EventFromShipSent] != 2 || sn.Events[relay.EventToShip] != 1 {
 		t.Fatalf("counters: %+v", sn)
 	}
 }
@@ -129,7 +129,7 @@ func TestFrontSponseeGoesToShipAndShipVouches(t *testing.T) {
 	// A sponsee silent for 5 minutes is still reached at its lane.
 	f.now += 5 * 60 * 1e9
 	oneSend(t, f.handle(peekOf(sponseeOfMarzod, "d"), bob), sponseeLn)
-	if sn := f.snap(); sn.Vouched == 0 {
+	if sn := f.snap(); sn.Events[relay.EventVouched] == 0 {
 		t.Fatalf("no vouch counted: %+v", sn)
 	}
 }
@@ -142,9 +142,9 @@ func TestFrontPingAnswerVouches(t *testing.T) {
 		scry.Name{Ship: sponseeOfMarzod, Bloq: 13, Path: []byte("ping")}, scry.Data{AuthKind: scry.AuthNone})
 	pb := ping.Append(nil)
 	wantToShip(t, f.handle(pb, sponseeLn), sponseeLn, pb)
-	before := f.snap().Vouched
+	before := f.snap().Events[relay.EventVouched]
 	oneSend(t, f.shipSends(page(t, "~marzod", "ping", 0, netip.AddrPort{}), sponseeLn), sponseeLn)
-	if f.snap().Vouched != before+1 {
+	if f.snap().Events[relay.EventVouched] != before+1 {
 		t.Fatalf("the ship's ack did not vouch for the sponsee")
 	}
 	// Past DirectLaneExpiry (no more pings) the lane is still used.
@@ -182,8 +182,8 @@ func TestFrontNothingPrivateLeaves(t *testing.T) {
 	if s := f.shipSends(pg, selfLane); len(s) != 0 {
 		t.Errorf("the ship's datagram to the relay itself was sent")
 	}
-	if sn := f.snap(); sn.ShipDrops[relay.ShipDropTarget] != 6 || sn.HintsScrubbed != 2 {
-		t.Errorf("counters: drops %v scrubbed %d", sn.ShipDrops, sn.HintsScrubbed)
+	if sn := f.snap(); sn.ShipDrops[relay.ShipDropTarget] != 6 || sn.Events[relay.EventHintsScrubbed] != 2 {
+		t.Errorf("counters: drops %v scrubbed %d", sn.ShipDrops, sn.Events[relay.EventHintsScrubbed])
 	}
 }
 
@@ -297,13 +297,13 @@ func frontRoundTrip(tb testing.TB) func() {
 		copy(rb, req)
 		f.out.Reset()
 		f.r.Handle(rb, alice, f.now, f.out)
-		if len(f.out.Sends) != 1 || f.out.Sends[0].From != alice {
-			tb.Fatalf("peek: %d sends", len(f.out.Sends))
+		if len(f.out.Sends) != 0 || len(f.out.ToShip) != 1 || f.out.ToShip[0].Addr != alice {
+			tb.Fatalf("peek: %d sends, %d to the ship", len(f.out.Sends), len(f.out.ToShip))
 		}
 		copy(pb, pg)
 		f.out.Reset()
 		f.r.HandleFromShip(pb, alice, f.now, f.out)
-		if len(f.out.Sends) != 1 || f.out.Sends[0].To != alice {
+		if len(f.out.Sends) != 1 || f.out.Sends[0].Addr != alice {
 			tb.Fatalf("page: %d sends", len(f.out.Sends))
 		}
 	}

@@ -115,7 +115,7 @@ func FuzzDecide(f *testing.F) {
 			// Prefetch is a hint: it must neither crash on any input nor
 			// change what the relay counts or holds.
 			before, pending := fx.r.Counters().Snapshot(), fx.r.Pending().Len()
-			fx.r.Prefetch(pkt)
+			fx.r.Prefetch(pkt, fx.out)
 			if fx.r.Counters().Snapshot() != before || fx.r.Pending().Len() != pending {
 				t.Fatalf("step %d: Prefetch changed the relay", steps)
 			}

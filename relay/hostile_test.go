@@ -33,6 +33,7 @@ func TestForwardingLoopCostIsBounded(t *testing.T) {
 			conns = append(conns, c)
 		}
 		relays := []string{"~zod", "~nec", "~bud"}
+		var cores []*relay.Relay
 		for i, c := range conns {
 			next := conns[(i+1)%3].LocalAddr()
 			r, err := relay.New(relay.Config{HintNets: loopbackNets,
@@ -42,6 +43,7 @@ func TestForwardingLoopCostIsBounded(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			cores = append(cores, r)
 			srv := relay.NewServer(r, []transport.Conn{c}, relay.ServerConfig{})
 			srv.Start()
 			defer srv.Close()
@@ -62,9 +64,22 @@ func TestForwardingLoopCostIsBounded(t *testing.T) {
 		if st.Sent-1 > 3 {
 			t.Errorf("loop cost %d datagrams; the pending table should stop it after one round", st.Sent-1)
 		}
-		// Even with the pending table defeated (a fresh name each time
-		// round is impossible for a forwarded packet), the hop limit
-		// bounds it: a request at hop 7 is dropped.
+		// The hop limit bounds a loop with no help from the pending
+		// table: a fresh request one hop short of MaxHops is forwarded
+		// once, and the next relay drops it at MaxHops.
+		req = peek(t, "~sampel-palnet", "loop/hops", relay.MaxHops-1)
+		if _, err := attacker.WriteBatch([]transport.Message{{Buf: req, N: len(req), Addr: conns[0].LocalAddr()}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		var hopDrops uint64
+		for _, r := range cores {
+			hopDrops += r.Counters().Snapshot().Drops[relay.DropHopLimit]
+		}
+		if sent := mem.Stats().Sent - st.Sent; sent != 2 || hopDrops != 1 {
+			t.Errorf("request at hop %d: %d datagrams sent (want 2: it and one forward), %d dropped at the hop limit (want 1)", relay.MaxHops-1, sent, hopDrops)
+		}
 	})
 }
 

@@ -33,8 +33,9 @@
 // tighter lane for its publisher.
 //
 // The core holds only soft state: a restart loses pending entries and learned
-// lanes, never correctness. Relay.Handle is safe for concurrent use; the
-// socket loop that calls it is in server.go.
+// lanes, never correctness. Relay.Handle is safe for concurrent use, each
+// goroutine with its own Out (Relay.NewOut, which also gives it counters of
+// its own); the socket loop that calls it is in server.go.
 package relay
 
 import (
@@ -46,11 +47,13 @@ import (
 	"net/netip"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay/pit"
+	"github.com/urbit-relay/relay/relay/transport"
 	"github.com/urbit-relay/relay/scry"
 )
 
@@ -90,7 +93,7 @@ type Config struct {
 	Amp AmpConfig
 	// Front is fronting mode (see front.go): the ship's process is reached
 	// through a device the relay owns (relay/front), datagrams for it carry
-	// their true source (Send.From), and what it sends is decided by
+	// their true source (Out.ToShip), and what it sends is decided by
 	// HandleFromShip. ShipLane must then be set: it is the ship's lane on
 	// that device, and its key in the pending table.
 	Front bool
@@ -253,45 +256,88 @@ func (r *Relay) Counters() *Counters { return &r.counters }
 // DefaultExpiryInterval.
 func (r *Relay) Expire(now time.Duration) { r.pending.Expire(now) }
 
-// Send is one datagram the relay decided to send. In fronting mode a send
-// to the ship's lane carries the lane it came from in From, the source the
-// ship must see; From is invalid otherwise.
-type Send struct {
-	Buf  []byte
-	To   netip.AddrPort
-	From netip.AddrPort
-}
-
-// Out collects the datagrams Handle decides to send. Buffers in Sends alias
-// the datagram passed to Handle or Out's own scratch buffers, so they are
-// valid until that datagram's buffer is reused or Reset is called. An Out
-// belongs to one goroutine.
+// Out collects the datagrams Handle decides to send, as messages ready for
+// a transport.Conn's WriteBatch: Sends for the relay's public socket (Buf
+// sent to Addr), ToShip for the fronted ship's device in fronting mode
+// (Config.Front): Buf is handed to the ship as sent from Addr, the lane it
+// came from, the source the ship must see. In every message N is
+// len(Buf). Buffers alias the datagram passed to Handle or Out's own
+// scratch buffers, so they are valid until that datagram's buffer is
+// reused or Reset is called. An Out belongs to one goroutine.
 type Out struct {
-	Sends []Send
+	Sends  []transport.Message
+	ToShip []transport.Message
 	// scratch buffers for second variants of a page (to a sponsor).
 	scratch [][]byte
 	used    int
 	reqs    []lane.Key
 	admit   pendingAdmit // Handle's pending-table admission, reused
 	plan    route.Plan   // Handle's route plan, reused
+
+	// owner made o (Relay.NewOut) and counts o's decisions in own; c is
+	// the block of the call in progress: own when the relay deciding is
+	// owner, else that relay's shared default block.
+	owner *Relay
+	own   *counterBlock
+	c     *counterBlock
+
+	// Keys computed by Prefetch since Reset, in order; preNext is the
+	// next to take. key is the current datagram's, when hasKey.
+	pre     []prefetched
+	preNext int
+	key     uint64
+	hasKey  bool
 }
 
-// NewOut returns an Out sized for batches of up to batch input datagrams.
+// NewOut returns an Out sized for batches of up to batch input datagrams,
+// for any relay: what a relay decides into it is counted in that relay's
+// shared default counter block. A goroutine that decides many datagrams
+// should use Relay.NewOut, whose counts no other goroutine writes.
 func NewOut(batch int) *Out {
-	o := &Out{Sends: make([]Send, 0, batch*2), scratch: make([][]byte, batch)}
+	o := &Out{
+		Sends:   make([]transport.Message, 0, batch*route.MaxTargets),
+		ToShip:  make([]transport.Message, 0, batch),
+		scratch: make([][]byte, batch),
+		pre:     make([]prefetched, 0, batch),
+	}
 	for i := range o.scratch {
 		o.scratch[i] = make([]byte, 0, MaxPacket+GrowRoom)
 	}
 	return o
 }
 
+// NewOut returns an Out as the package-level NewOut does, with a counter
+// block of its own registered with r: decisions r makes into it are
+// counted there, uncontended, and summed into r's Snapshot. Each Out made
+// keeps its block for r's lifetime, so make one per goroutine, not per
+// batch.
+func (r *Relay) NewOut(batch int) *Out {
+	o := NewOut(batch)
+	o.owner, o.own = r, r.counters.newBlock()
+	return o
+}
+
+// bind points out's counts at r's block for it, for one Handle or
+// HandleFromShip call.
+func (r *Relay) bind(out *Out) {
+	if out.owner == r {
+		out.c = out.own
+	} else {
+		out.c = &r.counters.def
+	}
+}
+
 // Reset empties o for the next batch.
 func (o *Out) Reset() {
 	o.Sends = o.Sends[:0]
+	o.ToShip = o.ToShip[:0]
+	o.pre, o.preNext = o.pre[:0], 0
 	o.used = 0
 }
 
-func (o *Out) add(b []byte, to netip.AddrPort) { o.Sends = append(o.Sends, Send{Buf: b, To: to}) }
+func (o *Out) add(b []byte, to netip.AddrPort) {
+	o.Sends = append(o.Sends, transport.Message{Buf: b, N: len(b), Addr: to})
+}
 
 // scratchCopy returns a copy of b in a scratch buffer, growing the pool
 // when every buffer is in use.
@@ -311,14 +357,16 @@ func (o *Out) scratchCopy(b []byte) []byte {
 // Every datagram is counted once in In and, unless forwarded or answered,
 // once under a Drop reason.
 func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Out) {
+	r.bind(out)
+	out.takePrefetched(b)
 	from = lane.Canon(from)
 	if scry.IsMesa(b) {
 		var p scry.Packet
 		if err := p.Parse(b); err != nil {
 			if err == scry.ErrMesaTooLarge {
-				r.drop(KindOther, DropTooLarge)
+				r.drop(out.c, KindOther, DropTooLarge)
 			} else {
-				r.drop(KindOther, DropMalformedMesa)
+				r.drop(out.c, KindOther, DropMalformedMesa)
 			}
 			return
 		}
@@ -326,16 +374,16 @@ func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Ou
 		r.routes.Arrived(lane.KeyOf(from), now)
 		switch p.Header.Type {
 		case scry.TypePeek:
-			r.counters.in[KindPeek].Add(1)
+			out.c.in[KindPeek].Add(1)
 			r.request(b, &p, KindPeek, from, now, out)
 		case scry.TypePoke:
-			r.counters.in[KindPoke].Add(1)
+			out.c.in[KindPoke].Add(1)
 			r.request(b, &p, KindPoke, from, now, out)
 		case scry.TypePage:
-			r.counters.in[KindPage].Add(1)
+			out.c.in[KindPage].Add(1)
 			r.page(b, &p, from, now, out)
 		default:
-			r.drop(KindOther, DropReservedType)
+			r.drop(out.c, KindOther, DropReservedType)
 		}
 		return
 	}
@@ -348,17 +396,17 @@ func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Ou
 		// through us): its XOR-MAPPED-ADDRESS is our public lane, as the
 		// ship must learn.
 		if tx, _ := stunTxID(b); r.stuns.take(tx, now) {
-			r.counters.in[KindOther].Add(1)
+			out.c.in[KindOther].Add(1)
 			r.toShip(b, KindOther, from, out)
 			return
 		}
 	}
 	var a scry.AmesPacket
 	if err := a.Parse(b); err != nil {
-		r.drop(KindOther, DropMalformedAmes)
+		r.drop(out.c, KindOther, DropMalformedAmes)
 		return
 	}
-	r.counters.in[KindAmes].Add(1)
+	out.c.in[KindAmes].Add(1)
 	r.routes.Arrived(lane.KeyOf(from), now)
 	r.ames(b, &a, from, now, out)
 }
@@ -367,20 +415,54 @@ func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Ou
 // look up for datagram b, if b is a mesa request or page, and returns at
 // once. A server calls it for every datagram of a batch before handling
 // the first, so that in a table too big for the cache the misses overlap.
-// It changes nothing; Handle must still be called.
-func (r *Relay) Prefetch(b []byte) {
+// It changes nothing in the relay; Handle must still be called. The key
+// it computes is kept in out until out's next Reset, and Handle (or
+// HandleFromShip), given the same buffer unchanged and out, in the order
+// Prefetch saw them, uses it instead of hashing the name again.
+func (r *Relay) Prefetch(b []byte, out *Out) {
 	if _, name, ok := scry.NameWire(b); ok {
-		r.pending.Prefetch(r.key(name))
+		key := r.key(name)
+		r.pending.Prefetch(key)
+		out.pre = append(out.pre, prefetched{data: unsafe.SliceData(b), n: len(b), key: key})
 	}
+}
+
+// prefetched is the pending-table key Prefetch computed for the datagram
+// at data, n bytes long, for Handle to take instead of hashing the name
+// again.
+type prefetched struct {
+	data *byte
+	n    int
+	key  uint64
+}
+
+// takePrefetched sets out's current key to the one Prefetch computed for
+// b, if b is the next datagram it was given (the same buffer, the same
+// length); anything else is hashed when its key is needed.
+func (out *Out) takePrefetched(b []byte) {
+	out.hasKey = false
+	if i := out.preNext; i < len(out.pre) && out.pre[i].data == unsafe.SliceData(b) && out.pre[i].n == len(b) {
+		out.key, out.hasKey = out.pre[i].key, true
+		out.preNext++
+	}
+}
+
+// nameKey returns the pending-table key of name, the name of the datagram
+// being decided into out: Prefetch's, when it computed it.
+func (r *Relay) nameKey(name []byte, out *Out) uint64 {
+	if out.hasKey {
+		return out.key
+	}
+	return r.key(name)
 }
 
 // drop counts a datagram of kind k (not yet counted in In when k is
 // KindOther) dropped for reason d.
-func (r *Relay) drop(k Kind, d Drop) {
+func (r *Relay) drop(c *counterBlock, k Kind, d Drop) {
 	if k == KindOther {
-		r.counters.in[KindOther].Add(1)
+		c.in[KindOther].Add(1)
 	}
-	r.counters.drops[d].Add(1)
+	c.drops[d].Add(1)
 }
 
 func (r *Relay) key(name []byte) uint64 {
@@ -395,7 +477,7 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 	fromKey := lane.KeyOf(from)
 	fromShip := r.shipLane.IsValid() && from == r.shipLane
 	if !fromShip && r.routes.IsSelf(fromKey) {
-		r.counters.drops[DropSelf].Add(1)
+		out.c.drops[DropSelf].Add(1)
 		return
 	}
 	if !fromShip {
@@ -404,7 +486,7 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 	// A poke names its sender: at hop 0 it was sent by that ship itself.
 	// The sender's lane is learned only if the poke is sent on.
 	learn := k == KindPoke && p.Header.Hops == 0 && !fromShip
-	key := r.key(p.NameBytes())
+	key := r.nameKey(p.NameBytes(), out)
 	rcvr := p.Name.Ship
 	if rcvr == r.ship {
 		if !r.shipLane.IsValid() {
@@ -413,16 +495,16 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 			if learn {
 				r.routes.Contacted(p.PayloadName.Ship, fromKey, now)
 			}
-			r.counters.drops[DropOwnShipNoLane].Add(1)
+			out.c.drops[DropOwnShipNoLane].Add(1)
 			return
 		}
 		if fromShip {
-			r.counters.drops[DropLoop].Add(1)
+			out.c.drops[DropLoop].Add(1)
 			return
 		}
 		// In front mode the ship answers the requester's true lane
 		// itself; otherwise it answers us, and we pass the page on.
-		if !r.front && !r.remember(key, fromKey, now) {
+		if !r.front && !r.remember(out.c, key, fromKey, now) {
 			return
 		}
 		if learn {
@@ -435,10 +517,10 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 		return
 	}
 	if p.Header.Hops >= MaxHops {
-		r.counters.drops[DropHopLimit].Add(1)
+		out.c.drops[DropHopLimit].Add(1)
 		return
 	}
-	out.admit = pendingAdmit{r: r, key: key, from: fromKey, now: now}
+	out.admit = pendingAdmit{r: r, c: out.c, key: key, from: fromKey, now: now}
 	q := route.Query{Rcvr: rcvr, From: fromKey, Sender: p.PayloadName.Ship, Learn: learn}
 	plan := &out.plan
 	sent := r.routes.Route(plan, q, now, &out.admit)
@@ -456,7 +538,7 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 			r.toShip(b, k, from, out)
 			return
 		}
-		r.dropUnrouted(&plan.Targets)
+		r.dropUnrouted(out.c, &plan.Targets)
 		return
 	}
 	if !fromShip {
@@ -470,36 +552,37 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 // route.Table.Route as an route.Admitter allocates nothing.
 type pendingAdmit struct {
 	r    *Relay
+	c    *counterBlock
 	key  uint64
 	from lane.Key
 	now  time.Duration
 }
 
 // Admit implements route.Admitter.
-func (a *pendingAdmit) Admit() bool { return a.r.remember(a.key, a.from, a.now) }
+func (a *pendingAdmit) Admit() bool { return a.r.remember(a.c, a.key, a.from, a.now) }
 
 // remember records a request whose name hashes to key in the pending table
 // and reports whether it is to be forwarded.
-func (r *Relay) remember(key uint64, from lane.Key, now time.Duration) bool {
+func (r *Relay) remember(c *counterBlock, key uint64, from lane.Key, now time.Duration) bool {
 	v, evicted := r.pending.Add(key, from, now)
 	if evicted {
-		r.counters.evicted.Add(1)
+		c.add(EventEvicted, 1)
 	}
 	switch v {
 	case pit.VerdictForwardRetransmit:
-		r.counters.retrans.Add(1)
+		c.add(EventRetransmits, 1)
 	case pit.VerdictAggregated:
-		r.counters.aggr.Add(1)
+		c.add(EventAggregated, 1)
 	case pit.VerdictRequesterCapped:
-		r.counters.drops[DropRequestersFull].Add(1)
+		c.drops[DropRequestersFull].Add(1)
 	case pit.VerdictCappedForward:
 		// Forwarded to refresh the entry upstream; this requester is not
 		// on it and will not get the answer.
-		r.counters.cappedFwd.Add(1)
+		c.add(EventCappedForwards, 1)
 	case pit.VerdictRefused:
-		r.counters.drops[DropPendingFull].Add(1)
+		c.drops[DropPendingFull].Add(1)
 	case pit.VerdictSourceCapped:
-		r.counters.drops[DropPendingPerSource].Add(1)
+		c.drops[DropPendingPerSource].Add(1)
 	}
 	return v.Forward()
 }
@@ -508,7 +591,7 @@ func (r *Relay) remember(key uint64, from lane.Key, now time.Duration) bool {
 func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Duration, out *Out) {
 	fromKey := lane.KeyOf(from)
 	fromShip := r.shipLane.IsValid() && from == r.shipLane
-	reqs, ok := r.pending.Take(r.key(p.NameBytes()), out.reqs[:0], now)
+	reqs, ok := r.pending.Take(r.nameKey(p.NameBytes(), out), out.reqs[:0], now)
 	out.reqs = reqs[:0]
 	publisher := p.Name.Ship
 	// sponsors are the lanes of our own sponsors: requesters there get the
@@ -532,10 +615,10 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 		sponsors = r.routes.AppendLanesOf(sponsorBuf[:0], r.ourChain)
 	}
 	if !ok {
-		r.counters.drops[DropUnsolicited].Add(1)
+		out.c.drops[DropUnsolicited].Add(1)
 		return
 	}
-	r.counters.pageHit.Add(1)
+	out.c.add(EventPagesMatched, 1)
 	// Variant for requesters that are our sponsors: no next-hop. Made
 	// first, from the bytes as they came.
 	var bare []byte
@@ -544,12 +627,12 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	if !fromShip {
 		hopShort, canShort = lane.EncodeShort(from)
 		if !canShort {
-			r.counters.noShort.Add(1)
+			out.c.add(EventNextHopUnencodable, 1)
 		} else if !r.hintOK(from) {
 			// Never point a requester at a private lane: no next-hop,
 			// so it goes on asking us.
 			canShort = false
-			r.counters.scrubbed.Add(1)
+			out.c.add(EventHintsScrubbed, 1)
 		}
 	}
 	hops := int(p.Header.Hops)
@@ -585,14 +668,14 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 			buf = bare
 		}
 		if q != r.shipKey && !r.amp.spend(q, len(buf), now) {
-			r.counters.throttled.Add(1)
+			out.c.add(EventAmpThrottled, 1)
 			continue
 		}
 		out.add(buf, q.AddrPort())
 		sent++
 	}
-	r.counters.out[KindPage].Add(uint64(sent))
-	r.counters.answered.Add(uint64(sent))
+	out.c.out[KindPage].Add(uint64(sent))
+	out.c.add(EventAnswered, uint64(sent))
 }
 
 // bareFor reports whether requester q gets a page with no next-hop: one of
@@ -619,7 +702,7 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 	fromKey := lane.KeyOf(from)
 	fromShip := r.shipLane.IsValid() && from == r.shipLane
 	if !fromShip && r.routes.IsSelf(fromKey) {
-		r.counters.drops[DropSelf].Add(1)
+		out.c.drops[DropSelf].Add(1)
 		return
 	}
 	// An unrelayed packet was sent by its sender itself; its lane is
@@ -630,11 +713,11 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 			if learn { // as for pokes: see request
 				r.routes.Contacted(a.Sndr, fromKey, now)
 			}
-			r.counters.drops[DropOwnShipNoLane].Add(1)
+			out.c.drops[DropOwnShipNoLane].Add(1)
 			return
 		}
 		if fromShip {
-			r.counters.drops[DropLoop].Add(1)
+			out.c.drops[DropLoop].Add(1)
 			return
 		}
 		if learn {
@@ -656,7 +739,7 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 			r.toShip(b, KindAmes, from, out)
 			return
 		}
-		r.dropUnrouted(&plan.Targets)
+		r.dropUnrouted(out.c, &plan.Targets)
 		return
 	}
 	if !fromShip && scry.NeedsOrigin(a) {
@@ -665,12 +748,12 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 			// A sender on a private network is named by our public
 			// lane, or not at all: answers then come back through us.
 			origin = r.publicLane
-			r.counters.scrubbed.Add(1)
+			out.c.add(EventHintsScrubbed, 1)
 		}
 		if o, ok := lane.EncodeShort(origin); ok && origin.IsValid() {
 			if nb, err := scry.InsertOrigin(b, o); err == nil {
 				b = nb
-				r.counters.origins.Add(1)
+				out.c.add(EventOriginsInserted, 1)
 			}
 		}
 	}
@@ -678,14 +761,14 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 }
 
 // dropUnrouted counts a datagram for which Select found no target.
-func (r *Relay) dropUnrouted(t *route.Targets) {
+func (r *Relay) dropUnrouted(c *counterBlock, t *route.Targets) {
 	switch {
 	case t.Looped:
-		r.counters.drops[DropLoop].Add(1)
+		c.drops[DropLoop].Add(1)
 	case t.Sponsee:
-		r.counters.drops[DropSponseeUnknown].Add(1)
+		c.drops[DropSponseeUnknown].Add(1)
 	default:
-		r.counters.drops[DropNoRoute].Add(1)
+		c.drops[DropNoRoute].Add(1)
 	}
 }
 
@@ -694,10 +777,10 @@ func (r *Relay) forward(b []byte, k Kind, t *route.Targets, out *Out) {
 	for i := 0; i < t.N; i++ {
 		out.add(b, t.Lanes[i].AddrPort())
 	}
-	r.counters.reqFwd.Add(1)
-	r.counters.out[k].Add(uint64(t.N))
-	r.counters.forwards.Add(uint64(t.N))
+	out.c.add(EventRequestsForwarded, 1)
+	out.c.out[k].Add(uint64(t.N))
+	out.c.add(EventForwardSends, uint64(t.N))
 	if t.N > 1 {
-		r.counters.dual.Add(1)
+		out.c.add(EventDualSends, 1)
 	}
 }

@@ -48,28 +48,39 @@ func newFixture(t testing.TB, mod func(*relay.Config)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{t: t, r: r, out: relay.NewOut(4), now: time.Second}
+	return &fixture{t: t, r: r, out: r.NewOut(4), now: time.Second}
 }
 
 // handle runs one datagram through the relay and returns copies of what it
 // decided to send.
-func (f *fixture) handle(pkt []byte, from netip.AddrPort) []relay.Send {
+func (f *fixture) handle(pkt []byte, from netip.AddrPort) []send {
 	f.t.Helper()
 	return f.decide(pkt, func(buf []byte) { f.r.Handle(buf, from, f.now, f.out) })
 }
 
 // decide runs handler on a copy of pkt with GrowRoom spare and returns
 // copies of what it decided to send.
-func (f *fixture) decide(pkt []byte, handler func(buf []byte)) []relay.Send {
+func (f *fixture) decide(pkt []byte, handler func(buf []byte)) []send {
 	buf := make([]byte, len(pkt), len(pkt)+relay.GrowRoom)
 	copy(buf, pkt)
 	f.out.Reset()
 	handler(buf)
-	var sends []relay.Send
-	for _, s := range f.out.Sends {
-		sends = append(sends, relay.Send{Buf: append([]byte(nil), s.Buf...), To: s.To, From: s.From})
+	var sends []send
+	for _, m := range f.out.Sends {
+		sends = append(sends, send{Buf: append([]byte(nil), m.Buf[:m.N]...), To: m.Addr})
+	}
+	for _, m := range f.out.ToShip {
+		sends = append(sends, send{Buf: append([]byte(nil), m.Buf[:m.N]...), To: f.r.ShipLane(), From: m.Addr})
 	}
 	return sends
+}
+
+// send is a copy of one datagram a relay decided to send, to To; From is
+// set for one handed to the fronted ship's device (Out.ToShip), as sent
+// from From.
+type send struct {
+	Buf      []byte
+	To, From netip.AddrPort
 }
 
 func (f *fixture) snap() relay.Snapshot { return f.r.Counters().Snapshot() }
@@ -114,7 +125,7 @@ func parse(t testing.TB, b []byte) scry.Packet {
 	return p
 }
 
-func oneSend(t *testing.T, sends []relay.Send, to netip.AddrPort) []byte {
+func oneSend(t *testing.T, sends []send, to netip.AddrPort) []byte {
 	t.Helper()
 	if len(sends) != 1 || sends[0].To != to {
 		t.Fatalf("sends = %v, want one to %v", sendsTo(sends), to)
@@ -122,7 +133,7 @@ func oneSend(t *testing.T, sends []relay.Send, to netip.AddrPort) []byte {
 	return sends[0].Buf
 }
 
-func sendsTo(s []relay.Send) []netip.AddrPort {
+func sendsTo(s []send) []netip.AddrPort {
 	var out []netip.AddrPort
 	for _, x := range s {
 		out = append(out, x.To)
@@ -146,8 +157,8 @@ func TestRequestGoesUpTheChainToTheGalaxy(t *testing.T) {
 	if got := parse(t, b).Header.Hops; got != 1 {
 		t.Errorf("forwarded hops = %d, want 1", got)
 	}
-	if f.snap().Forwards != 1 || f.r.Pending().Len() != 1 {
-		t.Errorf("forwards %d, pending %d", f.snap().Forwards, f.r.Pending().Len())
+	if f.snap().Events[relay.EventForwardSends] != 1 || f.r.Pending().Len() != 1 {
+		t.Errorf("forwards %d, pending %d", f.snap().Events[relay.EventForwardSends], f.r.Pending().Len())
 	}
 }
 
@@ -269,8 +280,8 @@ func TestAggregationAndRetransmission(t *testing.T) {
 	// The same requester again: a retransmission, forwarded.
 	oneSend(t, f.handle(peek(t, "~nec", "a", 0), alice), necLane)
 	sn := f.snap()
-	if sn.Aggregated != 1 || sn.Retransmits != 1 {
-		t.Errorf("aggregated %d retransmits %d", sn.Aggregated, sn.Retransmits)
+	if sn.Events[relay.EventAggregated] != 1 || sn.Events[relay.EventRetransmits] != 1 {
+		t.Errorf("aggregated %d retransmits %d", sn.Events[relay.EventAggregated], sn.Events[relay.EventRetransmits])
 	}
 	got := sendsTo(f.handle(page(t, "~nec", "a", 0, netip.AddrPort{}), necLane))
 	if len(got) != 2 || !(got[0] == alice && got[1] == bob || got[0] == bob && got[1] == alice) {
@@ -309,7 +320,7 @@ func TestFullTables(t *testing.T) {
 	if n := f.r.Pending().Len(); n > 64 {
 		t.Fatalf("pending %d entries, cap 64", n)
 	}
-	if f.snap().Evicted == 0 {
+	if f.snap().Events[relay.EventEvicted] == 0 {
 		t.Error("no evictions counted")
 	}
 	// Requesters per entry are capped.
@@ -395,8 +406,8 @@ func TestLegacyAmesForwarding(t *testing.T) {
 	if b := oneSend(t, f.handle(pb, alice), necLane); string(b) != string(pb) {
 		t.Error("relayed packet altered")
 	}
-	if f.snap().OriginsInserted != 1 {
-		t.Errorf("origins inserted %d", f.snap().OriginsInserted)
+	if f.snap().Events[relay.EventOriginsInserted] != 1 {
+		t.Errorf("origins inserted %d", f.snap().Events[relay.EventOriginsInserted])
 	}
 }
 
@@ -438,8 +449,8 @@ func TestHandleAllocatesNothing(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, cycle); n != 0 {
 		t.Fatalf("request+response cycle allocates %v times", n)
 	}
-	if f.snap().Answered < 1000 {
-		t.Fatalf("answered %d", f.snap().Answered)
+	if f.snap().Events[relay.EventAnswered] < 1000 {
+		t.Fatalf("answered %d", f.snap().Events[relay.EventAnswered])
 	}
 }
 
@@ -515,4 +526,87 @@ func TestSponseeLaneSurvivesUnansweredRequests(t *testing.T) {
 		t.Fatalf("sent to %v after the sponsee fell silent", sendsTo(s))
 	}
 	f.wantDrop(relay.DropSponseeUnknown, 1)
+}
+
+// TestCountersPerOut: each Out a relay makes counts in a block of its own,
+// an Out made elsewhere counts in the relay's default block, and Snapshot
+// sums them all, from any goroutine.
+func TestCountersPerOut(t *testing.T) {
+	f := newFixture(t, nil)
+	other, err := relay.New(relay.Config{Ship: ship(t, "~marzod")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs := []*relay.Out{f.r.NewOut(1), f.r.NewOut(1), relay.NewOut(1), other.NewOut(1)}
+	done := make(chan struct{})
+	for i, out := range outs {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for j := 0; j <= i; j++ {
+				out.Reset()
+				f.r.Handle([]byte("hello"), alice, f.now, out)
+			}
+		}()
+	}
+	for range outs {
+		<-done
+	}
+	sn := f.snap()
+	if want := uint64(1 + 2 + 3 + 4); sn.Drops[relay.DropMalformedAmes] != want || sn.TotalIn() != want || sn.Accounted() != want {
+		t.Errorf("malformed %d, in %d, accounted %d; want %d", sn.Drops[relay.DropMalformedAmes], sn.TotalIn(), sn.Accounted(), want)
+	}
+	if sn := other.Counters().Snapshot(); sn.TotalIn() != 0 {
+		t.Errorf("another relay's Out counted %d datagrams in its own relay", sn.TotalIn())
+	}
+}
+
+// TestEventNames: every event has a distinct name.
+func TestEventNames(t *testing.T) {
+	seen := map[string]bool{}
+	for _, e := range relay.Events() {
+		if n := e.String(); n == "" || n == "unknown" || seen[n] {
+			t.Errorf("event %d named %q", e, n)
+		}
+		seen[e.String()] = true
+	}
+}
+
+// TestPrefetchedKeysReused: Handle takes the keys Prefetch computed for a
+// batch instead of hashing each name again, and decides the same whether
+// it does or not (datagrams out of Prefetch's order are hashed again).
+func TestPrefetchedKeysReused(t *testing.T) {
+	f := newFixture(t, nil)
+	const batch = 4
+	bufs := make([][]byte, batch)
+	fill := func(mk func(i int) []byte) {
+		for i := range bufs {
+			p := mk(i)
+			bufs[i] = append(make([]byte, 0, len(p)+relay.GrowRoom), p...)
+		}
+	}
+	fill(func(i int) []byte { return peek(t, "~nec", fmt.Sprintf("pre/%d", i), 0) })
+	f.out.Reset()
+	for _, b := range bufs {
+		f.r.Prefetch(b, f.out)
+	}
+	for _, b := range bufs {
+		f.r.Handle(b, alice, f.now, f.out)
+	}
+	if n := f.out.PrefetchedTaken(); n != batch || f.r.Pending().Len() != batch {
+		t.Fatalf("%d of %d prefetched keys taken, %d pending", n, batch, f.r.Pending().Len())
+	}
+	// Pages in the reverse of Prefetch's order: only the last handled,
+	// Prefetch's first, takes its key; the rest are hashed again, and all
+	// are answered.
+	fill(func(i int) []byte { return page(t, "~nec", fmt.Sprintf("pre/%d", i), 0, netip.AddrPort{}) })
+	f.out.Reset()
+	for _, b := range bufs {
+		f.r.Prefetch(b, f.out)
+	}
+	for i := batch - 1; i >= 0; i-- {
+		f.r.Handle(bufs[i], necLane, f.now, f.out)
+	}
+	if len(f.out.Sends) != batch || f.r.Pending().Len() != 0 || f.out.PrefetchedTaken() != 1 {
+		t.Fatalf("%d pages sent, %d pending, %d keys taken; want %d, 0, 1", len(f.out.Sends), f.r.Pending().Len(), f.out.PrefetchedTaken(), batch)
+	}
 }

@@ -34,20 +34,22 @@ type ServerConfig struct {
 	// Log defaults to a no-op logger.
 	Log *zap.Logger
 	// Tap, if set, is called from the reader goroutines for every datagram
-	// read (in: remote sent it to local) and sent (!in: local to remote).
+	// a public socket reads (in: remote sent it to local) and sends (!in:
+	// local to remote), the ship's datagrams too as they leave; reads
+	// from and writes to the ship's device itself are not tapped.
 	// It must not retain b. It is for packet capture; it costs a call per
 	// datagram.
 	Tap func(in bool, local, remote netip.AddrPort, b []byte)
 	// Ship, in fronting mode (Config.Front), is the fronted ship's device
 	// (relay/front's TUN, or a transport pipe in tests): a Conn whose reads
 	// are what the ship sent, Addr the lane it addressed, and whose writes
-	// reach the ship from Addr. Sends to the ship go there with their
-	// Send.From as Addr; what the ship sends leaves by the first socket.
+	// reach the ship from Addr. Out.ToShip is written there as it is;
+	// what the ship sends leaves by the first socket.
 	Ship transport.Conn
 }
 
 // Server runs a Relay on one or more sockets: one reader goroutine per
-// socket (RoutineRead) and one timer goroutine (RoutineExpire).
+// socket (routineRead) and one timer goroutine (routineExpire).
 type Server struct {
 	// Static after construction.
 	relay   *Relay
@@ -104,10 +106,10 @@ type reader struct {
 func (s *Server) Start() {
 	for _, rd := range s.readers {
 		s.wg.Add(1)
-		go s.RoutineRead(rd)
+		go s.routineRead(rd)
 	}
 	s.wg.Add(1)
-	go s.RoutineExpire()
+	go s.routineExpire()
 }
 
 // Close stops the server: it stops reading, lets each reader finish
@@ -160,8 +162,8 @@ func (s *Server) BatchStats() (batches, datagrams uint64) {
 // server, from their read's return to their batch's last write's return.
 func (s *Server) ServiceTimes() *ServiceHistogram { return &s.service }
 
-// RoutineExpire advances the relay's timers every ExpiryInterval.
-func (s *Server) RoutineExpire() {
+// routineExpire advances the relay's timers every ExpiryInterval.
+func (s *Server) routineExpire() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.cfg.ExpiryInterval)
 	defer t.Stop()
@@ -175,11 +177,11 @@ func (s *Server) RoutineExpire() {
 	}
 }
 
-// RoutineRead reads batches from rd's socket, decides each datagram and
+// routineRead reads batches from rd's socket, decides each datagram and
 // sends the results, until the socket is closed. Socket errors other than
 // closure are counted and the loop goes on; bad datagrams are the relay's to
 // count.
-func (s *Server) RoutineRead(rd *reader) {
+func (s *Server) routineRead(rd *reader) {
 	defer s.wg.Done()
 	c := rd.conn
 	local := c.LocalAddr()
@@ -187,11 +189,6 @@ func (s *Server) RoutineRead(rd *reader) {
 	for i := range in {
 		// Leave GrowRoom spare so Handle can add a next-hop or origin.
 		in[i].Buf = make([]byte, MaxPacket, MaxPacket+GrowRoom)
-	}
-	outMsgs := make([]transport.Message, 0, 2*s.cfg.Batch)
-	var shipMsgs []transport.Message
-	if s.cfg.Ship != nil {
-		shipMsgs = make([]transport.Message, 0, 2*s.cfg.Batch)
 	}
 	// What a reader decides leaves by its own socket; what the ship's
 	// device reader decides, by the first public socket.
@@ -201,7 +198,7 @@ func (s *Server) RoutineRead(rd *reader) {
 	}
 	pubLocal := pub.LocalAddr()
 	gso, _ := pub.(transport.GSOer)
-	out := NewOut(s.cfg.Batch)
+	out := s.relay.NewOut(s.cfg.Batch)
 	var lastWarn time.Time
 	for {
 		n, err := c.ReadBatch(in)
@@ -212,7 +209,7 @@ func (s *Server) RoutineRead(rd *reader) {
 			// Not per packet: at most one warning a second, and a pause
 			// so that a socket failing at once cannot spin a core.
 			s.readErr.Add(1)
-			if now := time.Now(); now.Sub(lastWarn) >= time.Second {
+			if now := time.Now(); now.Sub(lastWarn) >= readWarnInterval {
 				s.log.Warn("read failed", zap.Error(err), zap.Uint64("read_errors", s.readErr.Load()))
 				lastWarn = now
 			}
@@ -231,7 +228,7 @@ func (s *Server) RoutineRead(rd *reader) {
 		out.Reset()
 		if s.relay.pending.Len() >= PrefetchMinPending {
 			for i := 0; i < n; i++ {
-				s.relay.Prefetch(in[i].Buf[:in[i].N])
+				s.relay.Prefetch(in[i].Buf[:in[i].N], out)
 			}
 		}
 		for i := 0; i < n; i++ {
@@ -245,33 +242,35 @@ func (s *Server) RoutineRead(rd *reader) {
 			}
 			s.relay.Handle(m.Buf[:m.N:cap(m.Buf)], m.Addr, now, out)
 		}
-		outMsgs = outMsgs[:0]
-		shipMsgs = shipMsgs[:0]
-		for _, snd := range out.Sends {
-			if s.cfg.Ship != nil && snd.From.IsValid() {
-				shipMsgs = append(shipMsgs, transport.Message{Buf: snd.Buf, N: len(snd.Buf), Addr: snd.From})
-				continue
+		if s.cfg.Ship == nil && len(out.ToShip) > 0 {
+			// A fronting relay served without the ship's device: its
+			// lane is reached through the public socket.
+			for _, m := range out.ToShip {
+				out.add(m.Buf, s.relay.shipLane)
 			}
-			if s.cfg.Tap != nil {
-				s.cfg.Tap(false, pubLocal, snd.To, snd.Buf)
+			out.ToShip = out.ToShip[:0]
+		}
+		if s.cfg.Tap != nil {
+			for i := range out.Sends {
+				m := &out.Sends[i]
+				s.cfg.Tap(false, pubLocal, m.Addr, m.Buf[:m.N])
 			}
-			outMsgs = append(outMsgs, transport.Message{Buf: snd.Buf, N: len(snd.Buf), Addr: snd.To})
 		}
 		if gso != nil && gso.GSO() {
 			// Runs to one lane share one send; each lane keeps its order.
-			transport.GroupByAddr(outMsgs)
+			transport.GroupByAddr(out.Sends)
 		}
-		ok := s.writeAll(pub, outMsgs)
-		if len(shipMsgs) > 0 {
+		ok := s.writeAll(pub, out.Sends)
+		if len(out.ToShip) > 0 {
 			// The ship's device closing stops only its own reader.
-			if shipOK := s.writeAll(s.cfg.Ship, shipMsgs); rd.ship {
+			if shipOK := s.writeAll(s.cfg.Ship, out.ToShip); rd.ship {
 				ok = ok && shipOK
 			}
 		}
 		s.service.Observe(s.cfg.Clock.Now()-now, n)
 		// Drop references to datagram buffers before the next read.
-		clear(outMsgs)
-		clear(shipMsgs)
+		clear(out.Sends)
+		clear(out.ToShip)
 		rd.batchMu.Unlock()
 		if !ok {
 			return

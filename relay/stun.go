@@ -28,26 +28,26 @@ import (
 func (r *Relay) stun(b []byte, from netip.AddrPort, now time.Duration, out *Out) {
 	var q scry.STUNRequest
 	if q.Parse(b) != nil {
-		r.drop(KindOther, DropSTUNMalformed)
+		r.drop(out.c, KindOther, DropSTUNMalformed)
 		return
 	}
-	r.counters.in[KindSTUN].Add(1)
+	out.c.in[KindSTUN].Add(1)
 	fromKey := lane.KeyOf(from)
 	if !stunAnswerable(from) || r.routes.IsSelf(fromKey) {
-		r.counters.drops[DropSelf].Add(1)
+		out.c.drops[DropSelf].Add(1)
 		return
 	}
 	r.amp.credit(fromKey, len(b), now)
 	resp := scry.STUNResponse{TxID: q.TxID, Mapped: from}
 	if !r.amp.spend(fromKey, resp.Len(), now) {
-		r.counters.throttled.Add(1)
-		r.counters.drops[DropSTUNThrottled].Add(1)
+		out.c.add(EventAmpThrottled, 1)
+		out.c.drops[DropSTUNThrottled].Add(1)
 		return
 	}
 	// An empty scratch buffer, MaxPacket+GrowRoom bytes of room.
 	out.add(resp.Append(out.scratchCopy(nil)), from)
-	r.counters.out[KindSTUN].Add(1)
-	r.counters.stunAns.Add(1)
+	out.c.out[KindSTUN].Add(1)
+	out.c.add(EventSTUNAnswered, 1)
 }
 
 // stunAnswerable reports whether a response can go to lane from: not port

@@ -56,7 +56,7 @@ func unhex(t testing.TB, s string) []byte {
 
 // stunAnswer checks that sends are one binding response to from for req,
 // and returns it.
-func stunAnswer(t *testing.T, sends []relay.Send, req []byte, from netip.AddrPort) []byte {
+func stunAnswer(t *testing.T, sends []send, req []byte, from netip.AddrPort) []byte {
 	t.Helper()
 	b := oneSend(t, sends, from)
 	var p scry.STUNResponse
@@ -86,8 +86,8 @@ func TestSTUNRequestIsAnswered(t *testing.T) {
 		}
 	}
 	sn := f.snap()
-	if sn.In[relay.KindSTUN] != 3 || sn.Out[relay.KindSTUN] != 3 || sn.STUNAnswered != 3 ||
-		sn.ToShip != 0 || sn.TotalDrops() != 0 || sn.Accounted() != sn.TotalIn() {
+	if sn.In[relay.KindSTUN] != 3 || sn.Out[relay.KindSTUN] != 3 || sn.Events[relay.EventSTUNAnswered] != 3 ||
+		sn.Events[relay.EventToShip] != 0 || sn.TotalDrops() != 0 || sn.Accounted() != sn.TotalIn() {
 		t.Errorf("counters %+v", sn)
 	}
 	// A request with other attributes (RFC 5769's) is answered too.
@@ -149,7 +149,7 @@ func TestMalformedSTUNIsDropped(t *testing.T) {
 	f.handle(good[:20], alice)
 	f.wantDrop(relay.DropMalformedAmes, 2)
 	sn := f.snap()
-	if sn.In[relay.KindOther] != 5 || sn.In[relay.KindSTUN] != 0 || sn.ToShip != 0 || sn.Accounted() != sn.TotalIn() {
+	if sn.In[relay.KindOther] != 5 || sn.In[relay.KindSTUN] != 0 || sn.Events[relay.EventToShip] != 0 || sn.Accounted() != sn.TotalIn() {
 		t.Errorf("counters %+v", sn)
 	}
 }
@@ -163,7 +163,7 @@ func TestSTUNFromSelfOrNowhereIsDropped(t *testing.T) {
 		}
 	}
 	f.wantDrop(relay.DropSelf, uint64(len(froms)))
-	if sn := f.snap(); sn.In[relay.KindSTUN] != uint64(len(froms)) || sn.STUNAnswered != 0 {
+	if sn := f.snap(); sn.In[relay.KindSTUN] != uint64(len(froms)) || sn.Events[relay.EventSTUNAnswered] != 0 {
 		t.Errorf("counters %+v", sn)
 	}
 }
@@ -180,7 +180,7 @@ func TestSTUNWithinAmplificationBudget(t *testing.T) {
 		t.Errorf("over budget, sent %v", sendsTo(s))
 	}
 	f.wantDrop(relay.DropSTUNThrottled, 1)
-	if sn := f.snap(); sn.AmpThrottled != 1 || sn.STUNAnswered != 1 || sn.Accounted() != sn.TotalIn() {
+	if sn := f.snap(); sn.Events[relay.EventAmpThrottled] != 1 || sn.Events[relay.EventSTUNAnswered] != 1 || sn.Accounted() != sn.TotalIn() {
 		t.Errorf("counters %+v", sn)
 	}
 	// Another address has its own budget.
@@ -211,8 +211,8 @@ func TestSTUNAllocatesNothing(t *testing.T) {
 			t.Errorf("%v: a STUN request allocates %v times", from, n)
 		}
 	}
-	if sn := f.snap(); sn.STUNAnswered < 2000 {
-		t.Fatalf("answered %d", sn.STUNAnswered)
+	if sn := f.snap(); sn.Events[relay.EventSTUNAnswered] < 2000 {
+		t.Fatalf("answered %d", sn.Events[relay.EventSTUNAnswered])
 	}
 }
 

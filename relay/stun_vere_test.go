@@ -124,7 +124,7 @@ func TestSTUNVereClient(t *testing.T) {
 		}
 	}
 	sn := r.Counters().Snapshot()
-	if sn.STUNAnswered < 1 || sn.In[relay.KindSTUN] != sn.STUNAnswered || sn.ToShip != 0 || sn.TotalDrops() != 0 {
+	if sn.Events[relay.EventSTUNAnswered] < 1 || sn.In[relay.KindSTUN] != sn.Events[relay.EventSTUNAnswered] || sn.Events[relay.EventToShip] != 0 || sn.TotalDrops() != 0 {
 		t.Errorf("relay counters %+v", sn)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/urbit-relay/relay/internal/seednet"
+	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/endpoint"
 	"github.com/urbit-relay/relay/relay/transport"
 )
@@ -350,7 +351,7 @@ func (n *demoNet) printCounters() {
 		}
 		s := node.Server.Relay().Counters().Snapshot()
 		fmt.Fprintf(n.out, "  %-*s  in %3d  forwards %3d  aggregated %3d  answered %3d  dropped %3d\n",
-			w, node.Name, s.TotalIn(), s.Forwards, s.Aggregated, s.Answered, s.TotalDrops())
+			w, node.Name, s.TotalIn(), s.Events[relay.EventForwardSends], s.Events[relay.EventAggregated], s.Events[relay.EventAnswered], s.TotalDrops())
 	}
 }
 

@@ -126,8 +126,8 @@ func TestDemoKeep(t *testing.T) {
 	for _, u := range urls {
 		code, body := get(t, u[2])
 		m := parseMetrics(t, body)
-		if code != 200 || m["relay_forwards_total"] < 1 || m[`relay_packets_in_total{kind="peek"}`] < 1 {
-			t.Errorf("%s: status %d forwards %v", u[1], code, m["relay_forwards_total"])
+		if code != 200 || m["relay_forward_sends_total"] < 1 || m[`relay_packets_in_total{kind="peek"}`] < 1 {
+			t.Errorf("%s: status %d forwards %v", u[1], code, m["relay_forward_sends_total"])
 		}
 	}
 	cancel()

@@ -247,7 +247,7 @@ func TestE2E(t *testing.T) {
 		`relay_packets_in_total{kind="page"}`:        1,
 		`relay_packets_out_total{kind="peek"}`:       2,
 		`relay_packets_out_total{kind="page"}`:       1,
-		`relay_forwards_total`:                       2,
+		`relay_forward_sends_total`:                  2,
 		`relay_answered_total`:                       1,
 		`relay_drops_total{reason="no_route"}`:       1,
 		`relay_drops_total{reason="malformed_ames"}`: 3,

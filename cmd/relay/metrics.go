@@ -41,25 +41,63 @@ type opsStats struct {
 	ready, stopping atomic.Bool
 }
 
-// relayCollector exports a relay server's counters. It reads the atomic
-// counters at scrape time, so metrics cost nothing per datagram.
+// relayCollector exports a relay server's counters. It sums the relay's
+// per-reader atomic counter blocks at scrape time (Counters.Snapshot), so
+// metrics cost nothing per datagram; every relay.Event is a counter named
+// by the event (eventHelp), and the deprecated names (deprecatedEvents)
+// repeat their renamed events' counts.
 type relayCollector struct {
 	srv     *relay.Server
 	ops     *opsStats // nil: no daemon metrics
 	version string
 
-	packetsIn, packetsOut, drops                             *prometheus.Desc
-	forwards, dualSends, aggregated, retransmits, answered   *prometheus.Desc
-	evictions, toShip, originsInserted, nextHopUnencodable   *prometheus.Desc
+	packetsIn, packetsOut, drops, fromShipDropped            *prometheus.Desc
+	events                                                   []eventDesc // one per relay.Event, then the deprecated names
 	pendingEntries, pendingOps, routes, routeChanges         *prometheus.Desc
 	readBatches, readDatagrams, readErrors, writeErrors      *prometheus.Desc
 	kernelDrops, reloads, galaxyLanes, pinnedLanes, buildInf *prometheus.Desc
-	ampThrottled, forwarded, pagesMatched, cappedForwards    *prometheus.Desc
-	stunAnswered                                             *prometheus.Desc
 	captureRecords, captureDropped, captureBytes             *prometheus.Desc
 	captureRotations, captureErrors                          *prometheus.Desc
 	serviceTime                                              *prometheus.Desc
-	fromShip, fromShipDropped, vouched, hintsScrubbed        *prometheus.Desc
+}
+
+// eventDesc exports one relay.Event as a counter.
+type eventDesc struct {
+	event relay.Event
+	desc  *prometheus.Desc
+}
+
+// eventHelp is each relay.Event's metric help; the metric is named
+// relay_<event>_total.
+var eventHelp = map[relay.Event]string{
+	relay.EventRequestsForwarded:  "Request and legacy ames datagrams forwarded, once each however many routes they went on.",
+	relay.EventForwardSends:       "Datagrams sent for forwarded requests; a request sent on two routes counts twice.",
+	relay.EventDualSends:          "Requests sent on two routes at once (a tighter route on probation).",
+	relay.EventAggregated:         "Requests from a new requester aggregated into a pending entry, not forwarded.",
+	relay.EventRetransmits:        "Repeats from a requester already pending, forwarded again.",
+	relay.EventAnswered:           "Pages sent to requesters.",
+	relay.EventPagesMatched:       "Pages read that matched a pending entry.",
+	relay.EventAmpThrottled:       "Pages and STUN responses not sent to a requester whose address was over its amplification budget.",
+	relay.EventSTUNAnswered:       "STUN binding requests answered by the relay with the requester's lane.",
+	relay.EventCappedForwards:     "Requests past an entry's requester cap, forwarded (unrecorded) to refresh it upstream.",
+	relay.EventEvicted:            "Pending entries shed to make room in a full table.",
+	relay.EventToShip:             "Datagrams handed to the fronted ship's own process (--ship-lane).",
+	relay.EventOriginsInserted:    "Legacy ames packets forwarded with an origin lane inserted.",
+	relay.EventFromShip:           "Datagrams the fronted ship sent through its device (fronting mode).",
+	relay.EventFromShipSent:       "Datagrams the fronted ship sent that were sent on (fronting mode).",
+	relay.EventVouched:            "Sponsee lanes the fronted ship vouched for by sending to them (fronting mode).",
+	relay.EventHintsScrubbed:      "Private next-hops and origins rewritten to the public lane or removed.",
+	relay.EventNextHopUnencodable: "Pages sent without a next-hop because the lane has no 6-byte form (IPv6).",
+}
+
+// deprecatedEvents are metric names kept for one release after their
+// event's metric was renamed; each reports the same count as the new name.
+var deprecatedEvents = []struct {
+	name  string
+	event relay.Event
+}{
+	{"forwarded_total", relay.EventRequestsForwarded}, // now relay_requests_forwarded_total
+	{"forwards_total", relay.EventForwardSends},       // now relay_forward_sends_total
 }
 
 // metricPrefix begins every relay metric name.
@@ -70,49 +108,44 @@ func newRelayCollector(srv *relay.Server, ops *opsStats, version string) *relayC
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(metricPrefix+name, help, labels, nil)
 	}
-	return &relayCollector{
+	c := &relayCollector{
 		srv: srv, ops: ops, version: version,
-		packetsIn:          d("packets_in_total", "Datagrams read, by kind (peek, poke, page, ames, stun, other).", "kind"),
-		packetsOut:         d("packets_out_total", "Datagrams sent, by kind.", "kind"),
-		drops:              d("drops_total", "Datagrams dropped, by reason.", "reason"),
-		forwarded:          d("forwarded_total", "Request and legacy ames datagrams forwarded, once each however many routes they went on."),
-		forwards:           d("forwards_total", "Sends of forwarded requests; a request sent on two routes counts twice."),
-		dualSends:          d("dual_sends_total", "Requests sent on two routes at once (a tighter route on probation)."),
-		aggregated:         d("aggregated_total", "Requests from a new requester aggregated into a pending entry, not forwarded."),
-		retransmits:        d("retransmits_total", "Repeats from a requester already pending, forwarded again."),
-		answered:           d("answered_total", "Pages sent to requesters."),
-		pagesMatched:       d("pages_matched_total", "Pages read that matched a pending entry."),
-		ampThrottled:       d("amp_throttled_total", "Pages and STUN responses not sent to a requester whose address was over its amplification budget."),
-		stunAnswered:       d("stun_answered_total", "STUN binding requests answered by the relay with the requester's lane."),
-		cappedForwards:     d("capped_forwards_total", "Requests past an entry's requester cap, forwarded (unrecorded) to refresh it upstream."),
-		evictions:          d("pending_evictions_total", "Pending entries shed to make room in a full table."),
-		toShip:             d("to_ship_total", "Datagrams handed to the fronted ship's own process (--ship-lane)."),
-		originsInserted:    d("origins_inserted_total", "Legacy ames packets forwarded with an origin lane inserted."),
-		fromShip:           d("from_ship_total", "Datagrams the fronted ship sent through its device (fronting mode)."),
-		fromShipDropped:    d("from_ship_dropped_total", "Datagrams the fronted ship sent that were not sent on, by reason.", "reason"),
-		vouched:            d("vouched_lanes_total", "Sponsee lanes the fronted ship vouched for by sending to them (fronting mode)."),
-		hintsScrubbed:      d("hints_scrubbed_total", "Private next-hops and origins rewritten to the public lane or removed."),
-		nextHopUnencodable: d("next_hop_unencodable_total", "Pages sent without a next-hop because the lane has no 6-byte form (IPv6)."),
-		pendingEntries:     d("pending_entries", "Live entries in the pending-request table."),
-		pendingOps:         d("pending_operations_total", "Pending-table operations, by result.", "op"),
-		routes:             d("routes", "Ships with learned routing state (direct lanes, next-hop hints)."),
-		routeChanges:       d("route_changes_total", "Times a ship's best route changed."),
-		readBatches:        d("read_batches_total", "Socket reads (recvmmsg calls that returned datagrams)."),
-		readDatagrams:      d("read_batch_datagrams_total", "Datagrams over all read batches; divided by read_batches_total, the mean batch size."),
-		readErrors:         d("read_errors_total", "Failed socket reads, other than at shutdown."),
-		writeErrors:        d("write_errors_total", "Datagrams the socket refused to send."),
-		kernelDrops:        d("kernel_receive_drops_total", "Datagrams the kernel dropped because the socket's receive queue was full."),
-		reloads:            d("config_reloads_total", "Config reloads on SIGHUP, by result (ok, error).", "result"),
-		galaxyLanes:        d("galaxy_lanes", "Galaxies with a configured or DNS-resolved lane."),
-		pinnedLanes:        d("pinned_lanes", "Ships with a pinned lane (--lane, \"lanes\")."),
-		captureRecords:     d("capture_records_total", "Datagrams written to the --capture file."),
-		captureBytes:       d("capture_bytes_total", "Bytes written to the --capture files, pcap headers included."),
-		captureDropped:     d("capture_dropped_total", "Datagrams not captured (the disk fell behind, or a write failed)."),
-		captureRotations:   d("capture_rotations_total", "Capture files started after the first."),
-		captureErrors:      d("capture_write_errors_total", "Failed capture file operations (create, write, rename)."),
-		serviceTime:        d("service_seconds", "Time datagrams spend in the relay: from the read that brought one to the last write of its batch; the latency the relay adds."),
-		buildInf:           d("build_info", "Always 1; labels give the relay's version and Go version.", "version", "goversion"),
+		packetsIn:        d("packets_in_total", "Datagrams read, by kind (peek, poke, page, ames, stun, other).", "kind"),
+		packetsOut:       d("packets_out_total", "Datagrams sent, by kind.", "kind"),
+		drops:            d("drops_total", "Datagrams dropped, by reason.", "reason"),
+		fromShipDropped:  d("from_ship_dropped_total", "Datagrams the fronted ship sent that were not sent on, by reason.", "reason"),
+		pendingEntries:   d("pending_entries", "Live entries in the pending-request table."),
+		pendingOps:       d("pending_operations_total", "Pending-table operations, by result.", "op"),
+		routes:           d("routes", "Ships with learned routing state (direct lanes, next-hop hints)."),
+		routeChanges:     d("route_changes_total", "Times a ship's best route changed."),
+		readBatches:      d("read_batches_total", "Socket reads (recvmmsg calls that returned datagrams)."),
+		readDatagrams:    d("read_batch_datagrams_total", "Datagrams over all read batches; divided by read_batches_total, the mean batch size."),
+		readErrors:       d("read_errors_total", "Failed socket reads, other than at shutdown."),
+		writeErrors:      d("write_errors_total", "Datagrams the socket refused to send."),
+		kernelDrops:      d("kernel_receive_drops_total", "Datagrams the kernel dropped because the socket's receive queue was full."),
+		reloads:          d("config_reloads_total", "Config reloads on SIGHUP, by result (ok, error).", "result"),
+		galaxyLanes:      d("galaxy_lanes", "Galaxies with a configured or DNS-resolved lane."),
+		pinnedLanes:      d("pinned_lanes", "Ships with a pinned lane (--lane, \"lanes\")."),
+		captureRecords:   d("capture_records_total", "Datagrams written to the --capture file."),
+		captureBytes:     d("capture_bytes_total", "Bytes written to the --capture files, pcap headers included."),
+		captureDropped:   d("capture_dropped_total", "Datagrams not captured (the disk fell behind, or a write failed)."),
+		captureRotations: d("capture_rotations_total", "Capture files started after the first."),
+		captureErrors:    d("capture_write_errors_total", "Failed capture file operations (create, write, rename)."),
+		serviceTime:      d("service_seconds", "Time datagrams spend in the relay: from the read that brought one to the last write of its batch; the latency the relay adds."),
+		buildInf:         d("build_info", "Always 1; labels give the relay's version and Go version.", "version", "goversion"),
 	}
+	for _, e := range relay.Events() {
+		help, ok := eventHelp[e]
+		if !ok {
+			panic("metrics: no help for relay event " + e.String())
+		}
+		c.events = append(c.events, eventDesc{e, d(e.String()+"_total", help)})
+	}
+	for _, old := range deprecatedEvents {
+		help := "Deprecated: renamed relay_" + old.event.String() + "_total, which reports the same count; this name goes in the next release."
+		c.events = append(c.events, eventDesc{old.event, d(old.name, help)})
+	}
+	return c
 }
 
 // pendingOpNames labels relay_pending_operations_total, in pit.Stats order.
@@ -121,13 +154,14 @@ var pendingOpNames = []string{"added", "retransmit", "aggregated", "joined", "re
 // Describe sends every descriptor.
 func (c *relayCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		c.packetsIn, c.packetsOut, c.drops, c.forwarded, c.forwards, c.dualSends, c.aggregated, c.retransmits,
-		c.answered, c.pagesMatched, c.ampThrottled, c.stunAnswered, c.cappedForwards, c.evictions, c.toShip, c.originsInserted, c.nextHopUnencodable,
+		c.packetsIn, c.packetsOut, c.drops, c.fromShipDropped,
 		c.pendingEntries, c.pendingOps, c.routes, c.routeChanges, c.readBatches, c.readDatagrams,
 		c.readErrors, c.writeErrors, c.kernelDrops, c.serviceTime, c.buildInf,
-		c.fromShip, c.fromShipDropped, c.vouched, c.hintsScrubbed,
 	} {
 		ch <- d
+	}
+	for _, e := range c.events {
+		ch <- e.desc
 	}
 	if c.ops != nil {
 		ch <- c.reloads
@@ -160,26 +194,12 @@ func (c *relayCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, d := range relay.Drops() {
 		counter(c.drops, snap.Drops[d], d.String())
 	}
-	counter(c.forwarded, snap.Forwarded)
-	counter(c.forwards, snap.Forwards)
-	counter(c.dualSends, snap.DualSends)
-	counter(c.aggregated, snap.Aggregated)
-	counter(c.retransmits, snap.Retransmits)
-	counter(c.answered, snap.Answered)
-	counter(c.pagesMatched, snap.PagesMatched)
-	counter(c.ampThrottled, snap.AmpThrottled)
-	counter(c.stunAnswered, snap.STUNAnswered)
-	counter(c.cappedForwards, snap.CappedForwards)
-	counter(c.evictions, snap.Evicted)
-	counter(c.toShip, snap.ToShip)
-	counter(c.originsInserted, snap.OriginsInserted)
-	counter(c.nextHopUnencodable, snap.NextHopUnencodable)
-	counter(c.fromShip, snap.FromShip)
 	for _, d := range relay.ShipDrops() {
 		counter(c.fromShipDropped, snap.ShipDrops[d], d.String())
 	}
-	counter(c.vouched, snap.Vouched)
-	counter(c.hintsScrubbed, snap.HintsScrubbed)
+	for _, e := range c.events {
+		counter(e.desc, snap.Events[e.event])
+	}
 
 	ps := r.Pending().Stats()
 	gauge(c.pendingEntries, float64(r.Pending().Len()))

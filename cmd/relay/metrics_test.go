@@ -161,7 +161,10 @@ func TestMetrics(t *testing.T) {
 		`relay_packets_in_total{kind="page"}`:                                      1,
 		`relay_packets_out_total{kind="peek"}`:                                     1,
 		`relay_packets_out_total{kind="page"}`:                                     1,
-		`relay_forwards_total`:                                                     1,
+		`relay_forward_sends_total`:                                                1,
+		`relay_forwards_total`:                                                     1, // deprecated name, same count
+		`relay_requests_forwarded_total`:                                           1,
+		`relay_forwarded_total`:                                                    1, // deprecated name, same count
 		`relay_answered_total`:                                                     1,
 		`relay_aggregated_total`:                                                   0,
 		`relay_drops_total{reason="malformed_ames"}`:                               3,

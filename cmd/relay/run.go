@@ -244,7 +244,7 @@ func (d *daemon) stop() {
 		out += n
 	}
 	d.log.Info("relay stopped", zap.Uint64("in", snap.TotalIn()), zap.Uint64("out", out),
-		zap.Uint64("forwards", snap.Forwards), zap.Uint64("answered", snap.Answered), zap.Uint64("drops", snap.TotalDrops()))
+		zap.Uint64("forwards", snap.Events[relay.EventForwardSends]), zap.Uint64("answered", snap.Events[relay.EventAnswered]), zap.Uint64("drops", snap.TotalDrops()))
 	d.log.Sync()
 }
 

@@ -183,7 +183,7 @@ func writeSnapshot(w io.Writer, s *relay.Snapshot) {
 		}
 	}
 	fmt.Fprintf(w, "  in: %s\n  out: %s\n  drops: %s\n  answered %d, aggregated %d, retransmits %d\n",
-		strings.Join(in, ", "), strings.Join(out, ", "), strings.Join(drops, ", "), s.Answered, s.Aggregated, s.Retransmits)
+		strings.Join(in, ", "), strings.Join(out, ", "), strings.Join(drops, ", "), s.Events[relay.EventAnswered], s.Events[relay.EventAggregated], s.Events[relay.EventRetransmits])
 }
 
 // generate runs the mix's simulation and returns its records and the

@@ -111,7 +111,7 @@ func (s *sim) relayHear(from netip.AddrPort, b []byte) {
 	s.relay.Handle(buf, from, s.now, s.out)
 	for _, snd := range s.out.Sends {
 		c := append([]byte(nil), snd.Buf...)
-		to := snd.To
+		to := snd.Addr
 		s.record(s.relayLane, to, c)
 		if s.rng.Float64() < s.lossOut {
 			continue

@@ -91,7 +91,7 @@ type pollRun struct {
 	publisherPPS, galaxiesPPS float64
 	// Relays' totals over the run: requests refused for a full pending
 	// entry, requests past the cap forwarded to refresh the entry upstream
-	// (relay.Snapshot.CappedForwards), and requests dropped because the
+	// (relay.EventCappedForwards), and requests dropped because the
 	// receiver was a sponsee whose lane the relay did not know.
 	requestersFull, cappedForwards, sponseeUnknown uint64
 	evicted, throttled                             uint64 // relays' pending evictions and amplification refusals
@@ -246,9 +246,9 @@ func pollOnce(p params, mode followMode, subs int) (pollRun, error) {
 	r.galaxiesPPS = galIn / idleTime[1].Seconds()
 	snap := n.RelayTotals()
 	r.requestersFull = snap.Drops[relay.DropRequestersFull]
-	r.cappedForwards = snap.CappedForwards
+	r.cappedForwards = snap.Events[relay.EventCappedForwards]
 	r.sponseeUnknown = snap.Drops[relay.DropSponseeUnknown]
-	r.evicted, r.throttled = snap.Evicted, snap.AmpThrottled
+	r.evicted, r.throttled = snap.Events[relay.EventEvicted], snap.Events[relay.EventAmpThrottled]
 	return r, nil
 }
 
@@ -355,7 +355,7 @@ func (r *notificationsResult) notes() []string {
 	return []string{
 		fmt.Sprintf("**A relay keeps a sponsee's lane while requests to it go unanswered** (fixed). A request unanswered for `DefaultProbeTimeout` counts against the lane it went to, and a poll for a value not grown yet looks the same, so a star relay forwarding polls to its planet used to drop the planet's lane and answer every request for it with `sponsee_unknown` until the planet's next ping. A lane learned from the ship's own pokes, its pings to its sponsor (`route.Table.Contacted`), is now exempt: it expires only after `DirectLaneExpiry` (%v) of silence. Over the %d runs of *Notifications against polling* without the protocol, relays dropped %d requests for an unknown sponsee.",
 			prose(route.DefaultDirectLaneExpiry), polls, unknown),
-		fmt.Sprintf("**Polling still undoes the subscriber's own tightened route.** The direct lane a subscriber learned from the publisher's answers (`Routes.Heard`) is probed like any lane learned from answers, so unanswered polls demote it, then drop it, and polls go back up the chain to the publisher's galaxy. There every subscriber meets one pending entry per value, of at most %d requesters: polling every %v, relays refused %d polls for a full entry and forwarded %d more past the cap to refresh the entry upstream (`relay.Snapshot.CappedForwards`, once per suppression window, so a lost forward no longer leaves the entry waiting). %s The notification protocol avoids both: acks and heartbeat answers keep its lanes proven, and each subscriber's heartbeat has its own name.",
+		fmt.Sprintf("**Polling still undoes the subscriber's own tightened route.** The direct lane a subscriber learned from the publisher's answers (`route.Table.Heard`) is probed like any lane learned from answers, so unanswered polls demote it, then drop it, and polls go back up the chain to the publisher's galaxy. There every subscriber meets one pending entry per value, of at most %d requesters: polling every %v, relays refused %d polls for a full entry and forwarded %d more past the cap to refresh the entry upstream (`relay.EventCappedForwards`, once per suppression window, so a lost forward no longer leaves the entry waiting). %s The notification protocol avoids both: acks and heartbeat answers keep its lanes proven, and each subscriber's heartbeat has its own name.",
 			pit.DefaultMaxRequestersPerEntry, prose(poll.mode.interval), poll.requestersFull, poll.cappedForwards, delivery),
 	}
 }

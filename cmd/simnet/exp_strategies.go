@@ -90,7 +90,7 @@ type strategyRun struct {
 	relayDrops [len(relay.Snapshot{}.Drops)]uint64
 	evicted    uint64 // pending entries the relays shed for room
 	// cappedForwards are requests past an entry's requester cap that the
-	// relays forwarded to refresh it upstream (relay.Snapshot.CappedForwards).
+	// relays forwarded to refresh it upstream (relay.EventCappedForwards).
 	cappedForwards uint64
 	throttled      uint64 // pages the relays' amplification budget refused
 }
@@ -172,8 +172,8 @@ func strategyOnce(p params, st sim.Strategy, lat sim.LatencyModel) (strategyRun,
 	}
 	snap := n.RelayTotals()
 	r.relayDrops = snap.Drops
-	r.evicted, r.throttled = snap.Evicted, snap.AmpThrottled
-	r.cappedForwards = snap.CappedForwards
+	r.evicted, r.throttled = snap.Events[relay.EventEvicted], snap.Events[relay.EventAmpThrottled]
+	r.cappedForwards = snap.Events[relay.EventCappedForwards]
 	return r, nil
 }
 

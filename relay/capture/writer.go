@@ -57,6 +57,7 @@ type Writer struct {
 	full     chan *chunk // chunks for the disk goroutine, in order; never blocks (cap = Chunks)
 	free     chan *chunk // empty chunks
 	done     chan struct{}
+	flushReq chan chan struct{} // flushNow's requests to routineDisk
 	wg       sync.WaitGroup
 	once     sync.Once
 
@@ -96,6 +97,7 @@ func NewRotating(path string, maxBytes int64, maxFiles int) (*Writer, error) {
 		full:     make(chan *chunk, Chunks),
 		free:     make(chan *chunk, Chunks),
 		done:     make(chan struct{}),
+		flushReq: make(chan chan struct{}),
 		scratch:  make([]byte, 0, Snaplen+IPv6HeaderLen+UDPHeaderLen),
 	}
 	for range Chunks {
@@ -195,6 +197,9 @@ func (w *Writer) routineDisk() {
 			w.writeChunk(c)
 		case <-t.C:
 			w.flush()
+		case ack := <-w.flushReq:
+			w.flush()
+			close(ack)
 		case <-w.done:
 			// closed was set before done was closed, so nothing more
 			// is added.
@@ -207,6 +212,18 @@ func (w *Writer) routineDisk() {
 			}
 			return
 		}
+	}
+}
+
+// flushNow has the disk goroutine flush, as it does every FlushInterval,
+// and returns when it has (or at once after Close). Tests call it where
+// they would otherwise wait for the disk goroutine to catch up.
+func (w *Writer) flushNow() {
+	ack := make(chan struct{})
+	select {
+	case w.flushReq <- ack:
+		<-ack
+	case <-w.done:
 	}
 }
 

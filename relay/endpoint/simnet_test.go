@@ -144,7 +144,7 @@ func (n *simNet) deliver(nd *simNode, from netip.AddrPort, b []byte) {
 		nd.out.Reset()
 		nd.relay.Handle(b, from, n.now, nd.out)
 		for _, s := range nd.out.Sends {
-			n.sendOne(nd.addr, s.To, s.Buf)
+			n.sendOne(nd.addr, s.Addr, s.Buf)
 		}
 		return
 	}

@@ -70,4 +70,10 @@ const (
 	// MaxTargets is the most lanes one request is sent to: the tightest
 	// untried route and the tightest known-good one.
 	MaxTargets = 2
+
+	// routeFreeListCap is how many evicted route records the route table
+	// keeps for reuse (Table.free): enough to absorb a burst of
+	// evictions without allocating, few enough that a table which shrank
+	// does not hoard them.
+	routeFreeListCap = 64
 )

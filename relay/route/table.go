@@ -180,7 +180,7 @@ func New(self lane.Ship, sponsors *lane.Sponsors, cfg Config) (*Table, error) {
 	r.selfKeys.Store(&[]lane.Key{})
 	t, err := simplelru.NewLRU[lane.Ship, *route](cfg.MaxRoutes, func(_ lane.Ship, v *route) {
 		// Called with mu held, from Add.
-		if len(r.free) < 64 {
+		if len(r.free) < routeFreeListCap {
 			r.free = append(r.free, v)
 		}
 	})

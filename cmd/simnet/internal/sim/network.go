@@ -372,10 +372,10 @@ func (n *Network) deliver(ev *event) {
 		n.relayOut.Reset()
 		r.Handle(ev.buf, ev.from, n.now, n.relayOut)
 		for _, s := range n.relayOut.Sends {
-			if s.To == nd.relayCfg.ShipLane {
+			if s.Addr == nd.relayCfg.ShipLane {
 				n.loopback(nd.peer, nd.lane, s.Buf)
 			} else {
-				n.send(ev.node, nd.lane, s.To, s.Buf)
+				n.send(ev.node, nd.lane, s.Addr, s.Buf)
 			}
 		}
 	default:

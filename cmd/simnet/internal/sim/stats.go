@@ -1,8 +1,6 @@
 package sim
 
 import (
-	"reflect"
-
 	"github.com/urbit-relay/relay/relay"
 )
 
@@ -59,23 +57,9 @@ func (n *Network) RelayTotals() relay.Snapshot {
 	return t
 }
 
-// addSnapshots returns a + b, field by field. It walks the struct by
-// reflection so that counters added to relay.Snapshot later are summed too:
-// every field is a uint64 or an array of them.
+// addSnapshots returns a + b (relay.Snapshot.Add, which sums every
+// counter of the relay's tables).
 func addSnapshots(a, b relay.Snapshot) relay.Snapshot {
-	va, vb := reflect.ValueOf(&a).Elem(), reflect.ValueOf(b)
-	for i := range va.NumField() {
-		fa, fb := va.Field(i), vb.Field(i)
-		switch fa.Kind() {
-		case reflect.Uint64:
-			fa.SetUint(fa.Uint() + fb.Uint())
-		case reflect.Array:
-			for j := range fa.Len() {
-				if e := fa.Index(j); e.Kind() == reflect.Uint64 {
-					e.SetUint(e.Uint() + fb.Index(j).Uint())
-				}
-			}
-		}
-	}
+	a.Add(&b)
 	return a
 }

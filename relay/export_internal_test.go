@@ -1,0 +1,5 @@
+package relay
+
+// PrefetchedTaken returns how many keys computed by Prefetch since o's
+// last Reset Handle has taken instead of hashing again (for tests).
+func (o *Out) PrefetchedTaken() int { return o.preNext }
