@@ -3,6 +3,7 @@ package relay_test
 import (
 	"fmt"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 
 	"github.com/urbit-relay/relay/relay"
@@ -122,4 +123,37 @@ func BenchmarkDecideBatch(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkDecideParallel runs request/page round trips from every
+// goroutine at once (b.RunParallel; -cpu sets how many), each with its own
+// Out (Relay.NewOut: its own counter block) and its own requester lane and
+// names, as the readers of `relay run --sockets N` do. What is left shared
+// is the route table's lock and the pending table's shards;
+// `-mutexprofile` shows which one the goroutines wait on.
+func BenchmarkDecideParallel(b *testing.B) {
+	f := newFixture(b, func(c *relay.Config) {
+		c.Amp = relay.AmpConfig{Factor: 64, Rate: 1 << 30, Burst: 1 << 40, Initial: 1 << 40}
+	})
+	var next atomic.Uint32
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		id := next.Add(1)
+		out := f.r.NewOut(4)
+		from := netip.AddrPortFrom(netip.AddrFrom4([4]byte{203, 0, 113, byte(id)}), 5000)
+		path := fmt.Sprintf("parallel/%d", id)
+		req := peek(b, "~nec", path, 0)
+		p := scry.NewPage(name(b, "~nec", path), scry.Data{Total: 1024, AuthKind: scry.AuthSign, Auth: make([]byte, 64), Frag: make([]byte, 1024)})
+		pg := p.Append(nil)
+		rb := make([]byte, len(req), len(req)+relay.GrowRoom)
+		gb := make([]byte, len(pg), len(pg)+relay.GrowRoom)
+		for pb.Next() {
+			copy(rb, req)
+			out.Reset()
+			f.r.Handle(rb, from, f.now, out)
+			copy(gb, pg)
+			out.Reset()
+			f.r.Handle(gb, necLane, f.now, out)
+		}
+	})
 }
