@@ -2,9 +2,9 @@ package lane
 
 import (
 	"encoding/binary"
-	"math/bits"
 	"errors"
 	"fmt"
+	"math/bits"
 	"net/netip"
 )
 
