@@ -1,0 +1,236 @@
+package route
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/urbit-relay/relay/lane"
+)
+
+// The route table's rules tested on the table itself (the relay's tests
+// exercise them through its decision core), so that mutation testing of
+// this package sees them.
+
+var (
+	nec       = lane.Ship{Lo: 1}           // a galaxy
+	marnec    = lane.Ship{Lo: 0x0101}      // a star under ~nec
+	planet    = lane.Ship{Lo: 0x0005_0101} // a planet under ~marnec
+	self      = lane.Ship{Lo: 0x0100}      // the fronted star, under ~zod
+	necKey    = key("198.51.100.3:13338")
+	marnecKey = key("203.0.113.60:13337")
+	planetKey = key("203.0.113.40:8000")
+	alice     = key("203.0.113.10:5000")
+	hintKey   = key("203.0.113.70:7000")
+)
+
+func key(s string) lane.Key { return lane.KeyOf(netip.MustParseAddrPort(s)) }
+
+func newTable(t *testing.T) *Table {
+	t.Helper()
+	rt, err := New(self, nil, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.SetStatic(map[lane.Ship]lane.Key{nec: necKey})
+	return rt
+}
+
+func lanes(t Targets) []lane.Key { return t.Lanes[:t.N] }
+
+func wantLanes(t *testing.T, what string, got Targets, want ...lane.Key) {
+	t.Helper()
+	if got.N != len(want) {
+		t.Fatalf("%s: lanes %v, want %v", what, lanes(got), want)
+	}
+	for i := range want {
+		if got.Lanes[i] != want[i] {
+			t.Fatalf("%s: lanes %v, want %v", what, lanes(got), want)
+		}
+	}
+}
+
+const sec = time.Second
+
+// TestGalaxyThenDirect: with nothing known the galaxy carries the request;
+// a proven direct lane is then used alone.
+func TestGalaxyThenDirect(t *testing.T) {
+	rt := newTable(t)
+	wantLanes(t, "nothing known", rt.Select(planet, alice, sec), necKey)
+	rt.Heard(planet, planetKey, sec)
+	wantLanes(t, "direct proven", rt.Select(planet, alice, sec), planetKey)
+	// The direct lane expires after DirectLaneExpiry of silence.
+	wantLanes(t, "expired", rt.Select(planet, alice, sec+DefaultDirectLaneExpiry), necKey)
+}
+
+// TestNeverBackWhereItCame: a candidate that is the lane the request came
+// from is skipped and marked Looped; our own lanes are never targets.
+func TestNeverBackWhereItCame(t *testing.T) {
+	rt := newTable(t)
+	got := rt.Select(planet, necKey, sec)
+	if got.N != 0 || !got.Looped {
+		t.Fatalf("from the galaxy: %v looped %v", lanes(got), got.Looped)
+	}
+	rt.AddSelf(necKey)
+	if got := rt.Select(planet, alice, sec); got.N != 0 || got.Looped {
+		t.Fatalf("our own lane chosen: %v", lanes(got))
+	}
+	if !rt.IsSelf(necKey) || rt.IsSelf(alice) {
+		t.Fatal("IsSelf wrong")
+	}
+}
+
+// TestSponsee: a receiver below the fronted ship whose lane is unknown has
+// no route, and says so.
+func TestSponsee(t *testing.T) {
+	rt := newTable(t)
+	sponsee := lane.Ship{Lo: 0x0005_0100}
+	if got := rt.Select(sponsee, alice, sec); got.N != 0 || !got.Sponsee {
+		t.Fatalf("sponsee: %v sponsee %v", lanes(got), got.Sponsee)
+	}
+	rt.Contacted(sponsee, planetKey, sec)
+	wantLanes(t, "pinged", rt.Select(sponsee, alice, sec), planetKey)
+}
+
+// TestHintTightensAndFailsBack: a next-hop from the galaxy's answer is tried
+// beside the galaxy until it answers; a silent hint is dropped after
+// CandidateFailures probes and not taken back for BadLaneHold.
+func TestHintTightensAndFailsBack(t *testing.T) {
+	rt := newTable(t)
+	now := sec
+	rt.Select(planet, alice, now)
+	rt.Answered(planet, necKey, hintKey, true, now)
+	wantLanes(t, "hint on probation", rt.Select(planet, alice, now), hintKey, necKey)
+	for i := 0; i < DefaultCandidateFailures; i++ {
+		now += DefaultProbeTimeout
+		rt.Select(planet, alice, now)
+	}
+	wantLanes(t, "hint dropped", rt.Select(planet, alice, now), necKey)
+	rt.Answered(planet, necKey, hintKey, true, now)
+	wantLanes(t, "held", rt.Select(planet, alice, now), necKey)
+	now += DefaultBadLaneHold
+	rt.Answered(planet, necKey, hintKey, true, now)
+	wantLanes(t, "tried again after the hold", rt.Select(planet, alice, now), hintKey, necKey)
+	// An answer through the hint proves it: then it is used alone.
+	rt.Answered(planet, hintKey, lane.Key{}, true, now)
+	wantLanes(t, "hint proven", rt.Select(planet, alice, now), hintKey)
+}
+
+// TestPlanCommit: a plan changes nothing; committing it starts probes, and
+// a committed probe unanswered for ProvenFailures timeouts, with the lane
+// silent, demotes it; a lane heard from meanwhile is kept.
+func TestPlanCommit(t *testing.T) {
+	for _, heard := range []bool{false, true} {
+		rt := newTable(t)
+		rt.Heard(planet, planetKey, sec)
+		now := sec
+		q := Query{Rcvr: planet, From: alice}
+		for i := 0; i < 5; i++ {
+			rt.Plan(q, now)
+			now += DefaultProbeTimeout
+		}
+		if info, _ := rt.Info(planet); !info.DirectProven {
+			t.Fatal("plans demoted the lane")
+		}
+		for i := 0; i < DefaultProvenFailures; i++ {
+			p := rt.Plan(q, now)
+			rt.Commit(&p, now)
+			if heard {
+				rt.Arrived(planetKey, now+DefaultProbeTimeout/2)
+			}
+			now += DefaultProbeTimeout
+		}
+		p := rt.Plan(q, now)
+		if heard {
+			wantLanes(t, "heard", p.Targets, planetKey)
+		} else {
+			wantLanes(t, "silent", p.Targets, planetKey, necKey)
+		}
+	}
+}
+
+// admitNone refuses every plan.
+type admitNone struct{ asked int }
+
+func (a *admitNone) Admit() bool { a.asked++; return false }
+
+// TestRouteAdmission: a refused plan commits nothing: no probe, no learned
+// sender.
+func TestRouteAdmission(t *testing.T) {
+	rt := newTable(t)
+	rt.Heard(planet, planetKey, sec)
+	a := &admitNone{}
+	now := sec
+	var p Plan
+	for i := 0; i < 4*DefaultProvenFailures; i++ {
+		if rt.Route(&p, Query{Rcvr: planet, From: alice, Sender: marnec, Learn: true}, now, a) {
+			t.Fatal("refused plan reported committed")
+		}
+		now += DefaultProbeTimeout
+	}
+	if a.asked == 0 {
+		t.Fatal("admitter never asked")
+	}
+	if info, _ := rt.Info(planet); !info.DirectProven {
+		t.Fatal("refused plans demoted the lane")
+	}
+	if _, ok := rt.DirectLane(marnec, now); ok {
+		t.Fatal("a refused plan taught its sender's lane")
+	}
+	if !rt.Route(&p, Query{Rcvr: planet, From: alice, Sender: marnec, Learn: true}, now, nil) {
+		t.Fatal("admitted plan not committed")
+	}
+	if k, ok := rt.DirectLane(marnec, now); !ok || k != alice {
+		t.Fatal("an admitted plan did not teach its sender's lane")
+	}
+}
+
+// TestForwarders: a star's lane is tried for its planets beside the galaxy
+// until a relayed page comes back from it; a configured relay is trusted at
+// once; a star that never forwards is set aside, but stays the last resort.
+func TestForwarders(t *testing.T) {
+	rt := newTable(t)
+	rt.Contacted(marnec, marnecKey, sec)
+	wantLanes(t, "unproven star", rt.Select(planet, alice, sec), marnecKey, necKey)
+	rt.Answered(planet, marnecKey, lane.Key{}, false, sec) // hop 0: not a forward
+	wantLanes(t, "hop-0 page", rt.Select(planet, alice, sec), marnecKey, necKey)
+	rt.Answered(planet, marnecKey, lane.Key{}, true, sec)
+	wantLanes(t, "forwarded", rt.Select(planet, alice, sec), marnecKey)
+
+	rt = newTable(t)
+	rt.SetRelays(map[lane.Ship]lane.Key{marnec: marnecKey})
+	wantLanes(t, "configured relay", rt.Select(planet, alice, sec), marnecKey)
+
+	rt = newTable(t)
+	rt.SetStatic(nil)
+	rt.Contacted(marnec, marnecKey, sec)
+	now := sec
+	for i := 0; i < DefaultCandidateFailures; i++ {
+		wantLanes(t, "only the star", rt.Select(planet, alice, now), marnecKey)
+		now += DefaultProbeTimeout
+	}
+	wantLanes(t, "last resort", rt.Select(planet, alice, now), marnecKey)
+	rt.SetStatic(map[lane.Ship]lane.Key{nec: necKey})
+	wantLanes(t, "set aside", rt.Select(planet, alice, now), necKey)
+}
+
+// TestVouched: a lane the ship vouched for outlives the wire's expiry and
+// is not displaced by a lane learned from the wire.
+func TestVouched(t *testing.T) {
+	rt := newTable(t)
+	rt.Vouch(planet, planetKey, sec)
+	rt.Contacted(planet, alice, 2*sec)
+	if k, ok := rt.DirectLane(planet, 2*sec); !ok || k != planetKey {
+		t.Fatalf("a wire-learned lane displaced the vouched one: %v", k)
+	}
+	if _, ok := rt.DirectLane(planet, sec+DefaultDirectLaneExpiry+sec); !ok {
+		t.Fatal("vouched lane expired with the wire's expiry")
+	}
+	if _, ok := rt.DirectLane(planet, sec+DefaultVouchedLaneExpiry); ok {
+		t.Fatal("vouched lane outlived VouchedLaneExpiry")
+	}
+	rt.Contacted(planet, alice, sec+DefaultVouchedLaneExpiry)
+	if k, _ := rt.DirectLane(planet, sec+DefaultVouchedLaneExpiry); k != alice {
+		t.Fatal("a stale vouched lane kept out a fresh one")
+	}
+}
