@@ -49,13 +49,7 @@ type pingSlot struct {
 	at   time.Duration
 }
 
-func pingSlotOf(k lane.Key) int {
-	h := uint64(k.Port) * 0x9E3779B97F4A7C15
-	for _, b := range k.IP {
-		h = (h ^ uint64(b)) * 0x100000001B3
-	}
-	return int(h % PingTableSlots)
-}
+func pingSlotOf(k lane.Key) int { return int(k.Hash() % PingTableSlots) }
 
 func (t *pingTable) put(from lane.Key, s lane.Ship, now time.Duration) {
 	t.mu.Lock()
@@ -110,22 +104,6 @@ func (t *stunTable) take(tx [12]byte, now time.Duration) bool {
 	return false
 }
 
-// stunTxID returns the transaction id of STUN message b (a request or a
-// response: the RFC 8489 header, magic cookie at 4-7).
-func stunTxID(b []byte) (tx [12]byte, ok bool) {
-	if len(b) < 20 || b[0]&0xC0 != 0 || b[4] != 0x21 || b[5] != 0x12 || b[6] != 0xA4 || b[7] != 0x42 {
-		return tx, false
-	}
-	copy(tx[:], b[8:20])
-	return tx, true
-}
-
-// isSTUNSuccess reports whether b is a STUN binding success response.
-func isSTUNSuccess(b []byte) bool {
-	_, ok := stunTxID(b)
-	return ok && b[0] == 0x01 && b[1] == 0x01
-}
-
 // shipSafe reports whether b may be handed to the ship's process: vere's
 // legacy ames driver reads far past a datagram of 4-9 bytes whose relayed
 // bit is set (bit 31 = 0; shared/reference/ames, "Crash on 4-9 byte
@@ -135,19 +113,35 @@ func shipSafe(b []byte) bool {
 	return len(b) >= scry.AmesHeaderLen+scry.AmesOriginLen || len(b) < scry.AmesHeaderLen || b[3]&0x80 != 0
 }
 
-// toShip hands b, heard from lane from, to the fronted ship's process.
-func (r *Relay) toShip(b []byte, k Kind, from netip.AddrPort, out *Out) {
+// toShip hands b, heard from lane from, to the fronted ship's process, and
+// reports whether it did.
+func (r *Relay) toShip(b []byte, k Kind, from netip.AddrPort, out *Out) bool {
 	if !shipSafe(b) {
 		out.c.drops[DropShipUnsafe].Add(1)
-		return
+		return false
 	}
 	out.c.add(EventToShip, 1)
 	out.c.out[k].Add(1)
 	if r.front {
 		out.ToShip = append(out.ToShip, transport.Message{Buf: b, N: len(b), Addr: from})
-		return
+		return true
 	}
 	out.add(b, r.shipLane)
+	return true
+}
+
+// handToShip hands b to the ship (toShip) and then, only if it was handed
+// over and learn is set, records sender as contacting us from fromKey; a
+// ping (a packet addressed to the ship itself), in front mode, also as one
+// whose answer on that lane vouches for the sender (pingTable).
+func (r *Relay) handToShip(b []byte, k Kind, from netip.AddrPort, fromKey lane.Key, sender lane.Ship, learn, ping bool, now time.Duration, out *Out) {
+	if !r.toShip(b, k, from, out) || !learn {
+		return
+	}
+	r.routes.Contacted(sender, fromKey, now)
+	if r.front && ping {
+		r.pings.put(fromKey, sender, now)
+	}
 }
 
 // HandleFromShip decides datagram b, which the fronted ship's process sent
@@ -200,10 +194,11 @@ func (r *Relay) HandleFromShip(b []byte, to netip.AddrPort, now time.Duration, o
 				b = r.scrubNextHop(out.c, b, &p)
 			}
 		}
-	case isSTUNSuccess(b):
 	default:
-		if tx, ok := stunTxID(b); ok {
-			r.stuns.put(tx, now)
+		var req scry.STUNRequest
+		if req.Parse(b) == nil {
+			// The ship STUNs its galaxy: let the answer through to it.
+			r.stuns.put(req.TxID, now)
 			break
 		}
 		var a scry.AmesPacket

@@ -212,14 +212,18 @@ func TestPrivateLaneNeverBecomesNextHop(t *testing.T) {
 // the response to it is handed back to the ship.
 func TestFrontShipSTUN(t *testing.T) {
 	f := newFrontFixture(t)
-	req, _ := hex.DecodeString("000100082112a442" + "0102030405060708090a0b0c" + "80280004" + "00000000")
+	tx := [12]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+	r := scry.STUNRequest{TxID: tx}
+	req := r.Append(nil)
 	oneSend(t, f.shipSends(req, zodLane), zodLane)
-	resp, _ := hex.DecodeString("010100002112a442" + "0102030405060708090a0b0c")
+	rs := scry.STUNResponse{TxID: tx, Mapped: selfLane}
+	resp := rs.Append(nil)
 	wantToShip(t, f.handle(resp, zodLane), zodLane, resp)
 	if s := f.handle(resp, zodLane); len(s) != 0 {
 		t.Fatalf("a repeated response reached the ship: %+v", s)
 	}
-	other, _ := hex.DecodeString("010100002112a442" + "ffffffffffffffffffffffff")
+	rs.TxID = [12]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	other := rs.Append(nil)
 	if s := f.handle(other, zodLane); len(s) != 0 {
 		t.Fatalf("an unsolicited STUN response reached the ship: %+v", s)
 	}
@@ -328,4 +332,39 @@ func BenchmarkFrontRoundTrip(b *testing.B) {
 		rt()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "ns/datagram")
+}
+
+// TestShipLaneModePagesCarryNoNextHop: in ship-lane mode the page that
+// answers the ship's own request reaches it with no next-hop, so vere is
+// not taught a lane that bypasses the relay it sits behind.
+func TestShipLaneModePagesCarryNoNextHop(t *testing.T) {
+	f := newFixture(t, func(c *relay.Config) { c.ShipLane = shipLane })
+	oneSend(t, f.handle(peek(t, "~nec", "mine", 0), shipLane), necLane)
+	b := oneSend(t, f.handle(page(t, "~nec", "mine", 0, netip.AddrPort{}), necLane), shipLane)
+	p := parse(t, b)
+	if next, has := p.NextHopAddr(); has {
+		t.Fatalf("the ship was taught next-hop %v", next)
+	}
+}
+
+// TestPrivateSenderGetsPublicOrigin: a legacy packet from a sender on a
+// private network is forwarded with the relay's public lane as its origin,
+// or, with no public lane known, with none.
+func TestPrivateSenderGetsPublicOrigin(t *testing.T) {
+	lan := netip.MustParseAddrPort("192.168.7.7:5000")
+	for _, public := range []netip.AddrPort{selfLane, {}} {
+		f := newFixture(t, func(c *relay.Config) { c.PublicLane = public })
+		a := scry.NewAmes(ship(t, "~sampel-palnet"), ship(t, "~nec"), 1, 2, []byte{1, 2, 3})
+		b := oneSend(t, f.handle(a.Append(nil), lan), necLane)
+		var got scry.AmesPacket
+		if err := got.Parse(b); err != nil {
+			t.Fatal(err)
+		}
+		if public.IsValid() && (!got.Relayed || got.Origin != public) {
+			t.Errorf("origin %v relayed %v, want the public lane %v", got.Origin, got.Relayed, public)
+		}
+		if !public.IsValid() && got.Relayed {
+			t.Errorf("origin %v inserted with no public lane known", got.Origin)
+		}
+	}
 }

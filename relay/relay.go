@@ -391,11 +391,12 @@ func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Ou
 		r.stun(b, from, now, out)
 		return
 	}
-	if r.front && isSTUNSuccess(b) {
+	if r.front {
 		// The answer to the ship's own STUN request (it STUNs its galaxy
 		// through us): its XOR-MAPPED-ADDRESS is our public lane, as the
 		// ship must learn.
-		if tx, _ := stunTxID(b); r.stuns.take(tx, now) {
+		var resp scry.STUNResponse
+		if resp.Parse(b) == nil && r.stuns.take(resp.TxID, now) {
 			out.c.in[KindOther].Add(1)
 			r.toShip(b, KindOther, from, out)
 			return
@@ -507,13 +508,7 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 		if !r.front && !r.remember(out.c, key, fromKey, now) {
 			return
 		}
-		if learn {
-			r.routes.Contacted(p.PayloadName.Ship, fromKey, now)
-			if r.front {
-				r.pings.put(fromKey, p.PayloadName.Ship, now)
-			}
-		}
-		r.toShip(b, k, from, out)
+		r.handToShip(b, k, from, fromKey, p.PayloadName.Ship, learn, true, now, out)
 		return
 	}
 	if p.Header.Hops >= MaxHops {
@@ -532,10 +527,7 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 			// Our sponsee, at a lane we do not know: the ship knows its
 			// sponsees and forwards for them (and its forward teaches us
 			// the lane: HandleFromShip).
-			if learn {
-				r.routes.Contacted(p.PayloadName.Ship, fromKey, now)
-			}
-			r.toShip(b, k, from, out)
+			r.handToShip(b, k, from, fromKey, p.PayloadName.Ship, learn, false, now, out)
 			return
 		}
 		r.dropUnrouted(out.c, &plan.Targets)
@@ -720,23 +712,14 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 			out.c.drops[DropLoop].Add(1)
 			return
 		}
-		if learn {
-			r.routes.Contacted(a.Sndr, fromKey, now)
-			if r.front {
-				r.pings.put(fromKey, a.Sndr, now)
-			}
-		}
-		r.toShip(b, KindAmes, from, out)
+		r.handToShip(b, KindAmes, from, fromKey, a.Sndr, learn, true, now, out)
 		return
 	}
 	plan := &out.plan
 	sent := r.routes.Route(plan, route.Query{Rcvr: a.Rcvr, From: fromKey, Sender: a.Sndr, Learn: learn}, now, nil)
 	if !sent {
 		if r.front && plan.Sponsee {
-			if learn {
-				r.routes.Contacted(a.Sndr, fromKey, now)
-			}
-			r.toShip(b, KindAmes, from, out)
+			r.handToShip(b, KindAmes, from, fromKey, a.Sndr, learn, false, now, out)
 			return
 		}
 		r.dropUnrouted(out.c, &plan.Targets)

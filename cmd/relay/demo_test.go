@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/xml"
+	"github.com/urbit-relay/relay/internal/vtool"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -86,31 +86,13 @@ func TestDemo(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for one writer and one reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestDemoKeep checks that --keep leaves the network up with working
 // metrics listeners, and that it stops when asked.
 func TestDemoKeep(t *testing.T) {
 	transporttest.CheckGoroutineLeaks(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out syncBuffer
+	var out vtool.SyncBuffer
 	done := make(chan error, 1)
 	go func() { done <- demo(ctx, demoOptions{keep: true}, &out) }()
 	if err := waitUntil(context.Background(), 20*time.Second, func() bool {

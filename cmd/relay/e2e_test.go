@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/urbit-relay/relay/internal/vtool"
 	"io"
 	"net"
 	"net/netip"
@@ -52,7 +53,7 @@ func buildRelay(t *testing.T, dir string) string {
 // relayProc is a `relay run` child process.
 type relayProc struct {
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *vtool.SyncBuffer
 	listen netip.AddrPort
 	url    string // metrics base URL
 }
@@ -115,7 +116,7 @@ func (p *relayProc) waitMetric(t *testing.T, series string, want float64) {
 
 func startRelay(t *testing.T, bin string, args ...string) *relayProc {
 	t.Helper()
-	p := &relayProc{cmd: exec.Command(bin, append([]string{"run"}, args...)...), stderr: &syncBuffer{}}
+	p := &relayProc{cmd: exec.Command(bin, append([]string{"run"}, args...)...), stderr: &vtool.SyncBuffer{}}
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -52,18 +52,9 @@ func (c *laneClock) hear(k lane.Key, now time.Duration) {
 	s.at.Store(int64(now))
 }
 
-// last returns when something last arrived from k, if the clock knows.
-func (c *laneClock) last(k lane.Key) (time.Duration, bool) {
-	h := laneHash(k)
-	s := &c.slots[h&c.mask]
-	if s.hash.Load() != h {
-		return 0, false
-	}
-	return time.Duration(s.at.Load()), true
-}
-
 // heardSince reports whether something arrived from k at or after t.
 func (c *laneClock) heardSince(k lane.Key, t time.Duration) bool {
-	at, ok := c.last(k)
-	return ok && at >= t
+	h := laneHash(k)
+	s := &c.slots[h&c.mask]
+	return s.hash.Load() == h && time.Duration(s.at.Load()) >= t
 }
