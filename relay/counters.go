@@ -146,6 +146,7 @@ const (
 	EventVouched                         // sponsee lanes vouched for by the ship's own sends
 	EventHintsScrubbed                   // private next-hops and origins rewritten or removed
 	EventNextHopUnencodable              // pages whose next-hop could not be written (IPv6 lane)
+	EventLateAnswers                     // unsolicited pages that answered a probe outstanding on their lane (counted in drops too)
 	numEvents
 )
 
@@ -168,6 +169,7 @@ var eventNames = [numEvents]string{
 	EventVouched:            "vouched_lanes",
 	EventHintsScrubbed:      "hints_scrubbed",
 	EventNextHopUnencodable: "next_hop_unencodable",
+	EventLateAnswers:        "late_answers",
 }
 
 // String returns the event's stable name.

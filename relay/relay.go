@@ -171,6 +171,12 @@ func New(cfg Config) (*Relay, error) {
 	if cfg.Routes.LaneClockSlots == 0 {
 		cfg.Routes.LaneClockSlots = route.DefaultLaneClockSlots
 	}
+	// The operator's lanes outrank the wire's.
+	cfg.Routes.ConfiguredWins = true
+	if cfg.Routes.HintNets == nil {
+		// Next-hops may name what the relay's own hints may name.
+		cfg.Routes.HintNets = slices.Clone(cfg.HintNets)
+	}
 	rt, err := route.New(cfg.Ship, cfg.Sponsors, cfg.Routes)
 	if err != nil {
 		return nil, fmt.Errorf("relay: %w", err)
@@ -491,11 +497,8 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 	rcvr := p.Name.Ship
 	if rcvr == r.ship {
 		if !r.shipLane.IsValid() {
-			// A relay with no ship behind it still learns its sponsees
-			// from their pings: it is the only thing that hears them.
-			if learn {
-				r.routes.Contacted(p.PayloadName.Ship, fromKey, now)
-			}
+			// Dropped, so nothing is learned from it: a relay with no
+			// ship behind it knows its sponsees from configuration.
 			out.c.drops[DropOwnShipNoLane].Add(1)
 			return
 		}
@@ -590,25 +593,20 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	// page without a next-hop.
 	var sponsorBuf [2 * 4]lane.Key
 	var sponsors []lane.Key
-	if !fromShip {
+	switch {
+	case !ok:
 		// Route knowledge is taken from solicited pages only, so that
-		// unsolicited traffic cannot steer the route table; a late
-		// duplicate still proves the lane it came through.
-		var next lane.Key
-		var chain []lane.Ship
-		if ok {
-			if ap, has := p.NextHopAddr(); has {
-				next = lane.KeyOf(lane.Canon(ap))
-			}
-			chain = r.ourChain
+		// unsolicited traffic cannot steer the route table; a late copy
+		// answers only a probe outstanding on the lane it came from.
+		if !fromShip && r.routes.LateAnswer(publisher, fromKey, nextHopKey(p), p.Header.Hops == 0, p.Header.Hops > 0, now) {
+			out.c.add(EventLateAnswers, 1)
 		}
-		sponsors = r.routes.PageArrived(publisher, fromKey, next, ok && p.Header.Hops == 0, ok && p.Header.Hops > 0, now, chain, sponsorBuf[:0])
-	} else if ok && len(r.ourChain) > 0 {
-		sponsors = r.routes.AppendLanesOf(sponsorBuf[:0], r.ourChain)
-	}
-	if !ok {
 		out.c.drops[DropUnsolicited].Add(1)
 		return
+	case !fromShip:
+		sponsors = r.routes.PageArrived(publisher, fromKey, nextHopKey(p), p.Header.Hops == 0, p.Header.Hops > 0, now, r.ourChain, sponsorBuf[:0])
+	case len(r.ourChain) > 0:
+		sponsors = r.routes.AppendLanesOf(sponsorBuf[:0], r.ourChain)
 	}
 	out.c.add(EventPagesMatched, 1)
 	// Variant for requesters that are our sponsors: no next-hop. Made
@@ -670,6 +668,14 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	out.c.add(EventAnswered, uint64(sent))
 }
 
+// nextHopKey returns page p's next-hop, invalid when it has none.
+func nextHopKey(p *scry.Packet) lane.Key {
+	if ap, has := p.NextHopAddr(); has {
+		return lane.KeyOf(lane.Canon(ap))
+	}
+	return lane.Key{}
+}
+
 // bareFor reports whether requester q gets a page with no next-hop: one of
 // our own sponsors (the seed's rule), or the ship behind us in ship-lane
 // mode, which must not learn lanes that bypass the relay it sits behind.
@@ -702,10 +708,7 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 	learn := !a.Relayed && !fromShip
 	if a.Rcvr == r.ship {
 		if !r.shipLane.IsValid() {
-			if learn { // as for pokes: see request
-				r.routes.Contacted(a.Sndr, fromKey, now)
-			}
-			out.c.drops[DropOwnShipNoLane].Add(1)
+			out.c.drops[DropOwnShipNoLane].Add(1) // and learns nothing: see request
 			return
 		}
 		if fromShip {

@@ -88,6 +88,7 @@ var eventHelp = map[relay.Event]string{
 	relay.EventVouched:            "Sponsee lanes the fronted ship vouched for by sending to them (fronting mode).",
 	relay.EventHintsScrubbed:      "Private next-hops and origins rewritten to the public lane or removed.",
 	relay.EventNextHopUnencodable: "Pages sent without a next-hop because the lane has no 6-byte form (IPv6).",
+	relay.EventLateAnswers:        "Unsolicited pages (late copies) that answered a probe outstanding on the lane they came from; also counted as dropped unsolicited.",
 }
 
 // deprecatedEvents are metric names kept for one release after their

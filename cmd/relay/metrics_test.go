@@ -97,11 +97,11 @@ func newMemRelay(t *testing.T) *memRelay {
 	}
 	m.srv = relay.NewServer(r, []transport.Conn{listen(m.relayAddr.String())}, relay.ServerConfig{})
 	m.srv.Start()
-	m.pub, err = endpoint.New(endpoint.Config{Ship: m.zod, PingInterval: -1}, listen(m.pubAddr.String()))
+	m.pub, err = endpoint.New(endpoint.Config{Ship: m.zod, PingInterval: -1, HintNets: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, listen(m.pubAddr.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.req, err = endpoint.New(endpoint.Config{Ship: mustShip(t, "~rovnys"), PingInterval: -1,
+	m.req, err = endpoint.New(endpoint.Config{Ship: mustShip(t, "~rovnys"), PingInterval: -1, HintNets: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
 		Lanes: map[lane.Ship]netip.AddrPort{m.zod: m.relayAddr}}, listen("10.0.0.3:1"))
 	if err != nil {
 		t.Fatal(err)
@@ -187,9 +187,10 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
 		}
 	}
-	// The page from ~zod at hop 0 taught the relay ~zod's direct lane.
-	if got["relay_routes"] < 1 {
-		t.Errorf("relay_routes = %v", got["relay_routes"])
+	// ~zod's lane is configured: its hop-0 page teaches the relay nothing
+	// (a configured lane always wins over a learned one).
+	if got["relay_routes"] != 0 {
+		t.Errorf("relay_routes = %v, want 0", got["relay_routes"])
 	}
 	if got["relay_read_batches_total"] < 1 || got["relay_read_batches_total"] > 6 {
 		t.Errorf("relay_read_batches_total = %v", got["relay_read_batches_total"])
