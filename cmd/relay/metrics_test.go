@@ -157,30 +157,30 @@ func TestMetrics(t *testing.T) {
 	}
 	got := parseMetrics(t, body)
 	want := map[string]float64{
-		`relay_packets_in_total{kind="peek"}`:                                      1,
-		`relay_packets_in_total{kind="page"}`:                                      1,
-		`relay_packets_out_total{kind="peek"}`:                                     1,
-		`relay_packets_out_total{kind="page"}`:                                     1,
-		`relay_forward_sends_total`:                                                1,
-		`relay_forwards_total`:                                                     1, // deprecated name, same count
-		`relay_requests_forwarded_total`:                                           1,
-		`relay_forwarded_total`:                                                    1, // deprecated name, same count
-		`relay_answered_total`:                                                     1,
-		`relay_aggregated_total`:                                                   0,
-		`relay_drops_total{reason="malformed_ames"}`:                               3,
-		`relay_drops_total{reason="no_route"}`:                                     0,
-		`relay_packets_in_total{kind="stun"}`:                                      1,
-		`relay_packets_out_total{kind="stun"}`:                                     1,
-		`relay_stun_answered_total`:                                                1,
-		`relay_pending_entries`:                                                    0,
-		`relay_pending_operations_total{op="added"}`:                               1,
-		`relay_pending_operations_total{op="taken"}`:                               1,
-		`relay_read_batch_datagrams_total`:                                         6,
-		`relay_write_errors_total`:                                                 0,
-		`relay_config_reloads_total{result="ok"}`:                                  2,
-		`relay_config_reloads_total{result="error"}`:                               0,
-		`relay_galaxy_lanes`:                                                       1,
-		`relay_build_info{goversion="` + runtime.Version() + `",version="v9.9.9"}`: 1,
+		`relay_packets_in_total{kind="peek"}`:        1,
+		`relay_packets_in_total{kind="page"}`:        1,
+		`relay_packets_out_total{kind="peek"}`:       1,
+		`relay_packets_out_total{kind="page"}`:       1,
+		`relay_forward_sends_total`:                  1,
+		`relay_forwards_total`:                       1, // deprecated name, same count
+		`relay_requests_forwarded_total`:             1,
+		`relay_forwarded_total`:                      1, // deprecated name, same count
+		`relay_answered_total`:                       1,
+		`relay_aggregated_total`:                     0,
+		`relay_drops_total{reason="malformed_ames"}`: 3,
+		`relay_drops_total{reason="no_route"}`:       0,
+		`relay_packets_in_total{kind="stun"}`:        1,
+		`relay_packets_out_total{kind="stun"}`:       1,
+		`relay_stun_answered_total`:                  1,
+		`relay_pending_entries`:                      0,
+		`relay_pending_operations_total{op="added"}`: 1,
+		`relay_pending_operations_total{op="taken"}`: 1,
+		`relay_read_batch_datagrams_total`:           6,
+		`relay_write_errors_total`:                   0,
+		`relay_config_reloads_total{result="ok"}`:    2,
+		`relay_config_reloads_total{result="error"}`: 0,
+		`relay_galaxy_lanes`:                         1,
+		`relay_build_info{goversion="` + runtime.Version() + `",revision="` + buildRevision() + `",version="v9.9.9"}`: 1,
 	}
 	for k, v := range want {
 		if g, ok := got[k]; !ok || g != v {
