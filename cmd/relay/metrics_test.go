@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
-	"github.com/urbit-relay/relay/relay/capture"
 	"github.com/urbit-relay/relay/relay/endpoint"
 	"github.com/urbit-relay/relay/relay/transport"
 	"github.com/urbit-relay/relay/scry"
@@ -244,16 +242,11 @@ func TestHealthAndReady(t *testing.T) {
 }
 
 // TestMetricsDocumented checks that the README and docs/operations.md
-// name every relay metric and every drop reason.
+// name every relay metric and every drop reason: the metrics of a relay on
+// a real socket (its buffer gauges), with daemon state and a capture.
 func TestMetricsDocumented(t *testing.T) {
-	m := newMemRelay(t)
-	defer m.closeAll()
-	cw, err := capture.NewRotating(filepath.Join(t.TempDir(), "c.pcap"), capture.MinMaxBytes, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cw.Close()
-	families, err := newMetricsRegistry(m.srv, &opsStats{capture: cw}, version).Gather()
+	ip := startInProcess(t, inProcessConfig)
+	families, err := newMetricsRegistry(ip.d.srv, ip.d.ops, version).Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
