@@ -370,9 +370,9 @@ func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Ou
 		var p scry.Packet
 		if err := p.Parse(b); err != nil {
 			if err == scry.ErrMesaTooLarge {
-				r.drop(out.c, KindOther, DropTooLarge)
+				r.drop(out.c, b, DropTooLarge)
 			} else {
-				r.drop(out.c, KindOther, DropMalformedMesa)
+				r.drop(out.c, b, DropMalformedMesa)
 			}
 			return
 		}
@@ -380,16 +380,16 @@ func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Ou
 		r.routes.Arrived(lane.KeyOf(from), now)
 		switch p.Header.Type {
 		case scry.TypePeek:
-			out.c.in[KindPeek].Add(1)
+			out.c.countIn(KindPeek, len(b))
 			r.request(b, &p, KindPeek, from, now, out)
 		case scry.TypePoke:
-			out.c.in[KindPoke].Add(1)
+			out.c.countIn(KindPoke, len(b))
 			r.request(b, &p, KindPoke, from, now, out)
 		case scry.TypePage:
-			out.c.in[KindPage].Add(1)
+			out.c.countIn(KindPage, len(b))
 			r.page(b, &p, from, now, out)
 		default:
-			r.drop(out.c, KindOther, DropReservedType)
+			r.drop(out.c, b, DropReservedType)
 		}
 		return
 	}
@@ -403,17 +403,17 @@ func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Ou
 		// ship must learn.
 		var resp scry.STUNResponse
 		if resp.Parse(b) == nil && r.stuns.take(resp.TxID, now) {
-			out.c.in[KindOther].Add(1)
+			out.c.countIn(KindOther, len(b))
 			r.toShip(b, KindOther, from, out)
 			return
 		}
 	}
 	var a scry.AmesPacket
 	if err := a.Parse(b); err != nil {
-		r.drop(out.c, KindOther, DropMalformedAmes)
+		r.drop(out.c, b, DropMalformedAmes)
 		return
 	}
-	out.c.in[KindAmes].Add(1)
+	out.c.countIn(KindAmes, len(b))
 	r.routes.Arrived(lane.KeyOf(from), now)
 	r.ames(b, &a, from, now, out)
 }
@@ -463,12 +463,10 @@ func (r *Relay) nameKey(name []byte, out *Out) uint64 {
 	return r.key(name)
 }
 
-// drop counts a datagram of kind k (not yet counted in In when k is
-// KindOther) dropped for reason d.
-func (r *Relay) drop(c *counterBlock, k Kind, d Drop) {
-	if k == KindOther {
-		c.in[KindOther].Add(1)
-	}
+// drop counts datagram b, rejected before its kind was known (KindOther),
+// read and dropped for reason d.
+func (r *Relay) drop(c *counterBlock, b []byte, d Drop) {
+	c.countIn(KindOther, len(b))
 	c.drops[d].Add(1)
 }
 
@@ -647,7 +645,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	if orig == nil || len(reqs) > 1 {
 		main = r.editPage(b, p, hops, hopShort, canShort)
 	}
-	sent := 0
+	sent, sentBytes := 0, 0
 	for _, q := range reqs {
 		if orig != nil && q == r.shipKey {
 			r.toShip(orig, KindPage, from, out)
@@ -663,8 +661,9 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 		}
 		out.add(buf, q.AddrPort())
 		sent++
+		sentBytes += len(buf)
 	}
-	out.c.out[KindPage].Add(uint64(sent))
+	out.c.countOut(KindPage, sent, sentBytes)
 	out.c.add(EventAnswered, uint64(sent))
 }
 
@@ -764,7 +763,7 @@ func (r *Relay) forward(b []byte, k Kind, t *route.Targets, out *Out) {
 		out.add(b, t.Lanes[i].AddrPort())
 	}
 	out.c.add(EventRequestsForwarded, 1)
-	out.c.out[k].Add(uint64(t.N))
+	out.c.countOut(k, t.N, t.N*len(b))
 	out.c.add(EventForwardSends, uint64(t.N))
 	if t.N > 1 {
 		out.c.add(EventDualSends, 1)

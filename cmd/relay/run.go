@@ -157,6 +157,8 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 		fields = append(fields, zap.String("metrics_url", d.metrics.URL()+"/metrics"))
 	}
 	log.Info("relay started", fields...)
+	logSocketBuffers(log, d.srv)
+	d.ops.configLoaded(time.Now(), false)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
@@ -192,7 +194,7 @@ func (d *daemon) reload() {
 	}
 	nc, err := loadRunConfig(d.args)
 	if err != nil {
-		d.ops.reloadsFailed.Add(1)
+		d.ops.reloadFailed()
 		d.log.Error("config reload failed; keeping the running config", zap.String("config", d.cfg.configPath), zap.Error(err))
 		return
 	}
@@ -205,7 +207,7 @@ func (d *daemon) reload() {
 	for _, name := range liveSettings {
 		d.cfg.settings[name] = nc.settings[name]
 	}
-	d.ops.reloadsOK.Add(1)
+	d.ops.configLoaded(time.Now(), true)
 	d.log.Info("config reloaded",
 		zap.String("config", d.cfg.configPath),
 		zap.Strings("changed", live),

@@ -442,6 +442,10 @@ func (r *Table) Len() int {
 	return r.table.Len()
 }
 
+// Cap returns the most ships the table keeps routes for (Config.MaxRoutes):
+// past it the least recently used route is dropped. It is static.
+func (r *Table) Cap() int { return r.cfg.MaxRoutes }
+
 // Changes returns how many times a route's best lane changed.
 func (r *Table) Changes() uint64 {
 	r.mu.Lock()
