@@ -30,12 +30,24 @@ func pageOf(t testing.TB, s lane.Ship, path string) []byte {
 	return p.Append(nil)
 }
 
-// provenDirectLane makes planetLane the proven direct lane of planetUnderNec:
-// alice's peek goes up to ~nec, and the planet answers at hop 0.
+// provenDirectLane makes planetLane the proven direct lane of planetUnderNec
+// the way a relay learns one: alice's peek goes up to ~nec, whose page names
+// the planet's lane as next-hop; the next peek probes that lane beside ~nec,
+// and the planet answers there at hop 0.
 func provenDirectLane(t *testing.T, f *fixture) {
 	t.Helper()
 	oneSend(t, f.handle(peekOf(planetUnderNec, "first"), alice), necLane)
-	oneSend(t, f.handle(pageOf(t, planetUnderNec, "first"), planetLane), alice)
+	hinted := scry.NewPage(scry.Name{Ship: planetUnderNec, Bloq: scry.DefaultBloq, Path: []byte("first")},
+		scry.Data{Total: 5, AuthKind: scry.AuthNone, Frag: []byte("value")})
+	hinted.Header.Hops = 1
+	if !hinted.SetNextHopAddr(planetLane) {
+		t.Fatal("next-hop not encodable")
+	}
+	oneSend(t, f.handle(hinted.Append(nil), necLane), alice)
+	if got := sendsTo(f.handle(peekOf(planetUnderNec, "second"), alice)); len(got) != 2 || got[0] != planetLane || got[1] != necLane {
+		t.Fatalf("second peek sent to %v, want [%v %v]", got, planetLane, necLane)
+	}
+	oneSend(t, f.handle(pageOf(t, planetUnderNec, "second"), planetLane), alice)
 	info, ok := f.r.Routes().Info(planetUnderNec)
 	if !ok || info.Direct != lane.KeyOf(planetLane) || !info.DirectProven {
 		t.Fatalf("direct lane not proven: %+v", info)

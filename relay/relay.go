@@ -246,6 +246,22 @@ func (r *Relay) SetRelays(relays map[lane.Ship]netip.AddrPort) {
 // address an operator configures, or a second socket).
 func (r *Relay) AddSelf(ap netip.AddrPort) { r.routes.AddSelf(lane.KeyOf(lane.Canon(ap))) }
 
+// AddListener records a socket of this process bound at ap: its lane is
+// never a target. Bound at a wildcard address (0.0.0.0 or [::]), the socket
+// is reached at every local address with its port: each of local (the
+// host's interface addresses) and any loopback address is then a lane of
+// this process, so a next-hop naming one cannot point the relay at itself.
+func (r *Relay) AddListener(ap netip.AddrPort, local []netip.Addr) {
+	if !ap.Addr().IsUnspecified() {
+		r.AddSelf(ap)
+		return
+	}
+	r.routes.AddSelfPort(ap.Port())
+	for _, a := range local {
+		r.AddSelf(netip.AddrPortFrom(a, ap.Port()))
+	}
+}
+
 // ShipLane returns the fronted ship's lane (invalid when there is none).
 func (r *Relay) ShipLane() netip.AddrPort { return r.shipLane }
 

@@ -125,7 +125,10 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 		}
 		ship = fc
 	}
-	r.AddSelf(conn.LocalAddr())
+	local := interfaceAddrs()
+	for _, c := range conns {
+		r.AddListener(c.LocalAddr(), local)
+	}
 
 	d := &daemon{args: args, log: log, level: level, cfg: cfg, ops: &opsStats{capture: cw}, capture: cw}
 	d.lanes = &laneState{r: r, ops: d.ops}
@@ -356,4 +359,21 @@ func closeAll(conns []transport.Conn) {
 	for _, c := range conns {
 		c.Close()
 	}
+}
+
+// interfaceAddrs returns the host's interface addresses (none if they
+// cannot be listed): where a socket bound at a wildcard address is
+// reached, so that the relay never takes one of them as a target.
+func interfaceAddrs() []netip.Addr {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			out = append(out, p.Addr().Unmap().WithZone(""))
+		}
+	}
+	return out
 }

@@ -487,10 +487,29 @@ func (r *Table) getLocked(s lane.Ship, create bool, src lane.Key) *route {
 	return v
 }
 
-// Heard records that ship s answered us directly (a hop-0 page) from lane
-// k. It makes k s's direct lane; like any lane we send requests to, it is
-// dropped if requests to it go unanswered.
-func (r *Table) Heard(s lane.Ship, k lane.Key, now time.Duration) { r.heard(s, k, now, false) }
+// Heard records that ship s answered us directly (a hop-0 page, solicited)
+// from lane k. If k is a lane the request went to (see cameTheWayLocked), k
+// becomes s's direct lane (or its challenger); like any lane we send
+// requests to, it is dropped if requests to it go unanswered. A page from
+// anywhere else teaches nothing.
+func (r *Table) Heard(s lane.Ship, k lane.Key, now time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cameTheWayLocked(s, k, now) {
+		r.heardLocked(s, k, now, false)
+	}
+}
+
+// cameTheWayLocked reports whether a page published by s that arrived from
+// lane from came the way requests for s go: from one of s's lanes or its
+// sponsors' (onRouteLocked), or from its challenger with a probe out.
+func (r *Table) cameTheWayLocked(s lane.Ship, from lane.Key, now time.Duration) bool {
+	rt, _ := r.table.Peek(s)
+	if rt != nil && rt.chal.valid() && rt.chal.lane == from && rt.chal.waiting != 0 {
+		return true
+	}
+	return r.onRouteLocked(s, rt, from, now)
+}
 
 // Contacted records that ship s sent us a request of its own (a hop-0 poke,
 // such as the ping a ship sends its sponsor, or a legacy packet) from lane
@@ -529,6 +548,13 @@ func (r *Table) heardLocked(s lane.Ship, k lane.Key, now time.Duration, kept boo
 		rt.direct = path{lane: k}
 		if rt.chal.lane == k {
 			rt.chal = path{}
+		}
+		// The lane is the ship's own now, not a step toward it.
+		if rt.base.lane == k {
+			rt.base = path{}
+		}
+		if rt.hint.lane == k {
+			rt.hint, rt.base = rt.base, path{}
 		}
 	}
 	rt.direct.proven = true
@@ -655,12 +681,13 @@ func (r *Table) LateAnswer(s lane.Ship, from, next lane.Key, heard, relayed bool
 
 // PageArrived is, under one lock, what a relay learns from a solicited page
 // published by s that arrived from lane from with next-hop next: if heard (a
-// hop-0 page), Heard(s, from); then Answered(s, from, next, relayed); then it
+// hop-0 page), Heard(s, from) (taken only from a lane the request went to);
+// then Answered(s, from, next, relayed); then it
 // appends the known lanes of ships (AppendLanesOf) to dst and returns it.
 func (r *Table) PageArrived(s lane.Ship, from, next lane.Key, heard, relayed bool, now time.Duration, ships []lane.Ship, dst []lane.Key) []lane.Key {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if heard {
+	if heard && r.cameTheWayLocked(s, from, now) {
 		r.heardLocked(s, from, now, false)
 	}
 	r.answeredLocked(s, from, next, relayed, now)
@@ -735,7 +762,16 @@ func (r *Table) answeredLocked(s lane.Ship, from, next lane.Key, relayed bool, n
 // sent on: one of s's own lanes (rt, which may be nil), or a lane of one of
 // its sponsors (configured, relay, or fresh direct lane).
 func (r *Table) onRouteLocked(s lane.Ship, rt *route, from lane.Key, now time.Duration) bool {
+	if !from.IsValid() {
+		return false
+	}
 	if rt != nil && (from == rt.direct.lane || from == rt.hint.lane || from == rt.base.lane) {
+		return true
+	}
+	if k, ok := r.static[s]; ok && k == from {
+		return true
+	}
+	if k, ok := r.relays[s]; ok && k == from {
 		return true
 	}
 	var chainBuf [8]lane.Ship

@@ -57,7 +57,7 @@ const sec = time.Second
 func TestGalaxyThenDirect(t *testing.T) {
 	rt := newTable(t)
 	wantLanes(t, "nothing known", rt.Select(planet, alice, sec), necKey)
-	rt.Heard(planet, planetKey, sec)
+	rt.heard(planet, planetKey, sec, false) // the planet answered from its lane
 	wantLanes(t, "direct proven", rt.Select(planet, alice, sec), planetKey)
 	// The direct lane expires after DirectLaneExpiry of silence.
 	wantLanes(t, "expired", rt.Select(planet, alice, sec+DefaultDirectLaneExpiry), necKey)
@@ -122,7 +122,7 @@ func TestHintTightensAndFailsBack(t *testing.T) {
 func TestPlanCommit(t *testing.T) {
 	for _, heard := range []bool{false, true} {
 		rt := newTable(t)
-		rt.Heard(planet, planetKey, sec)
+		rt.heard(planet, planetKey, sec, false) // the planet answered from its lane
 		now := sec
 		q := Query{Rcvr: planet, From: alice}
 		for i := 0; i < 5; i++ {
@@ -158,7 +158,7 @@ func (a *admitNone) Admit() bool { a.asked++; return false }
 // sender.
 func TestRouteAdmission(t *testing.T) {
 	rt := newTable(t)
-	rt.Heard(planet, planetKey, sec)
+	rt.heard(planet, planetKey, sec, false) // the planet answered from its lane
 	a := &admitNone{}
 	now := sec
 	var p Plan
