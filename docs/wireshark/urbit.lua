@@ -24,39 +24,25 @@
 -- an accepted legacy packet (version 0, 20-bit mug, a whole prelude): about
 -- one random datagram in 2^23 passes the latter.
 --
--- Needs Wireshark 3.x or later (Lua 5.2 or 5.3, bit32 or native integers
--- not required: all arithmetic is done on exact doubles).
+-- Needs Wireshark 3.0 or later (Lua 5.2, 5.3 or 5.4). Numbers stay below
+-- 2^53, so the arithmetic is exact whether Lua holds them as doubles or
+-- integers; wider values (ships, fragment numbers) are word arrays.
 
 local urbit = Proto("urbit", "Urbit (mesa and legacy ames)")
 
 -- ---------------------------------------------------------------------
--- 32-bit arithmetic on Lua numbers (exact doubles, no integer subtype
--- needed).
+-- 32-bit arithmetic on Lua numbers.
 
 local TWO32 = 4294967296
 
-local function band(a, b)
-  local r, bit = 0, 1
-  while a > 0 and b > 0 do
-    if a % 2 == 1 and b % 2 == 1 then r = r + bit end
-    a, b, bit = math.floor(a / 2), math.floor(b / 2), bit * 2
-  end
-  return r
-end
-
-local function bxor(a, b)
-  local r, bit = 0, 1
-  while a > 0 or b > 0 do
-    if a % 2 ~= b % 2 then r = r + bit end
-    a, b, bit = math.floor(a / 2), math.floor(b / 2), bit * 2
-  end
-  return r
-end
-
--- Use bit32 where the Lua has it (Wireshark's Lua 5.2 does): the loops
--- above are the fallback.
+-- bxor: bit32's in Lua 5.2 (Wireshark up to 4.0), the native operator in
+-- Lua 5.3 and 5.4 (Wireshark 4.2 on), compiled with load so that Lua 5.2
+-- never parses it. Operands are integral and below 2^32.
+local bxor
 if bit32 then
-  band, bxor = bit32.band, bit32.bxor
+  bxor = bit32.bxor
+else
+  bxor = load("return function(a, b) return math.tointeger(a) ~ math.tointeger(b) end")()
 end
 
 local function shr(a, n) return math.floor(a / 2 ^ n) end
