@@ -7,9 +7,10 @@
 -- the checks of the relay's scry package (Packet.Parse, AmesPacket.Parse),
 -- which are vere's, in vere's order. Every field is named
 -- urbit.<protocol>.<key>: <protocol> is the "protocol" of the report
--- `relay decode --json` prints for the same datagram, <key> the dotted key
--- path of a value in that report ("head.hops", "name.ship", "data.pair"
--- once per element, ...), and the field holds that value. A few fields the
+-- `relay decode --json` prints for the same datagram (itself the field
+-- urbit.protocol), <key> the dotted key path of a value in that report
+-- ("head.hops", "name.ship", "data.pair" once per element, ...), and the
+-- field holds that value. A few fields the
 -- report lacks are added (README.md lists them): @p renderings of ships
 -- (<key>_patp, exactly as lane.Ship.String prints them), mesa head.reserved
 -- and name.path, legacy header bits and ticks.
@@ -267,6 +268,7 @@ local function field(key, pf) f[key] = pf end
 local TYPE_NAMES = { [0] = "resv", [1] = "page", [2] = "peek", [3] = "poke" }
 local HOP_NAMES = { [0] = "none", [1] = "short", [2] = "long", [3] = "many" }
 
+field("protocol", ProtoField.string("urbit.protocol", "Protocol"))
 for _, p in ipairs({ "mesa", "ames" }) do
   field(p .. ".verdict", ProtoField.string("urbit." .. p .. ".verdict", "Verdict"))
   field(p .. ".reason", ProtoField.string("urbit." .. p .. ".reason", "Reason"))
@@ -525,11 +527,11 @@ local function printable(s, at, n)
   return true
 end
 
--- bytes_item adds a bytes field for n bytes at at; an empty one gets an
--- empty value, as the JSON report's "".
-local function bytes_item(tree, pf, tvb, at, n)
+-- bytes_item adds the bytes field pf, labelled label, for n bytes at at;
+-- an empty one gets an empty value, as the JSON report's "".
+local function bytes_item(tree, pf, label, tvb, at, n)
   if n > 0 then return tree:add(pf, tvb(at, n)) end
-  return tree:add(pf, "")
+  return tree:add(pf, ""):set_text(label .. ": (empty)")
 end
 
 local function ship_items(tree, key, s, tvb, at, n)
@@ -565,7 +567,7 @@ local function name_tree(tree, key, s, tvb, n)
       t:add(f[key .. ".path"], path)
     end
   end
-  bytes_item(t, f[key .. ".path_hex"], tvb, n.path_at, n.path_len)
+  bytes_item(t, f[key .. ".path_hex"], "Path bytes", tvb, n.path_at, n.path_len)
   local summary = p .. " /" .. (path or "...")
   t:append_text(": " .. summary .. " rift " .. string.format("%d", le(s, n.rift_at + 1, n.rift_w)) ..
     (n.init and " init" or (" frag " .. frag)))
@@ -584,33 +586,28 @@ local function data_tree(tree, s, tvb, d)
     t:add(f["mesa.data.pair"], tvb(d.auth_at, 32))
     t:add(f["mesa.data.pair"], tvb(d.auth_at + 32, 32))
   end
-  bytes_item(t, f["mesa.data.frag"], tvb, d.frag_at, d.frag_len)
+  bytes_item(t, f["mesa.data.frag"], "Fragment", tvb, d.frag_at, d.frag_len)
   t:append_text(": auth " .. AUTH_NAMES[d.auth] .. ", " .. d.frag_len .. " bytes")
 end
 
 local function mesa_tree(tree, pinfo, s, tvb, r)
   local root = tree:add(urbit, tvb(), "Urbit mesa")
+  root:add(f["protocol"], "mesa")
   root:add(f["mesa.verdict"], r.accept and "accept" or "reject")
   if r.reason then root:add(f["mesa.reason"], r.reason) end
   root:add(f["mesa.len"], r.len)
-  local tname = TYPE_NAMES[r.type or 0]
-  if r.accept then root:add(f["mesa.type"], tname) end
-  if r.accept then
-    local h = root:add(f["mesa.head"], tvb(0, 4))
-    h:add_le(f["mesa.head.next_hop"], tvb(0, 4))
-    h:add_le(f["mesa.head.version"], tvb(0, 4))
-    h:add_le(f["mesa.head.type"], tvb(0, 4))
-    h:add_le(f["mesa.head.hops"], tvb(0, 4))
-    h:add_le(f["mesa.head.mug"], tvb(0, 4))
-    h:add_le(f["mesa.head.reserved"], tvb(0, 4))
-  end
-  local info
   if not r.accept then
     root:append_text(": reject, " .. r.reason)
     pinfo.cols.info = "mesa reject: " .. r.reason
     return
   end
-  info = "mesa " .. tname .. " hops " .. r.hops
+  local tname = TYPE_NAMES[r.type]
+  root:add(f["mesa.type"], tname)
+  local h = root:add(f["mesa.head"], tvb(0, 4))
+  for _, k in ipairs({ "next_hop", "version", "type", "hops", "mug", "reserved" }) do
+    h:add_le(f["mesa.head." .. k], tvb(0, 4))
+  end
+  local info = "mesa " .. tname .. " hops " .. r.hops
   if r.name then info = info .. " " .. name_tree(root, "mesa.name", s, tvb, r.name) end
   if r.payload_name then
     info = info .. " from " .. name_tree(root, "mesa.payload_name", s, tvb, r.payload_name)
@@ -638,6 +635,7 @@ end
 
 local function ames_tree(tree, pinfo, s, tvb, r)
   local root = tree:add(urbit, tvb(), "Urbit legacy ames")
+  root:add(f["protocol"], "ames")
   root:add(f["ames.verdict"], r.accept and "accept" or "reject")
   if r.reason then root:add(f["ames.reason"], r.reason) end
   root:add(f["ames.len"], r.len)
@@ -665,7 +663,7 @@ local function ames_tree(tree, pinfo, s, tvb, r)
   root:add(f["ames.rcvr_tick"], tvb(r.ticks_at, 1))
   local sp = ship_items(root, "ames.sndr", s, tvb, r.sndr_at, r.sndr_w)
   local rp = ship_items(root, "ames.rcvr", s, tvb, r.rcvr_at, r.rcvr_w)
-  bytes_item(root, f["ames.content_hex"], tvb, r.content_at, #s - r.content_at)
+  bytes_item(root, f["ames.content_hex"], "Content", tvb, r.content_at, #s - r.content_at)
   info = info .. " " .. sp .. " -> " .. rp
   root:append_text(": " .. r.class .. " " .. sp .. " -> " .. rp)
   pinfo.cols.info = info

@@ -420,8 +420,8 @@ func flattenTshark(m map[string]any, out map[string][]string) {
 }
 
 // flattenReport maps a `relay decode --json` report to the fields the
-// dissector must show: urbit.<protocol>.<key path> for every leaf but
-// "protocol", one value per array element.
+// dissector must show: urbit.protocol, and urbit.<protocol>.<key path> for
+// every other leaf, one value per array element.
 func flattenReport(r map[string]any) map[string][]string {
 	out := map[string][]string{}
 	proto, _ := r["protocol"].(string)
@@ -445,7 +445,9 @@ func flattenReport(r map[string]any) map[string][]string {
 		}
 	}
 	for k, v := range r {
-		if k != "protocol" {
+		if k == "protocol" {
+			walk("urbit.protocol", v)
+		} else {
 			walk("urbit."+proto+"."+k, v)
 		}
 	}
