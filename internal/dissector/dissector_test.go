@@ -780,3 +780,60 @@ func TestWiresharkDissectorFixtures(t *testing.T) {
 		})
 	}
 }
+
+// TestWiresharkFieldsDocumented installs the dissector as README.md says,
+// in the personal plugins directory of an empty HOME, and checks that
+// tshark loads it from there and that the README's field table lists
+// exactly the fields it registers.
+func TestWiresharkFieldsDocumented(t *testing.T) {
+	e := setup(t)
+	plugins := filepath.Join(e.home, ".local", "lib", "wireshark", "plugins")
+	if err := os.MkdirAll(plugins, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile(e.script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(plugins, "urbit.lua"), script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(e.tshark, "-G", "fields")
+	cmd.Env = append(os.Environ(), "HOME="+e.home, "XDG_CONFIG_HOME="+e.home, "WIRESHARK_CONFIG_DIR="+e.home)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("tshark -G fields: %v", err)
+	}
+	var registered []string
+	for _, line := range strings.Split(string(out), "\n") {
+		// F, name, abbreviation, type, ...
+		if cols := strings.Split(line, "\t"); len(cols) > 2 && cols[0] == "F" && strings.HasPrefix(cols[2], "urbit.") {
+			registered = append(registered, cols[2])
+		}
+	}
+	readme, err := os.ReadFile(filepath.Join(e.root, "docs", "wireshark", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var documented []string
+	for _, line := range strings.Split(string(readme), "\n") {
+		if !strings.HasPrefix(line, "| `urbit.") {
+			continue
+		}
+		parts := strings.Split(line, "`")
+		for i := 1; i < len(parts); i += 2 {
+			if strings.HasPrefix(parts[i], "urbit.") {
+				documented = append(documented, parts[i])
+			}
+		}
+	}
+	slices.Sort(registered)
+	slices.Sort(documented)
+	documented = slices.Compact(documented)
+	if len(registered) == 0 {
+		t.Fatal("tshark did not load the dissector from the personal plugins directory")
+	}
+	if !slices.Equal(registered, documented) {
+		t.Errorf("fields registered:\n%s\nfields in README.md's table:\n%s", strings.Join(registered, " "), strings.Join(documented, " "))
+	}
+}
