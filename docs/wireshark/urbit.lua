@@ -263,76 +263,90 @@ end
 -- contract at the top.
 
 local f = {}
-local function field(key, pf) f[key] = pf end
+
+-- field declares the field urbit.<key>, keyed <key> in f; ctor is a
+-- ProtoField constructor and the rest its arguments after the name.
+local function field(key, ctor, label, ...)
+  f[key] = ctor("urbit." .. key, label, ...)
+end
 
 local TYPE_NAMES = { [0] = "resv", [1] = "page", [2] = "peek", [3] = "poke" }
 local HOP_NAMES = { [0] = "none", [1] = "short", [2] = "long", [3] = "many" }
 
-field("protocol", ProtoField.string("urbit.protocol", "Protocol"))
-for _, p in ipairs({ "mesa", "ames" }) do
-  field(p .. ".verdict", ProtoField.string("urbit." .. p .. ".verdict", "Verdict"))
-  field(p .. ".reason", ProtoField.string("urbit." .. p .. ".reason", "Reason"))
-  field(p .. ".len", ProtoField.uint32("urbit." .. p .. ".len", "Length", base.DEC))
-  field(p .. ".type", ProtoField.string("urbit." .. p .. ".type", "Type"))
-end
+-- HEAD_BITS lists, per protocol, the bit fields of the header word (an LE
+-- u32), in tree order: key, label, mask, base, value names.
+local HEAD_BITS = {
+  mesa = {
+    { "next_hop", "Next-hop type", 0x0000000c, base.DEC, HOP_NAMES },
+    { "version", "Version", 0x00000070 },
+    { "type", "Type", 0x00000180, base.DEC, TYPE_NAMES },
+    { "hops", "Hops", 0x00000e00 },
+    { "mug", "Mug", 0xfffff000, base.HEX },
+    { "reserved", "Reserved", 0x00000003 },
+  },
+  ames = {
+    { "reserved", "Reserved", 0x00000003 },
+    { "req", "req (0 = request)", 0x00000004 },
+    { "sam", "sam (0 = ames, 1 = fine)", 0x00000008 },
+    { "ver", "Version", 0x00000070 },
+    { "sac", "Sender rank", 0x00000180 },
+    { "rac", "Receiver rank", 0x00000600 },
+    { "mug", "Mug", 0x7ffff800, base.HEX },
+    { "rel", "rel (0 = relayed)", 0x80000000 },
+  },
+}
 
-field("mesa.head", ProtoField.none("urbit.mesa.head", "Header"))
-field("mesa.head.reserved", ProtoField.uint32("urbit.mesa.head.reserved", "Reserved", base.DEC, nil, 0x00000003))
-field("mesa.head.next_hop", ProtoField.uint32("urbit.mesa.head.next_hop", "Next-hop type", base.DEC, HOP_NAMES, 0x0000000c))
-field("mesa.head.version", ProtoField.uint32("urbit.mesa.head.version", "Version", base.DEC, nil, 0x00000070))
-field("mesa.head.type", ProtoField.uint32("urbit.mesa.head.type", "Type", base.DEC, TYPE_NAMES, 0x00000180))
-field("mesa.head.hops", ProtoField.uint32("urbit.mesa.head.hops", "Hops", base.DEC, nil, 0x00000e00))
-field("mesa.head.mug", ProtoField.uint32("urbit.mesa.head.mug", "Mug", base.HEX, nil, 0xfffff000))
+field("protocol", ProtoField.string, "Protocol")
+for _, p in ipairs({ "mesa", "ames" }) do
+  field(p .. ".verdict", ProtoField.string, "Verdict")
+  field(p .. ".reason", ProtoField.string, "Reason")
+  field(p .. ".len", ProtoField.uint32, "Length", base.DEC)
+  field(p .. ".type", ProtoField.string, "Type")
+  field(p .. ".head", ProtoField.none, "Header")
+  for _, b in ipairs(HEAD_BITS[p]) do
+    field(p .. ".head." .. b[1], ProtoField.uint32, b[2], b[4] or base.DEC, b[5], b[3])
+  end
+end
 
 for _, n in ipairs({ "name", "payload_name" }) do
-  local k, a = "mesa." .. n, "urbit.mesa." .. n
-  local label = n == "name" and "Name" or "Payload name"
-  field(k, ProtoField.none(a, label))
-  field(k .. ".rank", ProtoField.uint8(a .. ".rank", "Rank", base.DEC, nil, 0x03))
-  field(k .. ".init", ProtoField.bool(a .. ".init", "Init", 8, nil, 0x10))
-  field(k .. ".auth", ProtoField.bool(a .. ".auth", "Auth (tau)", 8, nil, 0x20))
-  field(k .. ".ship", ProtoField.string(a .. ".ship", "Ship"))
-  field(k .. ".ship_patp", ProtoField.string(a .. ".ship_patp", "Ship (@p)"))
-  field(k .. ".rift", ProtoField.uint32(a .. ".rift", "Rift", base.DEC))
-  field(k .. ".bloq", ProtoField.uint8(a .. ".bloq", "Bloq", base.DEC))
-  field(k .. ".frag", ProtoField.uint64(a .. ".frag", "Fragment", base.DEC))
-  field(k .. ".path", ProtoField.string(a .. ".path", "Path"))
-  field(k .. ".path_hex", ProtoField.bytes(a .. ".path_hex", "Path bytes"))
+  local k = "mesa." .. n
+  field(k, ProtoField.none, n == "name" and "Name" or "Payload name")
+  field(k .. ".rank", ProtoField.uint8, "Rank", base.DEC, nil, 0x03)
+  field(k .. ".init", ProtoField.bool, "Init", 8, nil, 0x10)
+  field(k .. ".auth", ProtoField.bool, "Auth (tau)", 8, nil, 0x20)
+  field(k .. ".ship", ProtoField.string, "Ship")
+  field(k .. ".ship_patp", ProtoField.string, "Ship (@p)")
+  field(k .. ".rift", ProtoField.uint32, "Rift", base.DEC)
+  field(k .. ".bloq", ProtoField.uint8, "Bloq", base.DEC)
+  field(k .. ".frag", ProtoField.uint64, "Fragment", base.DEC)
+  field(k .. ".path", ProtoField.string, "Path")
+  field(k .. ".path_hex", ProtoField.bytes, "Path bytes")
 end
 
-field("mesa.data", ProtoField.none("urbit.mesa.data", "Data"))
-field("mesa.data.total", ProtoField.uint64("urbit.mesa.data.total", "Total", base.DEC))
-field("mesa.data.auth", ProtoField.string("urbit.mesa.data.auth", "Auth"))
-field("mesa.data.sig", ProtoField.bytes("urbit.mesa.data.sig", "Signature"))
-field("mesa.data.hmac", ProtoField.bytes("urbit.mesa.data.hmac", "HMAC"))
-field("mesa.data.pair", ProtoField.bytes("urbit.mesa.data.pair", "Merkle hash"))
-field("mesa.data.frag", ProtoField.bytes("urbit.mesa.data.frag", "Fragment"))
+field("mesa.data", ProtoField.none, "Data")
+field("mesa.data.total", ProtoField.uint64, "Total", base.DEC)
+field("mesa.data.auth", ProtoField.string, "Auth")
+field("mesa.data.sig", ProtoField.bytes, "Signature")
+field("mesa.data.hmac", ProtoField.bytes, "HMAC")
+field("mesa.data.pair", ProtoField.bytes, "Merkle hash")
+field("mesa.data.frag", ProtoField.bytes, "Fragment")
 
-field("mesa.next", ProtoField.none("urbit.mesa.next", "Next hop"))
-field("mesa.next.type", ProtoField.string("urbit.mesa.next.type", "Type"))
-field("mesa.next.ip", ProtoField.ipv4("urbit.mesa.next.ip", "IP"))
-field("mesa.next.port", ProtoField.uint16("urbit.mesa.next.port", "Port", base.DEC))
+-- Lanes: a page's next hop, a relayed packet's origin.
+for _, k in ipairs({ "mesa.next", "ames.origin" }) do
+  field(k, ProtoField.none, k == "mesa.next" and "Next hop" or "Origin")
+  field(k .. ".ip", ProtoField.ipv4, "IP")
+  field(k .. ".port", ProtoField.uint16, "Port", base.DEC)
+end
+field("mesa.next.type", ProtoField.string, "Type")
 
-field("ames.head", ProtoField.none("urbit.ames.head", "Header"))
-field("ames.head.reserved", ProtoField.uint32("urbit.ames.head.reserved", "Reserved", base.DEC, nil, 0x00000003))
-field("ames.head.req", ProtoField.uint32("urbit.ames.head.req", "req (0 = request)", base.DEC, nil, 0x00000004))
-field("ames.head.sam", ProtoField.uint32("urbit.ames.head.sam", "sam (0 = ames, 1 = fine)", base.DEC, nil, 0x00000008))
-field("ames.head.ver", ProtoField.uint32("urbit.ames.head.ver", "Version", base.DEC, nil, 0x00000070))
-field("ames.head.sac", ProtoField.uint32("urbit.ames.head.sac", "Sender rank", base.DEC, nil, 0x00000180))
-field("ames.head.rac", ProtoField.uint32("urbit.ames.head.rac", "Receiver rank", base.DEC, nil, 0x00000600))
-field("ames.head.mug", ProtoField.uint32("urbit.ames.head.mug", "Mug", base.HEX, nil, 0x7ffff800))
-field("ames.head.rel", ProtoField.uint32("urbit.ames.head.rel", "rel (0 = relayed)", base.DEC, nil, 0x80000000))
-field("ames.relayed", ProtoField.bool("urbit.ames.relayed", "Relayed"))
-field("ames.origin", ProtoField.none("urbit.ames.origin", "Origin"))
-field("ames.origin.ip", ProtoField.ipv4("urbit.ames.origin.ip", "IP"))
-field("ames.origin.port", ProtoField.uint16("urbit.ames.origin.port", "Port", base.DEC))
-field("ames.sndr_tick", ProtoField.uint8("urbit.ames.sndr_tick", "Sender tick", base.DEC, nil, 0x0f))
-field("ames.rcvr_tick", ProtoField.uint8("urbit.ames.rcvr_tick", "Receiver tick", base.DEC, nil, 0xf0))
-field("ames.sndr", ProtoField.string("urbit.ames.sndr", "Sender"))
-field("ames.sndr_patp", ProtoField.string("urbit.ames.sndr_patp", "Sender (@p)"))
-field("ames.rcvr", ProtoField.string("urbit.ames.rcvr", "Receiver"))
-field("ames.rcvr_patp", ProtoField.string("urbit.ames.rcvr_patp", "Receiver (@p)"))
-field("ames.content_hex", ProtoField.bytes("urbit.ames.content_hex", "Content"))
+field("ames.relayed", ProtoField.bool, "Relayed")
+field("ames.sndr_tick", ProtoField.uint8, "Sender tick", base.DEC, nil, 0x0f)
+field("ames.rcvr_tick", ProtoField.uint8, "Receiver tick", base.DEC, nil, 0xf0)
+field("ames.sndr", ProtoField.string, "Sender")
+field("ames.sndr_patp", ProtoField.string, "Sender (@p)")
+field("ames.rcvr", ProtoField.string, "Receiver")
+field("ames.rcvr_patp", ProtoField.string, "Receiver (@p)")
+field("ames.content_hex", ProtoField.bytes, "Content")
 
 do
   local list = {}
@@ -590,23 +604,47 @@ local function data_tree(tree, s, tvb, d)
   t:append_text(": auth " .. AUTH_NAMES[d.auth] .. ", " .. d.frag_len .. " bytes")
 end
 
+-- report_root adds the protocol's item with the fields every report has
+-- (protocol, verdict, reason, len) and returns it; for a reject it fills
+-- the info column and returns nil.
+local function report_root(tree, pinfo, tvb, r, label)
+  local p = r.protocol
+  local root = tree:add(urbit, tvb(), label)
+  root:add(f["protocol"], p)
+  root:add(f[p .. ".verdict"], r.accept and "accept" or "reject")
+  if r.reason then root:add(f[p .. ".reason"], r.reason) end
+  root:add(f[p .. ".len"], r.len)
+  if r.accept then return root end
+  root:append_text(": reject, " .. r.reason)
+  pinfo.cols.info = p .. " reject: " .. r.reason
+  return nil
+end
+
+-- head_tree adds the header word's bit fields, HEAD_BITS[p].
+local function head_tree(root, p, tvb)
+  local h = root:add(f[p .. ".head"], tvb(0, 4))
+  for _, b in ipairs(HEAD_BITS[p]) do h:add_le(f[p .. ".head." .. b[1]], tvb(0, 4)) end
+end
+
+-- lane_tree adds the SHORT lane at 0-based at (lane.DecodeShort: the IPv4
+-- address as a host-order u32 written LE, then the port LE) as the subtree
+-- key with key.ip and key.port, and returns it and "ip:port".
+local function lane_tree(root, key, s, tvb, at)
+  local t = root:add(f[key], tvb(at, 6))
+  t:add_le(f[key .. ".ip"], tvb(at, 4))
+  t:add_le(f[key .. ".port"], tvb(at + 4, 2))
+  local lane = string.format("%d.%d.%d.%d:%d", s:byte(at + 4), s:byte(at + 3), s:byte(at + 2),
+    s:byte(at + 1), le(s, at + 5, 2))
+  t:append_text(": " .. lane)
+  return t, lane
+end
+
 local function mesa_tree(tree, pinfo, s, tvb, r)
-  local root = tree:add(urbit, tvb(), "Urbit mesa")
-  root:add(f["protocol"], "mesa")
-  root:add(f["mesa.verdict"], r.accept and "accept" or "reject")
-  if r.reason then root:add(f["mesa.reason"], r.reason) end
-  root:add(f["mesa.len"], r.len)
-  if not r.accept then
-    root:append_text(": reject, " .. r.reason)
-    pinfo.cols.info = "mesa reject: " .. r.reason
-    return
-  end
+  local root = report_root(tree, pinfo, tvb, r, "Urbit mesa")
+  if not root then return end
   local tname = TYPE_NAMES[r.type]
   root:add(f["mesa.type"], tname)
-  local h = root:add(f["mesa.head"], tvb(0, 4))
-  for _, k in ipairs({ "next_hop", "version", "type", "hops", "mug", "reserved" }) do
-    h:add_le(f["mesa.head." .. k], tvb(0, 4))
-  end
+  head_tree(root, "mesa", tvb)
   local info = "mesa " .. tname .. " hops " .. r.hops
   if r.name then info = info .. " " .. name_tree(root, "mesa.name", s, tvb, r.name) end
   if r.payload_name then
@@ -615,18 +653,11 @@ local function mesa_tree(tree, pinfo, s, tvb, r)
   if r.data then data_tree(root, s, tvb, r.data) end
   if r.type == 1 then
     if r.next_hop == 1 then
-      local t = root:add(f["mesa.next"], tvb(r.next_at, 6))
+      local t, lane = lane_tree(root, "mesa.next", s, tvb, r.next_at)
       t:add(f["mesa.next.type"], tvb(r.next_at, 6), "short")
-      t:add_le(f["mesa.next.ip"], tvb(r.next_at, 4))
-      t:add_le(f["mesa.next.port"], tvb(r.next_at + 4, 2))
-      local ip = string.format("%d.%d.%d.%d", s:byte(r.next_at + 4), s:byte(r.next_at + 3),
-        s:byte(r.next_at + 2), s:byte(r.next_at + 1))
-      local port = le(s, r.next_at + 5, 2)
-      t:append_text(": " .. ip .. ":" .. port)
-      info = info .. " next " .. ip .. ":" .. port
+      info = info .. " next " .. lane
     else
-      local t = root:add(f["mesa.next"])
-      t:add(f["mesa.next.type"], "none")
+      root:add(f["mesa.next"]):add(f["mesa.next.type"], "none")
     end
   end
   root:append_text(": " .. tname)
@@ -634,29 +665,14 @@ local function mesa_tree(tree, pinfo, s, tvb, r)
 end
 
 local function ames_tree(tree, pinfo, s, tvb, r)
-  local root = tree:add(urbit, tvb(), "Urbit legacy ames")
-  root:add(f["protocol"], "ames")
-  root:add(f["ames.verdict"], r.accept and "accept" or "reject")
-  if r.reason then root:add(f["ames.reason"], r.reason) end
-  root:add(f["ames.len"], r.len)
-  if not r.accept then
-    root:append_text(": reject, " .. r.reason)
-    pinfo.cols.info = "ames reject: " .. r.reason
-    return
-  end
+  local root = report_root(tree, pinfo, tvb, r, "Urbit legacy ames")
+  if not root then return end
   root:add(f["ames.type"], r.class)
-  local h = root:add(f["ames.head"], tvb(0, 4))
-  for _, k in ipairs({ "reserved", "req", "sam", "ver", "sac", "rac", "mug", "rel" }) do
-    h:add_le(f["ames.head." .. k], tvb(0, 4))
-  end
+  head_tree(root, "ames", tvb)
   root:add(f["ames.relayed"], tvb(3, 1), r.relayed)
   local info = "ames " .. r.class
   if r.relayed then
-    local o = root:add(f["ames.origin"], tvb(4, 6))
-    o:add_le(f["ames.origin.ip"], tvb(4, 4))
-    o:add_le(f["ames.origin.port"], tvb(8, 2))
-    local origin = string.format("%d.%d.%d.%d:%d", s:byte(8), s:byte(7), s:byte(6), s:byte(5), le(s, 9, 2))
-    o:append_text(": " .. origin)
+    local _, origin = lane_tree(root, "ames.origin", s, tvb, 4)
     info = info .. " relayed from " .. origin
   end
   root:add(f["ames.sndr_tick"], tvb(r.ticks_at, 1))

@@ -326,6 +326,14 @@ func (e *env) decode(t *testing.T, ds []datagram) []map[string]any {
 	return reports
 }
 
+// tsharkCmd returns tshark with args, with e.home as its home and
+// configuration directory.
+func (e *env) tsharkCmd(args ...string) *exec.Cmd {
+	cmd := exec.Command(e.tshark, args...)
+	cmd.Env = append(os.Environ(), "HOME="+e.home, "XDG_CONFIG_HOME="+e.home, "WIRESHARK_CONFIG_DIR="+e.home)
+	return cmd
+}
+
 // dissect runs tshark with the dissector over pcap and returns one frame
 // per record.
 func (e *env) dissect(t *testing.T, pcap string, prefs ...string) []frame {
@@ -334,8 +342,7 @@ func (e *env) dissect(t *testing.T, pcap string, prefs ...string) []frame {
 	for _, p := range prefs {
 		args = append(args, "-o", p)
 	}
-	cmd := exec.Command(e.tshark, args...)
-	cmd.Env = append(os.Environ(), "HOME="+e.home, "XDG_CONFIG_HOME="+e.home, "WIRESHARK_CONFIG_DIR="+e.home)
+	cmd := e.tsharkCmd(args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -798,9 +805,7 @@ func TestWiresharkFieldsDocumented(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(plugins, "urbit.lua"), script, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(e.tshark, "-G", "fields")
-	cmd.Env = append(os.Environ(), "HOME="+e.home, "XDG_CONFIG_HOME="+e.home, "WIRESHARK_CONFIG_DIR="+e.home)
-	out, err := cmd.Output()
+	out, err := e.tsharkCmd("-G", "fields").Output()
 	if err != nil {
 		t.Fatalf("tshark -G fields: %v", err)
 	}
