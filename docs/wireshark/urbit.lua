@@ -10,22 +10,24 @@
 -- `relay decode --json` prints for the same datagram (itself the field
 -- urbit.protocol), <key> the dotted key path of a value in that report
 -- ("head.hops", "name.ship", "data.pair" once per element, ...), and the
--- field holds that value. A few fields the
--- report lacks are added (README.md lists them): @p renderings of ships
--- (<key>_patp, exactly as lane.Ship.String prints them), mesa head.reserved
--- and name.path, legacy header bits and ticks.
+-- field holds that value. A few fields the report lacks are added
+-- (README.md lists them): @p renderings of ships (<key>_patp, exactly as
+-- lane.Ship.String prints them), mesa head.reserved and name.path, legacy
+-- header bits, ticks and content.
 --
--- Registration. On the galaxy ports (UDP 13337-13592) every non-empty
--- datagram is dissected, rejects included (urbit.<protocol>.verdict ==
--- "reject" and .reason say why), except STUN, which is left to
--- Wireshark's STUN dissector: binding requests (as the relay tells them,
--- scry.IsSTUN) and STUN-shaped datagrams that do not parse as legacy ames. On any other port a heuristic claims
--- only datagrams that parse as an accepted mesa packet (cookie, version 1,
+-- Registration. On the galaxy ports (UDP 13337-13592) every non-empty,
+-- untruncated datagram is dissected, rejects included
+-- (urbit.<protocol>.verdict == "reject" and .reason say why), except STUN,
+-- which is left to Wireshark's STUN dissector: binding requests (as the
+-- relay tells them, scry.IsSTUN) and STUN-shaped datagrams that do not
+-- parse as legacy ames. On any other port a heuristic claims only
+-- datagrams that parse as an accepted mesa packet (cookie, version 1,
 -- every field in bounds, the 20-bit mug of the body, no trailing bytes) or
 -- an accepted legacy packet (version 0, 20-bit mug, a whole prelude): about
 -- one random datagram in 2^23 passes the latter.
 --
--- Needs Wireshark 3.0 or later (Lua 5.2, 5.3 or 5.4). Numbers stay below
+-- Written for Wireshark 3.0 or later, tested with 4.0 (Lua 5.2); the
+-- parsing and @p code runs the same under Lua 5.4. Numbers stay below
 -- 2^53, so the arithmetic is exact whether Lua holds them as doubles or
 -- integers; wider values (ships, fragment numbers) are word arrays.
 
@@ -36,9 +38,9 @@ local urbit = Proto("urbit", "Urbit (mesa and legacy ames)")
 
 local TWO32 = 4294967296
 
--- bxor: bit32's in Lua 5.2 (Wireshark up to 4.0), the native operator in
--- Lua 5.3 and 5.4 (Wireshark 4.2 on), compiled with load so that Lua 5.2
--- never parses it. Operands are integral and below 2^32.
+-- bxor: bit32's in Lua 5.2, the native operator in Lua 5.3 and 5.4 (which
+-- newer Wireshark releases use), compiled with load so that Lua 5.2 never
+-- parses it. Operands are integral and below 2^32.
 local bxor
 if bit32 then
   bxor = bit32.bxor
