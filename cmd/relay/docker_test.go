@@ -95,23 +95,52 @@ func TestDockerfileBuild(t *testing.T) {
 	}
 }
 
-// TestDockerfileImage checks the final stage: a small base, a non-root
+// TestDockerfileImage checks the base images, golang at go.mod's Go and
+// distroless static:nonroot, each a build arg whose default is pinned by
+// digest, and the final stage: a non-root
 // user, the ports exposed, and a HEALTHCHECK that calls the binary's health
 // subcommand on the port the entrypoint serves metrics on.
 func TestDockerfileImage(t *testing.T) {
 	ins := dockerfile(t)
-	last := 0
+	var froms []int
 	for i, s := range ins {
 		if strings.HasPrefix(s, "FROM ") {
-			last = i
+			froms = append(froms, i)
 		}
 	}
-	if last == 0 {
+	if len(froms) < 2 {
 		t.Fatal("not a multi-stage build")
 	}
+	last := froms[len(froms)-1]
 	final := ins[last:]
-	if !regexp.MustCompile(`^FROM (gcr\.io/distroless/static\S*|scratch)$`).MatchString(final[0]) {
-		t.Errorf("final stage %q: want distroless/static or scratch", final[0])
+	// The base images are build args (the test passes stand-ins) whose
+	// defaults, the release build's, are pinned by digest.
+	args := map[string]string{}
+	for _, s := range ins {
+		if strings.HasPrefix(s, "FROM ") {
+			break
+		}
+		if a, ok := strings.CutPrefix(s, "ARG "); ok {
+			k, v, _ := strings.Cut(a, "=")
+			args[k] = v
+		}
+	}
+	from := func(s string) string {
+		return os.Expand(strings.Fields(s)[1], func(k string) string { return args[k] })
+	}
+	if got := from(final[0]); !regexp.MustCompile(`^gcr\.io/distroless/static-debian\d+:nonroot@sha256:[0-9a-f]{64}$`).MatchString(got) {
+		t.Errorf("final stage FROM %s: want distroless/static:nonroot pinned by digest", got)
+	}
+	gomod, err := os.ReadFile(filepath.Join(moduleRoot, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	goLine := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindSubmatch(gomod)
+	if goLine == nil {
+		t.Fatal("no go line in go.mod")
+	}
+	if got := from(ins[froms[0]]); !regexp.MustCompile(`^golang:` + regexp.QuoteMeta(string(goLine[1])) + `@sha256:[0-9a-f]{64}$`).MatchString(got) {
+		t.Errorf("build stage FROM %s: want golang:%s (go.mod's go) pinned by digest", got, goLine[1])
 	}
 	var user, expose, health, entry string
 	for _, s := range final {
