@@ -148,8 +148,8 @@ func dockerBuildInputs(t *testing.T) []string {
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for {
 		var p struct {
-			Dir                                         string
-			Module                                      *struct{ Main bool }
+			Dir                                            string
+			Module                                         *struct{ Main bool }
 			GoFiles, SFiles, HFiles, SysoFiles, EmbedFiles []string
 		}
 		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
@@ -232,50 +232,18 @@ func TestDockerImage(t *testing.T) {
 		t.Errorf("HEALTHCHECK %q, want %q", cfg.Config.Healthcheck.Test, want)
 	}
 
-	// The config directory, mounted as the docs say; readable by nonroot.
-	confDir := t.TempDir()
-	if err := os.Chmod(confDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	// The config directory, mounted as the docs say.
+	confDir := configDir(t)
 	confFile := filepath.Join(confDir, "relay.json")
-	if err := os.WriteFile(confFile, []byte(`{"ship": "~sipsyl"}`+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	name := "relay-dockertest-" + rand.Text()[:8]
-	t.Cleanup(func() {
-		exec.Command("docker", "rm", "-f", name).Run()
-	})
-	dockerRun(t, ctx, nil, "run", "-d", "--name", name,
-		"-p", "127.0.0.1::13337/udp", "-p", "127.0.0.1::9337/tcp",
-		"-v", confDir+":/etc/relay:ro", image)
-	logs := &vtool.SyncBuffer{}
-	follow := exec.CommandContext(ctx, "docker", "logs", "-f", name)
-	follow.Stdout, follow.Stderr = logs, logs
-	if err := follow.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer follow.Wait()
-	defer func() {
-		if t.Failed() {
-			t.Logf("container logs:\n%s", logs.String())
-		}
-	}()
-
+	c := startContainer(t, ctx, image, confDir+":/etc/relay:ro", "-p", "127.0.0.1::13337/udp")
+	name, p := c.name, c.relayProc
 	udpAddr := publishedPort(t, ctx, name, "13337/udp")
-	p := &relayProc{stderr: logs, url: "http://" + publishedPort(t, ctx, name, "9337/tcp").String()}
-	if err := waitUntil(ctx, dockerStartTimeout, func() bool {
-		resp, err := http.Get(p.url + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}); err != nil {
-		t.Fatalf("/readyz through the published port: %v", err)
-	}
 	if started := p.waitLog(t, "relay started"); started["listen"] != "0.0.0.0:13337" {
 		t.Errorf("relay started on %v, want the entrypoint's 0.0.0.0:13337", started["listen"])
 	}
+	// Meanwhile, the pitfall the docs warn of: a single-file mount.
+	single := configDir(t)
+	sc := startContainer(t, ctx, image, filepath.Join(single, "relay.json")+":/etc/relay/relay.json:ro")
 
 	// The process: uid and gid 65532, as the host sees it.
 	var state struct{ Pid int }
@@ -301,23 +269,21 @@ func TestDockerImage(t *testing.T) {
 	// Reload: the file replaced as an editor saves it (a new inode renamed
 	// over the old), then SIGHUP through docker.
 	p.waitMetric(t, "relay_galaxy_lanes", 0)
-	oldIno := inode(t, confFile)
-	tmp := confFile + ".new"
-	if err := os.WriteFile(tmp, []byte(`{"ship": "~sipsyl", "galaxies": {"~zod": "127.0.0.1:31337"}}`+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, confFile); err != nil {
-		t.Fatal(err)
-	}
-	if inode(t, confFile) == oldIno {
-		t.Fatal("the replaced config file kept its inode: the test would not show the editor case")
-	}
+	replaceConfig(t, confFile, dockerGalaxyConfig)
 	dockerRun(t, ctx, nil, "kill", "-s", "HUP", name)
 	p.waitMetric(t, `relay_config_reloads_total{result="ok"}`, 1)
 	p.waitMetric(t, "relay_galaxy_lanes", 1)
 	if l := p.waitLog(t, "config reloaded"); l["galaxies"] != 1.0 || !strings.Contains(fmt.Sprint(l["changed"]), "galaxies") {
 		t.Errorf("config reloaded line %v: want galaxies 1, changed [galaxies]", l)
 	}
+
+	// The single-file mount re-reads the old file: the replaced one is a
+	// new inode, which the container does not see.
+	sc.waitMetric(t, "relay_galaxy_lanes", 0)
+	replaceConfig(t, filepath.Join(single, "relay.json"), dockerGalaxyConfig)
+	dockerRun(t, ctx, nil, "kill", "-s", "HUP", sc.name)
+	sc.waitMetric(t, `relay_config_reloads_total{result="ok"}`, 1)
+	sc.waitMetric(t, "relay_galaxy_lanes", 0)
 
 	// The image's own HEALTHCHECK (exec form: distroless has no shell).
 	var health string
@@ -338,11 +304,93 @@ func TestDockerImage(t *testing.T) {
 	if code := dockerRun(t, ctx, nil, "inspect", "--format", "{{.State.ExitCode}}", name); code != "0" {
 		t.Errorf("exit code %s after docker stop, want 0", code)
 	}
-	follow.Wait()
 	if l := p.waitLog(t, "shutting down"); l["signal"] != "terminated" {
 		t.Errorf("shutting down on %v, want SIGTERM (terminated)", l["signal"])
 	}
 	p.waitLog(t, "relay stopped")
+}
+
+// The config texts: the first the containers start with, the second the
+// one a reload brings in (one galaxy).
+const (
+	dockerConfig       = `{"ship": "~sipsyl"}` + "\n"
+	dockerGalaxyConfig = `{"ship": "~sipsyl", "galaxies": {"~zod": "127.0.0.1:31337"}}` + "\n"
+)
+
+// configDir returns a fresh directory holding relay.json (dockerConfig),
+// both readable by the container's nonroot user.
+func configDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "relay.json"), []byte(dockerConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// replaceConfig replaces path with text as an editor saves: a new file
+// renamed over the old, so a new inode.
+func replaceConfig(t *testing.T, path, text string) {
+	t.Helper()
+	old := inode(t, path)
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	if inode(t, path) == old {
+		t.Fatal("the replaced config file kept its inode: the test would not show the editor case")
+	}
+}
+
+// container is a running container of the image, its logs followed.
+type container struct {
+	name string
+	*relayProc
+}
+
+// startContainer runs image detached with volume mounted and the metrics
+// port published on 127.0.0.1 (and ports more -p flags), follows its logs
+// into the relayProc, and waits for /readyz through the published port.
+// The container is removed at cleanup.
+func startContainer(t *testing.T, ctx context.Context, image, volume string, ports ...string) *container {
+	t.Helper()
+	name := "relay-dockertest-" + rand.Text()[:8]
+	t.Cleanup(func() {
+		exec.Command("docker", "rm", "-f", name).Run()
+	})
+	args := append([]string{"run", "-d", "--name", name, "-p", "127.0.0.1::9337/tcp", "-v", volume}, ports...)
+	dockerRun(t, ctx, nil, append(args, image)...)
+	logs := &vtool.SyncBuffer{}
+	follow := exec.CommandContext(ctx, "docker", "logs", "-f", name)
+	follow.Stdout, follow.Stderr = logs, logs
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		follow.Process.Kill()
+		follow.Wait()
+		if t.Failed() {
+			t.Logf("logs of container %s:\n%s", name, logs.String())
+		}
+	})
+	c := &container{name: name, relayProc: &relayProc{stderr: logs, url: "http://" + publishedPort(t, ctx, name, "9337/tcp").String()}}
+	if err := waitUntil(ctx, dockerStartTimeout, func() bool {
+		resp, err := http.Get(c.url + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}); err != nil {
+		t.Fatalf("container %s: /readyz through the published port: %v", name, err)
+	}
+	return c
 }
 
 // stunThroughPort sends a binding request to addr and checks the answer.
