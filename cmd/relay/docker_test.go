@@ -365,7 +365,7 @@ func TestDockerImage(t *testing.T) {
 	start = time.Now()
 	buildCtx, buildCancel := context.WithTimeout(ctx, dockerBuildTimeout)
 	defer buildCancel()
-	dockerRun(t, buildCtx, nil, "build", "--pull=false",
+	dockerRun(t, buildCtx, nil, "build", "--pull=false", "--force-rm",
 		"--build-arg", "GO_IMAGE="+goImage, "--build-arg", "BASE_IMAGE="+baseImage,
 		"--build-arg", "VERSION="+dockerTestVersion, "--build-arg", "REVISION="+dockerTestRevision,
 		"-t", image, moduleRoot)
