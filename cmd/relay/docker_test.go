@@ -606,9 +606,9 @@ func requireDocker(t *testing.T) {
 		return
 	}
 	if os.Getenv("CI") == "true" {
-		t.Fatalf("CI=true but %s: .ci/run installs and starts Docker", why)
+		t.Fatalf("CI=true and the container image test cannot run: %s (.ci/run installs docker.io and starts dockerd)", why)
 	}
-	t.Skipf("%s: the image build is not tested here (CI=true would fail)", why)
+	t.Skipf("skipping the container image test: %s (under CI=true this fails instead)", why)
 }
 
 // dockerRun runs docker with args (the legacy builder for build, which
