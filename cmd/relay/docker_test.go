@@ -68,17 +68,24 @@ func dockerfile(t *testing.T) []string {
 	return out
 }
 
+// skipUnlessImageBuild skips a test that builds for the image (whose
+// work is what) under -short or off linux.
+func skipUnlessImageBuild(t *testing.T, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip(what)
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("the image is linux")
+	}
+}
+
 // TestDockerfileBuild runs the Dockerfile's go build command as the image
 // build does (sh -c, from the module root, with the VERSION build arg in
 // the environment), then checks the binary is static and carries the
 // version. No Docker engine is needed.
 func TestDockerfileBuild(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	if runtime.GOOS != "linux" {
-		t.Skip("the image is linux")
-	}
+	skipUnlessImageBuild(t, "builds the binary")
 	var build string
 	for _, ins := range dockerfile(t) {
 		if strings.HasPrefix(ins, "RUN ") && strings.Contains(ins, "go build") {
@@ -347,12 +354,7 @@ func dockerBuildInputs(t *testing.T) []string {
 // with exit code 0 and a clean-shutdown log. It skips where Docker is
 // absent or its daemon unreachable, except under CI=true, where it fails.
 func TestDockerImage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the container image")
-	}
-	if runtime.GOOS != "linux" {
-		t.Skip("the image is linux")
-	}
+	skipUnlessImageBuild(t, "builds and runs the container image")
 	requireDocker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), dockerBuildTimeout+3*time.Minute)
 	defer cancel()
@@ -545,8 +547,9 @@ func startContainer(t *testing.T, ctx context.Context, image, volume string, por
 		}
 	})
 	c := &container{name: name, relayProc: &relayProc{stderr: logs, url: "http://" + publishedPort(t, ctx, name, "9337/tcp").String()}}
+	client := &http.Client{Timeout: 2 * time.Second}
 	if err := waitUntil(ctx, dockerStartTimeout, func() bool {
-		resp, err := http.Get(c.url + "/readyz")
+		resp, err := client.Get(c.url + "/readyz")
 		if err != nil {
 			return false
 		}
