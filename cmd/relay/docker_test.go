@@ -695,6 +695,7 @@ func goStandin(t *testing.T, ctx context.Context) string {
 	}
 	libs := sharedLibs(t, sh)
 	mods := moduleDownloads(t, modcache, gosum)
+	requireModuleZips(t, modcache)
 	importImage(t, ctx, ref, []string{
 		"ENV PATH=/go/bin:/usr/local/go/bin:/usr/bin:/bin",
 		"ENV HOME=/root", "ENV GOPATH=/go", "ENV GOTOOLCHAIN=local",
@@ -836,6 +837,32 @@ func moduleDownloads(t *testing.T, modcache string, gosum []byte) []string {
 		}
 	}
 	return files
+}
+
+// requireModuleZips fails the test, before a stand-in is made (and cached)
+// without them, unless the module cache holds the zip of every module
+// go.mod requires: what go mod download fetches, and so what the stand-in
+// must carry.
+func requireModuleZips(t *testing.T, modcache string) {
+	t.Helper()
+	cmd := exec.Command("go", "mod", "edit", "-json")
+	cmd.Dir = moduleRoot
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go mod edit -json: %v", err)
+	}
+	var gomod struct {
+		Require []struct{ Path, Version string }
+	}
+	if err := json.Unmarshal(out, &gomod); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range gomod.Require {
+		zip := filepath.Join(modcache, "cache", "download", escapeModulePath(r.Path), "@v", escapeModulePath(r.Version)+".zip")
+		if !fileExists(zip) {
+			t.Fatalf("the module cache lacks %s@%s (%s): run go mod download first", r.Path, r.Version, zip)
+		}
+	}
 }
 
 // escapeModulePath escapes a module path or version as the module cache
