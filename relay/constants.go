@@ -122,6 +122,32 @@ const (
 	// each on its own cache line.
 	ampStripes = 64
 
+	// DefaultAmpNetFactor lets a network (DefaultAmpNet4Bits,
+	// DefaultAmpNet6Bits) receive 8 bytes of answers per byte of
+	// requests heard from any of its addresses, with no time-based rate:
+	// the ratio every attack is held to, whatever its rate and however it
+	// is spread over the network's addresses (AmpConfig). Under 10, the
+	// most the project allows; as the per-address Factor.
+	DefaultAmpNetFactor = 8
+	// DefaultAmpNetBurst banks up to 512 KiB a network, as Burst.
+	DefaultAmpNetBurst = DefaultAmpBurst
+	// DefaultAmpNetInitial is 16 full pages, granted once to a network
+	// the relay starts tracking: a new requester's first pages (a small
+	// message, the first pages of a download before its route tightens
+	// past the relay) are not held to NetFactor. It is the whole of what
+	// an attacker gains beyond NetFactor from one network.
+	DefaultAmpNetInitial = 16 * scry.MesaMaxPacket
+	// DefaultAmpNetSlots tracks 64Ki networks in 2 MiB (32 bytes a slot).
+	DefaultAmpNetSlots = 1 << 16
+	// DefaultAmpNet4Bits: an IPv4 network is a /24, the smallest block
+	// routed on the internet, and what one customer or one data-centre
+	// rack is commonly given.
+	DefaultAmpNet4Bits = 24
+	// DefaultAmpNet6Bits: an IPv6 network is a /56, what ISPs commonly
+	// delegate to one customer (RIPE-690), so one victim's addresses
+	// share a budget and an attacker cannot spread over its 2^72 of them.
+	DefaultAmpNet6Bits = 56
+
 	// ampStripePad follows each stripe's lock so that neighbouring
 	// stripes' locks do not share a cache line.
 	ampStripePad = cacheLine
