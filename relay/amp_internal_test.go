@@ -132,7 +132,7 @@ func TestAmpNetworks(t *testing.T) {
 		{"[2001:db8:0:ab00::1]:1", "[2001:db8:0:abff:ffff::9]:1", true},
 		{"[2001:db8:0:ab00::1]:1", "[2001:db8:0:ac00::1]:1", false},
 		{"[::ffff:192.0.2.1]:1", "192.0.2.9:1", true}, // mapped is IPv4
-		{"[::c000:201]:1", "192.0.2.1:1", false},     // IPv4-compatible is IPv6
+		{"[::c000:201]:1", "192.0.2.1:1", false},      // IPv4-compatible is IPv6
 	} {
 		na, nb := a.network(key(c.a).IP), a.network(key(c.b).IP)
 		if (na == nb) != c.same {
