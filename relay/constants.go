@@ -152,3 +152,47 @@ const (
 	// stripes' locks do not share a cache line.
 	ampStripePad = cacheLine
 )
+
+// Legacy ames: the read buffer and the duplicate filter (dupfilter.go).
+const (
+	// MaxLegacyPacket is the largest legacy ames datagram the relay reads
+	// and forwards: the largest vere's drivers do. vere reads its socket
+	// into 400,000-byte buffers (io/mesa.c, _mesa_alloc: the mesa driver
+	// owns the socket and hands legacy datagrams to io/ames.c), checks no
+	// length on the legacy path (io/ames.c, _ames_hear, _ames_try_forward)
+	// and speaks IPv4 only (sockaddr_in), so what it takes is every IPv4
+	// UDP payload: 65,535 bytes less the 20-byte IP and 8-byte UDP
+	// headers. (io/ames.c's own 2,048-byte allocator, whose comment says
+	// an ames packet is at most 1,060 bytes, is not used for reads.) One
+	// needing an origin grows by 6 bytes, and then cannot be sent over
+	// IPv4: vere fails the same send.
+	MaxLegacyPacket = 65535 - 20 - 8
+
+	// ReadBufferSize is the length of each batch slot's read buffer
+	// (ServerConfig.ReadBuffer): one byte over MaxLegacyPacket, so that a
+	// longer datagram is seen as one (DropTooLarge) on any Conn, even one
+	// that cannot report truncation (transport.Message.Trunc). With
+	// GrowRoom, 65,514 bytes a slot: 4.0 MiB for a reader of the default
+	// 64-datagram batch, one reader per socket (and one for the ship's
+	// device in front mode); --batch 1024 makes it 64 MiB a reader. The
+	// memory is allocated once; only the bytes a datagram fills are
+	// touched.
+	ReadBufferSize = MaxLegacyPacket + 1
+
+	// DefaultDupWindow is how long a forwarded legacy packet is
+	// remembered (DupConfig). Two seconds outlast any loop's lap between
+	// relays on the internet by far; what they cost is that a sender's
+	// retransmission of the same bytes through the relay within them is
+	// dropped (ames backs off and retransmits again).
+	DefaultDupWindow = 2 * time.Second
+
+	// DefaultDupSlots remembers 64Ki forwarded packets in 1 MiB: 32,768
+	// legacy forwards a second for DefaultDupWindow before the filter
+	// forgets early (which lets a loop live only as long as the relay
+	// forwards more than that).
+	DefaultDupSlots = 1 << 16
+
+	// dupWays is the size of one set of the duplicate filter: 4
+	// fingerprints and their times, 64 bytes, one cache line.
+	dupWays = 4
+)
