@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"testing"
@@ -533,4 +534,61 @@ func TestServerDropsFullBuffer(t *testing.T) {
 			t.Errorf("too_large %d, want 2", n)
 		}
 	})
+}
+
+// TestLegacyHandleAllocatesNothing: the legacy path with the duplicate
+// filter and the budget (a planet's packet to a learned lane, origin
+// inserted, and the answer back) allocates nothing per packet; so does a
+// duplicate dropped.
+func TestLegacyHandleAllocatesNothing(t *testing.T) {
+	f := newFixture(t, nil)
+	carol := netip.MustParseAddrPort("198.18.7.7:6000")
+	f.handle(legacy(t, "~sampel-palnet", "~nec", 50, 0), carol) // carol's lane learned
+	var pkts [2][]byte
+	buf := make([]byte, 0, 2000)
+	i := 0
+	cycle := func() {
+		i++
+		// A fresh packet each time (a duplicate would be dropped): the
+		// content's first bytes carry i.
+		for j, from := range [2]string{"~dapnep-ronmyl", "~sampel-palnet"} {
+			if pkts[j] == nil {
+				pkts[j] = legacy(t, from, [2]string{"~sampel-palnet", "~dapnep-ronmyl"}[j], 200, 0)
+			}
+		}
+		for j, from := range [2]netip.AddrPort{alice, carol} {
+			b := append(buf[:0], pkts[j]...)
+			b[len(b)-200] = byte(i)
+			b[len(b)-199] = byte(i >> 8)
+			fixMug(b)
+			f.out.Reset()
+			f.r.Handle(b, from, f.now, f.out)
+		}
+		f.now += time.Millisecond
+	}
+	cycle()
+	if n := testing.AllocsPerRun(1000, cycle); n != 0 {
+		t.Fatalf("legacy forward cycle allocates %v times", n)
+	}
+	if s := f.snap(); s.Out[relay.KindAmes] < 2000 || s.Drops[relay.DropDuplicate] != 0 || s.Drops[relay.DropMalformedAmes] != 0 {
+		t.Fatalf("forwarded %d legacy packets, %d duplicates, %d malformed", s.Out[relay.KindAmes], s.Drops[relay.DropDuplicate], s.Drops[relay.DropMalformedAmes])
+	}
+	dup := append(buf[:0], pkts[0]...)
+	dup[len(dup)-200], dup[len(dup)-199] = byte(i), byte(i>>8)
+	fixMug(dup)
+	if n := testing.AllocsPerRun(1000, func() {
+		f.out.Reset()
+		f.r.Handle(dup, alice, f.now, f.out)
+	}); n != 0 {
+		t.Fatalf("a duplicate dropped allocates %v times", n)
+	}
+}
+
+// fixMug sets the header mug of the unrelayed legacy packet b to its
+// body's, in place (no allocation).
+func fixMug(b []byte) {
+	m := scry.Mug(b[scry.AmesHeaderLen:]) & 0xfffff
+	h := binary.LittleEndian.Uint32(b)
+	h = h&^(0xfffff<<11) | m<<11
+	binary.LittleEndian.PutUint32(b, h)
 }
