@@ -53,7 +53,9 @@ import (
 // Legacy ames forwards to learned lanes are budgeted the same way (Relay's
 // ames): honest legacy traffic that sends at least 1/NetFactor of the
 // bytes it receives through the relay is unaffected; a one-way transfer
-// to a lane the relay learned is slowed to NetFactor times its acks.
+// to a lane the relay learned, whose acks are about 1/15 of its fragments,
+// stalls once NetInitial is spent (TestHonestLegacyTrafficUnthrottled: 46
+// of 1,000 fragments). A negative NetFactor lifts that, and the bound.
 //
 // Addresses and networks are tracked in Slots and NetSlots fixed slots by
 // a seeded hash, with no allocation: one whose slot is taken by another
