@@ -30,10 +30,7 @@ func amplify(t *testing.T, f *fixture, victim netip.AddrPort, rate int, dur time
 func amplifySpread(t *testing.T, f *fixture, victims []netip.AddrPort, rate int, dur time.Duration) (sent, got int) {
 	n := int(dur.Seconds() * float64(rate))
 	step := time.Second / time.Duration(rate)
-	isVictim := map[netip.AddrPort]bool{}
-	for _, v := range victims {
-		isVictim[v] = true
-	}
+	isVictim := setOf(victims)
 	for i := 0; i < n; i++ {
 		for j, v := range victims {
 			path := fmt.Sprintf("%x.%x", i, j) // short names: the cheapest peeks
@@ -49,6 +46,15 @@ func amplifySpread(t *testing.T, f *fixture, victims []netip.AddrPort, rate int,
 		f.now += step
 	}
 	return sent, got
+}
+
+// setOf returns the set of lanes.
+func setOf(lanes []netip.AddrPort) map[netip.AddrPort]bool {
+	m := make(map[netip.AddrPort]bool, len(lanes))
+	for _, l := range lanes {
+		m[l] = true
+	}
+	return m
 }
 
 // addrBound and netBound are the most the default budgets let an attack

@@ -205,10 +205,7 @@ func TestLegacyLearnedCycleDoesNotOutliveTheAttacker(t *testing.T) {
 func legacyAmplify(t *testing.T, f *fixture, victims []netip.AddrPort, rate int, dur time.Duration) (sent, got int) {
 	n := int(dur.Seconds() * float64(rate))
 	step := time.Second / time.Duration(rate)
-	isVictim := map[netip.AddrPort]bool{}
-	for _, v := range victims {
-		isVictim[v] = true
-	}
+	isVictim := setOf(victims)
 	tag := 0
 	for i := 0; i < n; i++ {
 		for _, v := range victims {
