@@ -38,8 +38,8 @@ import (
 // defaults, 8x plus a one-off 16 pages. (A network's slot is made again
 // only when another network hashing to it takes it over, which an
 // attacker cannot aim at without the seed: about NetSlots networks'
-// requests per re-grant.) A send needs both budgets; one refused by the
-// network's takes nothing from the address's.
+// requests per re-grant.) A send needs both budgets, and one that either
+// refuses takes nothing from the other.
 //
 // What this costs honest traffic: a requester whose pages are larger than
 // NetFactor times its requests (mesa peeks are 40-100 bytes, full pages
@@ -259,11 +259,17 @@ func (a *ampTable) spend(k lane.Key, n int, now time.Duration) bool {
 	if a == nil {
 		return true
 	}
-	if !a.take(k.IP, n, now) {
+	// The network first: without a free rate it is the budget an attack
+	// runs out of, and a spend it refuses then costs one lock, not three.
+	if a.net == nil {
+		return a.take(k.IP, n, now)
+	}
+	netIP := a.network(k.IP)
+	if !a.net.take(netIP, n, now) {
 		return false
 	}
-	if a.net != nil && !a.net.take(a.network(k.IP), n, now) {
-		a.add(k.IP, int64(n), now) // the address's back: nothing was sent
+	if !a.take(k.IP, n, now) {
+		a.net.add(netIP, int64(n), now) // the network's back: nothing was sent
 		return false
 	}
 	return true

@@ -161,4 +161,13 @@ func TestAmpNetworks(t *testing.T) {
 	if a.spend(k1, 1, now+time.Hour) {
 		t.Fatal("the network budget refilled with time")
 	}
+	// And the other way round: a spend the address refuses leaves the
+	// network's budget whole.
+	b := newTestAmp(t, AmpConfig{Factor: 1, Rate: 1, Initial: 10, NetFactor: 1, NetInitial: 1000, NetBurst: 1 << 20})
+	if b.spend(k1, 500, now) {
+		t.Fatal("address spent 500 of 10")
+	}
+	if !b.net.take(b.network(k1.IP), 1000, now) {
+		t.Fatal("a spend the address refused took from the network")
+	}
 }
