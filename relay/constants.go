@@ -71,12 +71,11 @@ const (
 	// inserting a legacy ames origin.
 	GrowRoom = 6
 
-	// MaxPacket is the largest datagram the relay reads. Mesa packets are at
-	// most scry.MesaMaxPacket bytes (larger ones are dropped); legacy ames
-	// has no limit of its own (a UDP payload on an Ethernet path is at
-	// most scry.MesaMaxPacket, but paths with a larger MTU exist), so a
-	// reader takes 128 bytes more: a legacy packet that long is read
-	// whole, and a mesa packet over the limit is still seen to be one.
+	// MaxPacket is the size of the buffers the relay builds datagrams in
+	// (Out's scratch buffers: a page's second variant, a STUN answer):
+	// mesa packets are at most scry.MesaMaxPacket bytes, and 128 more
+	// leave room. The server reads into larger buffers (ReadBufferSize),
+	// since legacy ames packets can be as long as a UDP datagram.
 	MaxPacket = scry.MesaMaxPacket + 128
 
 	// readWarnInterval is the least time between two warnings of failed
