@@ -248,8 +248,8 @@ func TestLegacyAnswersWithinBudget(t *testing.T) {
 		sent, got := legacyAmplify(t, f, c.victims, c.rate, dur)
 		ratio := float64(got) / float64(sent)
 		bound := float64(min(addrBound(sent, len(c.victims), dur), netBound(sent))) / float64(sent)
-		t.Logf("%3d victims at %4d forged packets/s (%6d B/s): %.2fx (bound %.2fx), %d throttled",
-			len(c.victims), c.rate, sent/int(dur/time.Second), ratio, bound, f.snap().Drops[relay.DropLegacyThrottled])
+		t.Logf("%3d victims (%v) at %4d forged packets/s (%6d B/s, %d B in all): %.2fx (bound %.2fx), %d throttled",
+			len(c.victims), c.victims[0].Addr(), c.rate, sent/int(dur/time.Second), sent, ratio, bound, f.snap().Drops[relay.DropLegacyThrottled])
 		if ratio > bound {
 			t.Errorf("%d victims at %d/s: %.2fx over the bound %.2fx", len(c.victims), c.rate, ratio, bound)
 		}
