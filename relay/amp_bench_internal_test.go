@@ -47,9 +47,19 @@ func TestAmpZeroAllocs(t *testing.T) {
 	}
 }
 
+// BenchmarkAmpParallelWithin is BenchmarkAmpParallel with every spend
+// inside both budgets (400 bytes of page per 60-byte request), the
+// honest case: one credit and one spend, each on an address and a
+// network, and no refund.
+func BenchmarkAmpParallelWithin(b *testing.B) { benchAmp(b, 400) }
+
 // BenchmarkAmpParallel is the relay's readers, one per socket, each
 // crediting a request and spending its page for addresses of its own.
-func BenchmarkAmpParallel(b *testing.B) {
+func BenchmarkAmpParallel(b *testing.B) { benchAmp(b, 500) }
+
+// benchAmp runs readers each crediting 60-byte requests and spending
+// pages of `page` bytes for 1,024 addresses of their own.
+func benchAmp(b *testing.B, page int) {
 	a := newTestAmp(b, AmpConfig{})
 	var next atomic.Uint32
 	b.ReportAllocs()
@@ -62,7 +72,7 @@ func BenchmarkAmpParallel(b *testing.B) {
 			i++
 			now += time.Microsecond
 			a.credit(k, 60, now)
-			a.spend(k, 500, now)
+			a.spend(k, page, now)
 		}
 	})
 }

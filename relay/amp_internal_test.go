@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,7 +16,7 @@ import (
 // whose slot another takes starts over from Initial.
 func TestAmpStripesKeepOneTable(t *testing.T) {
 	for _, slots := range []int{1, 8, ampStripes, 1 << 10, DefaultAmpSlots} {
-		a := newTestAmp(t, AmpConfig{Slots: slots, Initial: 100, Factor: 1, Rate: 1})
+		a := newTestAmp(t, AmpConfig{Slots: slots, Initial: 100, Factor: 1, Rate: 1, NetFactor: -1})
 		// Stripe i guards the i'th run of Slots/ampStripes slots (one
 		// each if there are fewer slots than stripes).
 		if per := max(slots/ampStripes, 1); 1<<a.shift != per || len(a.slots) != slots {
@@ -61,7 +62,7 @@ func TestAmpStripesKeepOneTable(t *testing.T) {
 // spends more than it was given.
 func TestAmpConcurrent(t *testing.T) {
 	const readers, rounds = 8, 2000
-	cfg := AmpConfig{Initial: 1000, Factor: 8, Rate: 1 << 20, Burst: 1 << 30}
+	cfg := AmpConfig{Initial: 1000, Factor: 8, Rate: 1 << 20, Burst: 1 << 30, NetFactor: -1}
 	a := newTestAmp(t, cfg)
 	shared := ampKey(1 << 20)
 	// An address per reader, each alone in its slot and none in the
@@ -112,5 +113,61 @@ func TestAmpConcurrent(t *testing.T) {
 	}
 	if s, c := sharedSpent.Load(), sharedCredit.Load()+int64(cfg.Initial); s > c || s == 0 {
 		t.Errorf("shared address spent %d of %d", s, c)
+	}
+}
+
+// TestAmpNetworks: addresses of one IPv4 /24 or IPv6 /56 share one
+// network budget, addresses across the boundary do not, and a spend the
+// network refuses takes nothing from the address.
+func TestAmpNetworks(t *testing.T) {
+	key := func(s string) lane.Key { return lane.KeyOf(netip.MustParseAddrPort(s)) }
+	a := newTestAmp(t, AmpConfig{Factor: 1, Rate: 1, Burst: 1 << 20, Initial: 1000,
+		NetFactor: 1, NetInitial: 100, NetBurst: 1 << 20})
+	for _, c := range []struct {
+		a, b string
+		same bool
+	}{
+		{"192.0.2.1:1", "192.0.2.254:2", true},
+		{"192.0.2.1:1", "192.0.3.1:1", false},
+		{"[2001:db8:0:ab00::1]:1", "[2001:db8:0:abff:ffff::9]:1", true},
+		{"[2001:db8:0:ab00::1]:1", "[2001:db8:0:ac00::1]:1", false},
+		{"[::ffff:192.0.2.1]:1", "192.0.2.9:1", true}, // mapped is IPv4
+		{"[::c000:201]:1", "192.0.2.1:1", false},      // IPv4-compatible is IPv6
+	} {
+		na, nb := a.network(key(c.a).IP), a.network(key(c.b).IP)
+		if (na == nb) != c.same {
+			t.Errorf("%s and %s: same network %v, want %v", c.a, c.b, na == nb, c.same)
+		}
+	}
+	// 192.0.2.1 and .2 share NetInitial 100: the second address's spend
+	// is refused by the network and its own 1000 are left whole.
+	k1, k2 := key("192.0.2.1:1"), key("192.0.2.2:1")
+	now := time.Second
+	if !a.spend(k1, 100, now) {
+		t.Fatal("first spend of the network's 100 refused")
+	}
+	if a.spend(k2, 1, now) {
+		t.Fatal("network spent twice over")
+	}
+	a.credit(k2, 200, now) // the network earns 200; k2 has 1000+200
+	if !a.spend(k2, 200, now) || a.spend(k2, 1, now) {
+		t.Fatal("network budget not the 200 its requests earned")
+	}
+	// k2's own budget was untouched by the refused spends: 1200 - 200.
+	if !a.take(k2.IP, 1000, now) || a.take(k2.IP, 1, now) {
+		t.Fatal("a spend the network refused took from the address")
+	}
+	// No time-based rate at network level: an hour later, nothing more.
+	if a.spend(k1, 1, now+time.Hour) {
+		t.Fatal("the network budget refilled with time")
+	}
+	// And the other way round: a spend the address refuses leaves the
+	// network's budget whole.
+	b := newTestAmp(t, AmpConfig{Factor: 1, Rate: 1, Initial: 10, NetFactor: 1, NetInitial: 1000, NetBurst: 1 << 20})
+	if b.spend(k1, 500, now) {
+		t.Fatal("address spent 500 of 10")
+	}
+	if !b.net.take(b.network(k1.IP), 1000, now) {
+		t.Fatal("a spend the address refused took from the network")
 	}
 }

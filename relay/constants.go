@@ -71,12 +71,11 @@ const (
 	// inserting a legacy ames origin.
 	GrowRoom = 6
 
-	// MaxPacket is the largest datagram the relay reads. Mesa packets are at
-	// most scry.MesaMaxPacket bytes (larger ones are dropped); legacy ames
-	// has no limit of its own (a UDP payload on an Ethernet path is at
-	// most scry.MesaMaxPacket, but paths with a larger MTU exist), so a
-	// reader takes 128 bytes more: a legacy packet that long is read
-	// whole, and a mesa packet over the limit is still seen to be one.
+	// MaxPacket is the size of the buffers the relay builds datagrams in
+	// (Out's scratch buffers: a page's second variant, a STUN answer):
+	// mesa packets are at most scry.MesaMaxPacket bytes, and 128 more
+	// leave room. The server reads into larger buffers (ReadBufferSize),
+	// since legacy ames packets can be as long as a UDP datagram.
 	MaxPacket = scry.MesaMaxPacket + 128
 
 	// readWarnInterval is the least time between two warnings of failed
@@ -122,7 +121,77 @@ const (
 	// each on its own cache line.
 	ampStripes = 64
 
+	// DefaultAmpNetFactor lets a network (DefaultAmpNet4Bits,
+	// DefaultAmpNet6Bits) receive 8 bytes of answers per byte of
+	// requests heard from any of its addresses, with no time-based rate:
+	// the ratio every attack is held to, whatever its rate and however it
+	// is spread over the network's addresses (AmpConfig). Under 10, the
+	// most the project allows; as the per-address Factor.
+	DefaultAmpNetFactor = 8
+	// DefaultAmpNetBurst banks up to 512 KiB a network, as Burst.
+	DefaultAmpNetBurst = DefaultAmpBurst
+	// DefaultAmpNetInitial is 16 full pages, granted once to a network
+	// the relay starts tracking: a new requester's first pages (a small
+	// message, the first pages of a download before its route tightens
+	// past the relay) are not held to NetFactor. It is the whole of what
+	// an attacker gains beyond NetFactor from one network.
+	DefaultAmpNetInitial = 16 * scry.MesaMaxPacket
+	// DefaultAmpNetSlots tracks 64Ki networks in 2 MiB (32 bytes a slot).
+	DefaultAmpNetSlots = 1 << 16
+	// DefaultAmpNet4Bits: an IPv4 network is a /24, the smallest block
+	// routed on the internet, and what one customer or one data-centre
+	// rack is commonly given.
+	DefaultAmpNet4Bits = 24
+	// DefaultAmpNet6Bits: an IPv6 network is a /56, what ISPs commonly
+	// delegate to one customer (RIPE-690), so one victim's addresses
+	// share a budget and an attacker cannot spread over its 2^72 of them.
+	DefaultAmpNet6Bits = 56
+
 	// ampStripePad follows each stripe's lock so that neighbouring
 	// stripes' locks do not share a cache line.
 	ampStripePad = cacheLine
+)
+
+// Legacy ames: the read buffer and the duplicate filter (dupfilter.go).
+const (
+	// MaxLegacyPacket is the largest legacy ames datagram the relay reads
+	// and forwards: the largest vere's drivers do. vere reads its socket
+	// into 400,000-byte buffers (io/mesa.c, _mesa_alloc: the mesa driver
+	// owns the socket and hands legacy datagrams to io/ames.c), checks no
+	// length on the legacy path (io/ames.c, _ames_hear, _ames_try_forward)
+	// and speaks IPv4 only (sockaddr_in), so what it takes is every IPv4
+	// UDP payload: 65,535 bytes less the 20-byte IP and 8-byte UDP
+	// headers. (io/ames.c's own 2,048-byte allocator, whose comment says
+	// an ames packet is at most 1,060 bytes, is not used for reads.) One
+	// needing an origin grows by 6 bytes, and then cannot be sent over
+	// IPv4: vere fails the same send.
+	MaxLegacyPacket = 65535 - 20 - 8
+
+	// ReadBufferSize is the length of each batch slot's read buffer
+	// (ServerConfig.ReadBuffer): one byte over MaxLegacyPacket, so that a
+	// longer datagram is seen as one (DropTooLarge) on any Conn, even one
+	// that cannot report truncation (transport.Message.Trunc). With
+	// GrowRoom, 65,514 bytes a slot: 4.0 MiB for a reader of the default
+	// 64-datagram batch, one reader per socket (and one for the ship's
+	// device in front mode); --batch 1024 makes it 64 MiB a reader. The
+	// memory is allocated once; only the bytes a datagram fills are
+	// touched.
+	ReadBufferSize = MaxLegacyPacket + 1
+
+	// DefaultDupWindow is how long a forwarded legacy packet is
+	// remembered (DupConfig). Two seconds outlast any loop's lap between
+	// relays on the internet by far; what they cost is that a sender's
+	// retransmission of the same bytes through the relay within them is
+	// dropped (ames backs off and retransmits again).
+	DefaultDupWindow = 2 * time.Second
+
+	// DefaultDupSlots remembers 64Ki forwarded packets in 1 MiB: 32,768
+	// legacy forwards a second for DefaultDupWindow before the filter
+	// forgets early (which lets a loop live only as long as the relay
+	// forwards more than that).
+	DefaultDupSlots = 1 << 16
+
+	// dupWays is the size of one set of the duplicate filter: 4
+	// fingerprints and their times, 64 bytes, one cache line.
+	dupWays = 4
 )

@@ -16,7 +16,7 @@ type Drop uint8
 const (
 	DropMalformedMesa    Drop = iota // mesa cookie present, but vere's parser would reject it
 	DropMalformedAmes                // no mesa cookie, and not a well-formed legacy ames packet
-	DropTooLarge                     // mesa packet over scry.MesaMaxPacket bytes (vere's receive gate)
+	DropTooLarge                     // mesa packet over scry.MesaMaxPacket bytes (vere's receive gate), or a datagram longer than the read buffer (MaxLegacyPacket)
 	DropSTUNMalformed                // a STUN binding request (scry.IsSTUN) whose frame is malformed (scry.STUNRequest.Parse)
 	DropReservedType                 // mesa type 0, which carries no request or response
 	DropHopLimit                     // request arrived with MaxHops hops: a forwarding loop
@@ -31,6 +31,8 @@ const (
 	DropPendingPerSource             // the source IP already holds its share of the pending table
 	DropShipUnsafe                   // would crash vere's drivers if handed to the ship (4-9 bytes, relayed bit set)
 	DropSTUNThrottled                // a STUN request whose answer is over its source's amplification budget
+	DropDuplicate                    // a legacy ames packet this relay forwarded within DupWindow (dupfilter.go): a forwarding loop or a replay
+	DropLegacyThrottled              // a legacy ames packet whose forward is over a target's amplification budget
 	numDrops
 )
 
@@ -52,6 +54,8 @@ var dropNames = [numDrops]string{
 	DropPendingPerSource: "pending_per_source",
 	DropSTUNThrottled:    "stun_throttled",
 	DropShipUnsafe:       "ship_unsafe",
+	DropDuplicate:        "duplicate",
+	DropLegacyThrottled:  "legacy_throttled",
 }
 
 // ShipDrop is why the relay dropped a datagram the fronted ship sent

@@ -96,7 +96,9 @@ func FuzzDecide(f *testing.F) {
 			c.Pending.Shards = 2
 			c.Pending.MaxRequestersPerEntry = 3
 			c.Routes.MaxRoutes = maxRoutes
-			c.Amp = relay.AmpConfig{Factor: 2, Rate: 1000, Burst: 4000, Initial: 1500, Slots: 8}
+			c.Amp = relay.AmpConfig{Factor: 2, Rate: 1000, Burst: 4000, Initial: 1500, Slots: 8,
+				NetFactor: 2, NetInitial: 3000, NetBurst: 8000, NetSlots: 8}
+			c.Dup = relay.DupConfig{Slots: 16} // small: sets fill and evict
 		})
 		asked := map[string]bool{} // name bytes + "@" + lane: a request was heard
 		steps := 0

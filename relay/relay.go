@@ -91,6 +91,9 @@ type Config struct {
 	// Amp bounds amplification (see AmpConfig); the zero value takes the
 	// defaults.
 	Amp AmpConfig
+	// Dup sizes the legacy ames duplicate filter (see DupConfig); the
+	// zero value takes the defaults.
+	Dup DupConfig
 	// Front is fronting mode (see front.go): the ship's process is reached
 	// through a device the relay owns (relay/front), datagrams for it carry
 	// their true source (Out.ToShip), and what it sends is decided by
@@ -120,7 +123,9 @@ type Relay struct {
 	ourChain []lane.Ship // our sponsors, above the fronted ship
 	hashSeed uint64
 	pending  *pit.Table
-	amp      *ampTable // nil when the budget is disabled
+	amp      *ampTable  // nil when the budget is disabled
+	dups     *dupFilter // nil when the filter is disabled
+	trusted  trustedLanes
 	routes   *route.Table
 	counters Counters
 
@@ -168,6 +173,13 @@ func New(cfg Config) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := cfg.Dup.fill(); err != nil {
+		return nil, err
+	}
+	dups, err := newDupFilter(cfg.Dup)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Routes.LaneClockSlots == 0 {
 		cfg.Routes.LaneClockSlots = route.DefaultLaneClockSlots
 	}
@@ -192,6 +204,7 @@ func New(cfg Config) (*Relay, error) {
 		hashSeed:   binary.LittleEndian.Uint64(seed[:]),
 		pending:    pt,
 		amp:        amp,
+		dups:       dups,
 		routes:     rt,
 		front:      cfg.Front,
 		publicLane: lane.Canon(cfg.PublicLane),
@@ -231,6 +244,7 @@ func (r *Relay) SetLanes(galaxies, pinned map[lane.Ship]netip.AddrPort) {
 		m[r.ship] = r.shipKey
 	}
 	r.routes.SetStatic(m)
+	r.trusted.store(&r.trusted.static, m)
 }
 
 // SetRelays replaces the configured relays (Config.Relays).
@@ -240,6 +254,7 @@ func (r *Relay) SetRelays(relays map[lane.Ship]netip.AddrPort) {
 		m[s] = lane.KeyOf(lane.Canon(ap))
 	}
 	r.routes.SetRelays(m)
+	r.trusted.store(&r.trusted.relays, m)
 }
 
 // AddSelf records another lane of this process (for example the public
@@ -294,6 +309,7 @@ type Out struct {
 	used    int
 	reqs    []lane.Key
 	admit   pendingAdmit // Handle's pending-table admission, reused
+	amesAdm amesAdmit    // Handle's legacy admission, reused
 	plan    route.Plan   // Handle's route plan, reused
 
 	// owner made o (Relay.NewOut) and counts o's decisions in own; c is
@@ -710,7 +726,16 @@ func (r *Relay) editPage(b []byte, p *scry.Packet, hops int, hop [6]byte, set bo
 	return b
 }
 
-// ames forwards a legacy ames packet statelessly.
+// ames forwards a legacy ames packet statelessly. Legacy ames has no hop
+// count and no pending table, so two guards stand in for them: the
+// duplicate filter (DupConfig) drops a packet this relay forwarded
+// already, which ends any loop, and the amplification budget bounds what
+// is forwarded to a lane the relay learned (the lane of a ship that named
+// itself the sender of a packet heard from there, which a forged packet
+// can name a victim): every legacy byte heard from a lane credits its
+// address and network, every byte forwarded to a lane that is neither
+// configured (a galaxy, pinned or relay lane) nor the ship's own spends
+// from them. A forward goes to all its targets or to none.
 func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time.Duration, out *Out) {
 	fromKey := lane.KeyOf(from)
 	fromShip := r.shipLane.IsValid() && from == r.shipLane
@@ -718,9 +743,15 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 		out.c.drops[DropSelf].Add(1)
 		return
 	}
+	if !fromShip {
+		r.amp.credit(fromKey, len(b), now)
+	}
 	// An unrelayed packet was sent by its sender itself; its lane is
-	// learned only if the packet is sent on.
-	learn := !a.Relayed && !fromShip
+	// learned only if the packet is sent on. Never a galaxy's: galaxy
+	// lanes come from configuration, and a relay forwards a galaxy's
+	// packets on without an origin (none is needed), so a packet naming a
+	// galaxy as its sender says nothing of where the galaxy is.
+	learn := !a.Relayed && !fromShip && a.Sndr.Class() != lane.Galaxy
 	if a.Rcvr == r.ship {
 		if !r.shipLane.IsValid() {
 			out.c.drops[DropOwnShipNoLane].Add(1) // and learns nothing: see request
@@ -733,9 +764,39 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 		r.handToShip(b, KindAmes, from, fromKey, a.Sndr, learn, true, now, out)
 		return
 	}
+	// The fronted ship's own packets are recorded, never refused: its
+	// retransmissions are its own business, and one coming back round
+	// a loop arrives from another lane.
+	own := fromShip && a.Sndr == r.ship
+	fp := r.dups.fingerprint(a)
+	if !own && r.dups.seen(fp, now) {
+		out.c.drops[DropDuplicate].Add(1)
+		return
+	}
+	var origin [scry.AmesOriginLen]byte
+	insert := false
+	if !fromShip && scry.NeedsOrigin(a) {
+		ap := from
+		if !r.hintOK(from) {
+			// A sender on a private network is named by our public
+			// lane, or not at all: answers then come back through us.
+			ap = r.publicLane
+			out.c.add(EventHintsScrubbed, 1)
+		}
+		origin, insert = lane.EncodeShort(ap)
+		insert = insert && ap.IsValid()
+	}
+	n := len(b)
+	if insert {
+		n += scry.AmesOriginLen
+	}
 	plan := &out.plan
-	sent := r.routes.Route(plan, route.Query{Rcvr: a.Rcvr, From: fromKey, Sender: a.Sndr, Learn: learn}, now, nil)
+	out.amesAdm = amesAdmit{r: r, c: out.c, plan: plan, fp: fp, own: own, n: n, now: now}
+	sent := r.routes.Route(plan, route.Query{Rcvr: a.Rcvr, From: fromKey, Sender: a.Sndr, Learn: learn}, now, &out.amesAdm)
 	if !sent {
+		if plan.N != 0 {
+			return // refused by amesAdmit, which counted why
+		}
 		if r.front && plan.Sponsee {
 			r.handToShip(b, KindAmes, from, fromKey, a.Sndr, learn, false, now, out)
 			return
@@ -743,19 +804,10 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 		r.dropUnrouted(out.c, &plan.Targets)
 		return
 	}
-	if !fromShip && scry.NeedsOrigin(a) {
-		origin := from
-		if !r.hintOK(from) {
-			// A sender on a private network is named by our public
-			// lane, or not at all: answers then come back through us.
-			origin = r.publicLane
-			out.c.add(EventHintsScrubbed, 1)
-		}
-		if o, ok := lane.EncodeShort(origin); ok && origin.IsValid() {
-			if nb, err := scry.InsertOrigin(b, o); err == nil {
-				b = nb
-				out.c.add(EventOriginsInserted, 1)
-			}
+	if insert {
+		if nb, err := scry.InsertOrigin(b, origin); err == nil {
+			b = nb
+			out.c.add(EventOriginsInserted, 1)
 		}
 	}
 	r.forward(b, KindAmes, &plan.Targets, out)

@@ -27,6 +27,10 @@ func NewSystemClock() *SystemClock { return route.NewSystemClock() }
 type ServerConfig struct {
 	// Batch is the most datagrams read (and decided) per system call.
 	Batch int
+	// ReadBuffer is the length of each batch slot's read buffer; 0 means
+	// ReadBufferSize. A datagram of ReadBuffer bytes or more is dropped as
+	// DropTooLarge, never decided cut.
+	ReadBuffer int
 	// ExpiryInterval is how often timers are advanced.
 	ExpiryInterval time.Duration
 	// Clock defaults to a SystemClock.
@@ -73,6 +77,9 @@ type Server struct {
 func NewServer(r *Relay, conns []transport.Conn, cfg ServerConfig) *Server {
 	if cfg.Batch <= 0 {
 		cfg.Batch = transport.DefaultBatchSize
+	}
+	if cfg.ReadBuffer <= 0 {
+		cfg.ReadBuffer = ReadBufferSize
 	}
 	if cfg.ExpiryInterval <= 0 {
 		cfg.ExpiryInterval = DefaultExpiryInterval
@@ -210,7 +217,7 @@ func (s *Server) routineRead(rd *reader) {
 	in := make([]transport.Message, s.cfg.Batch)
 	for i := range in {
 		// Leave GrowRoom spare so Handle can add a next-hop or origin.
-		in[i].Buf = make([]byte, MaxPacket, MaxPacket+GrowRoom)
+		in[i].Buf = make([]byte, s.cfg.ReadBuffer, s.cfg.ReadBuffer+GrowRoom)
 	}
 	// What a reader decides leaves by its own socket; what the ship's
 	// device reader decides, by the first public socket.
@@ -255,6 +262,12 @@ func (s *Server) routineRead(rd *reader) {
 		}
 		for i := 0; i < n; i++ {
 			m := &in[i]
+			if m.Trunc || m.N >= len(m.Buf) {
+				// Longer than the buffer: what was read is not the
+				// datagram, and goes nowhere.
+				s.relay.dropTooLarge(out)
+				continue
+			}
 			if rd.ship {
 				s.relay.HandleFromShip(m.Buf[:m.N:cap(m.Buf)], m.Addr, now, out)
 				continue
@@ -320,4 +333,11 @@ func (s *Server) writeAll(c transport.Conn, msgs []transport.Message) bool {
 		msgs = msgs[n+1:]
 	}
 	return true
+}
+
+// dropTooLarge counts a datagram longer than the server's read buffer,
+// which is not decided: its bytes were cut.
+func (r *Relay) dropTooLarge(out *Out) {
+	r.bind(out)
+	r.drop(out.c, KindOther, DropTooLarge)
 }

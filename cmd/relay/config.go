@@ -112,7 +112,7 @@ type runFlags struct {
 	metrics                            string
 	pprof, gso                         bool
 	sockets, ampFactor, ampRate        int
-	ampBurst                           int
+	ampBurst, ampNetFactor             int
 	capture                            string
 	captureBytes                       int64
 	captureFiles                       int
@@ -166,6 +166,7 @@ func newRunFlags() *runFlags {
 	fs.IntVar(&f.ampFactor, "amp-factor", relay.DefaultAmpFactor, "page bytes sent to an address per byte of requests from it; negative disables the amplification budget")
 	fs.IntVar(&f.ampRate, "amp-rate", relay.DefaultAmpRate, "page bytes per second an address may receive regardless of its requests")
 	fs.IntVar(&f.ampBurst, "amp-burst", relay.DefaultAmpBurst, "most page bytes an address may bank")
+	fs.IntVar(&f.ampNetFactor, "amp-net-factor", relay.DefaultAmpNetFactor, "answer bytes sent to a network (IPv4 /24, IPv6 /56) per byte of requests from it, with no free rate; negative disables the per-network budget")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error (debug adds rate-limited per-datagram logs)")
 	fs.StringVar(&f.logFormat, "log-format", "auto", "log format: json, console, or auto (console on a terminal, else json)")
 	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus /metrics, /healthz and /readyz on TCP `ADDR:PORT` (e.g. 127.0.0.1:9337)")
@@ -495,7 +496,7 @@ func (f *runFlags) validate() (runConfig, error) {
 			SuppressWindow: f.suppress, FullPolicy: policy, MaxEntriesPerSource: f.maxPerSource,
 		},
 		Routes: route.Config{MaxRoutes: f.maxRoutes, DirectLaneExpiry: f.laneExpiry},
-		Amp:    relay.AmpConfig{Factor: f.ampFactor, Rate: f.ampRate, Burst: f.ampBurst},
+		Amp:    relay.AmpConfig{Factor: f.ampFactor, Rate: f.ampRate, Burst: f.ampBurst, NetFactor: f.ampNetFactor},
 	}
 	if err := checkLimits(c.relay); err != nil {
 		return c, err

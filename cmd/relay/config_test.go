@@ -81,6 +81,7 @@ func TestConfigFile(t *testing.T) {
 				"max-routes": 4096,
 				"direct-lane-expiry": "90s",
 				"batch": 32,
+				"amp-net-factor": -1,
 				"log-level": "warn",
 				"log-format": "json",
 				"metrics": "127.0.0.1:9337",
@@ -110,6 +111,9 @@ func TestConfigFile(t *testing.T) {
 				}
 				if r.Routes.MaxRoutes != 4096 || r.Routes.DirectLaneExpiry != 90*time.Second {
 					t.Errorf("routes %+v", r.Routes)
+				}
+				if r.Amp.NetFactor != -1 {
+					t.Errorf("amp net factor %d, want -1", r.Amp.NetFactor)
 				}
 				if c.batch != 32 || c.logLevel.String() != "warn" || c.logFormat != "json" || c.metrics != "127.0.0.1:9337" || !c.pprof {
 					t.Errorf("batch %d level %v format %q metrics %q pprof %v", c.batch, c.logLevel, c.logFormat, c.metrics, c.pprof)

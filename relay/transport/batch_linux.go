@@ -206,6 +206,7 @@ func (c *batchConn) ReadBatch(msgs []Message) (int, error) {
 	}
 	for i := range s.n {
 		msgs[i].N = int(s.hdrs[i].Len)
+		msgs[i].Trunc = s.hdrs[i].Hdr.Flags&unix.MSG_TRUNC != 0
 		msgs[i].Addr = parseSockaddr(&s.names[i])
 	}
 	return s.n, nil

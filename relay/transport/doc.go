@@ -17,8 +17,12 @@
 // Reads: the caller owns every Message.Buf. ReadBatch fills msgs[i].Buf from
 // index 0, sets msgs[i].N and msgs[i].Addr for i < n, and keeps no reference
 // the caller needs to care about once it returns. A datagram longer than
-// len(Buf) is truncated to len(Buf); size Buf one byte larger than the largest
-// datagram you accept and treat N == len(Buf) as "too large".
+// len(Buf) is truncated to len(Buf), and msgs[i].Trunc is set where the Conn
+// can tell (Linux sockets from the recvmmsg msg_flags, the portable socket
+// from its read's flags where the platform reports MSG_TRUNC, MemNetwork and
+// pipe conns always). To catch truncation on any Conn, size Buf one byte
+// larger than the largest datagram you accept and treat Trunc or
+// N == len(Buf) as "too large".
 //
 // Writes: WriteBatch sends msgs[i].Buf[:msgs[i].N] to msgs[i].Addr. The
 // caller may reuse or overwrite the buffers as soon as WriteBatch returns

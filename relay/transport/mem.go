@@ -475,19 +475,25 @@ func readQueue(done <-chan struct{}, queue <-chan memPacket, msgs []Message) (in
 	case <-done:
 		return 0, net.ErrClosed
 	case p := <-queue:
-		msgs[0].N = copy(msgs[0].Buf, p.b)
-		msgs[0].Addr = p.from
+		msgs[0].fill(p)
 	}
 	for i := 1; i < len(msgs); i++ {
 		select {
 		case p := <-queue:
-			msgs[i].N = copy(msgs[i].Buf, p.b)
-			msgs[i].Addr = p.from
+			msgs[i].fill(p)
 		default:
 			return i, nil
 		}
 	}
 	return len(msgs), nil
+}
+
+// fill reads p into m as a socket would: truncated to len(m.Buf), with
+// Trunc set when it was.
+func (m *Message) fill(p memPacket) {
+	m.N = copy(m.Buf, p.b)
+	m.Trunc = m.N < len(p.b)
+	m.Addr = p.from
 }
 
 func (c *memConn) WriteBatch(msgs []Message) (int, error) {

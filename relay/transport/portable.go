@@ -34,11 +34,14 @@ func (c *portableConn) ReadBatch(msgs []Message) (int, error) {
 		return 0, nil
 	}
 	m := &msgs[0]
-	n, ap, err := c.uc.ReadFromUDPAddrPort(m.Buf)
+	// ReadMsgUDPAddrPort rather than ReadFromUDPAddrPort, for the flags:
+	// a datagram longer than Buf is reported, not passed on cut.
+	n, _, flags, ap, err := c.uc.ReadMsgUDPAddrPort(m.Buf, nil)
 	if err != nil {
 		return 0, err
 	}
 	m.N = n
+	m.Trunc = flags&msgTrunc != 0
 	m.Addr = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	return 1, nil
 }

@@ -16,6 +16,12 @@ type Message struct {
 	Buf  []byte
 	N    int
 	Addr netip.AddrPort
+	// Trunc is set by ReadBatch when the datagram was longer than
+	// len(Buf) and Buf[:N] holds only its first bytes (MSG_TRUNC on
+	// Linux). A Conn that cannot tell leaves it false; see the package
+	// comment for the length convention that still catches those.
+	// WriteBatch ignores it.
+	Trunc bool
 }
 
 // Conn is one UDP socket as the relay sees it. ReadBatch blocks until at

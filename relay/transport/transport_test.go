@@ -82,6 +82,18 @@ func TestReadTruncates(t *testing.T) {
 		if msgs[0].N != 10 || string(msgs[0].Buf) != "0123456789" {
 			t.Errorf("truncated read = %d %q, want 10 %q", msgs[0].N, msgs[0].Buf[:msgs[0].N], "0123456789")
 		}
+		if !msgs[0].Trunc {
+			t.Error("a datagram longer than Buf read without Trunc set")
+		}
+		// The flag is per read: a datagram that fits, read into the same
+		// message, clears it.
+		writeAll(t, a, []Message{{Buf: big[:10], N: 10, Addr: c.LocalAddr()}})
+		if n, err := c.ReadBatch(msgs); err != nil || n != 1 {
+			t.Fatalf("ReadBatch = %d, %v", n, err)
+		}
+		if msgs[0].N != 10 || msgs[0].Trunc {
+			t.Errorf("a 10-byte datagram in a 10-byte buffer: N %d Trunc %v, want 10 false", msgs[0].N, msgs[0].Trunc)
+		}
 	})
 }
 

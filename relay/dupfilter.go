@@ -1,0 +1,248 @@
+package relay
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+	"sync/atomic"
+	"time"
+
+	"github.com/urbit-relay/relay/lane"
+	"github.com/urbit-relay/relay/relay/route"
+	"github.com/urbit-relay/relay/scry"
+)
+
+// DupConfig sizes the legacy ames duplicate filter.
+//
+// Legacy ames carries no hop count: a packet caught between relays that
+// each take the next for the receiver's way goes round for ever (three
+// relays pinned in a cycle passed one packet about 44,000 times a second
+// until they were stopped). The relay therefore remembers, for Window,
+// every legacy packet it forwarded, and drops a packet it forwarded
+// already (DropDuplicate): each relay of a loop forwards a packet once,
+// so one packet injected into a loop of n relays costs at most
+// 1 + n*route.MaxTargets datagrams, and a re-injected one (a replay, or
+// an attacker re-sending it) the same again only after Window.
+//
+// A packet is known by its header mug, its content's length, its sender
+// and receiver (none of which forwarding changes: the origin a relay
+// inserts is outside the mugged range), and its content's first and last
+// 8 bytes (encrypted in an ames packet, so 128 more bits against two
+// packets colliding on the 20-bit mug), hashed with a per-process seed
+// into a 64-bit fingerprint. The filter is Slots fingerprints in sets of
+// dupWays (one cache line each), the set chosen by the fingerprint: fixed
+// memory (16 bytes a slot), no allocation, and a full set replaces its
+// oldest entry, so a flood of distinct packets can only make the filter
+// forget early, never grow it. It is striped under 64 locks as the
+// amplification table is.
+//
+// The price: a sender's retransmission of identical bytes through the
+// relay within Window is dropped too. The fronted ship's own packets are
+// never checked (they are only recorded, so a loop bringing one back is
+// still caught), and a retransmission after Window passes.
+type DupConfig struct {
+	Window time.Duration // how long a forwarded packet is remembered; negative disables the filter
+	Slots  int           // fingerprints remembered, a power of two and at least dupWays
+}
+
+// fill gives each zero field its default and checks the rest.
+func (c *DupConfig) fill() error {
+	if c.Window < 0 {
+		return nil
+	}
+	if c.Window == 0 {
+		c.Window = DefaultDupWindow
+	}
+	if c.Slots == 0 {
+		c.Slots = DefaultDupSlots
+	}
+	if c.Slots < dupWays || bits.OnesCount(uint(c.Slots)) != 1 {
+		return fmt.Errorf("relay: duplicate filter slots %d is not a power of two of at least %d", c.Slots, dupWays)
+	}
+	return nil
+}
+
+// dupFilter is the legacy ames duplicate filter (DupConfig). It is safe
+// for concurrent use.
+type dupFilter struct {
+	stripes [ampStripes]ampStripe // set i guarded by stripes[(i>>shift)%ampStripes]
+
+	window time.Duration // static
+	seed   uint64        // static
+	shift  uint          // static: log2 of the sets per stripe
+	sets   []dupSet      // static slice
+}
+
+// dupSet is dupWays fingerprints and when each was last forwarded; a
+// zero fingerprint is an empty way.
+type dupSet struct {
+	fp [dupWays]uint64
+	at [dupWays]time.Duration
+}
+
+// newDupFilter returns the filter for cfg (filled), or nil when disabled.
+func newDupFilter(cfg DupConfig) (*dupFilter, error) {
+	if cfg.Window < 0 {
+		return nil, nil
+	}
+	var seed [8]byte
+	if _, err := rand.Read(seed[:]); err != nil {
+		return nil, fmt.Errorf("relay: seed: %w", err)
+	}
+	n := cfg.Slots / dupWays
+	per := max(n/ampStripes, 1)
+	return &dupFilter{
+		window: cfg.Window, seed: binary.LittleEndian.Uint64(seed[:]),
+		shift: uint(bits.TrailingZeros(uint(per))), sets: make([]dupSet, n),
+	}, nil
+}
+
+// fingerprint returns a's fingerprint, never zero (zero when d is nil).
+func (d *dupFilter) fingerprint(a *scry.AmesPacket) uint64 {
+	if d == nil {
+		return 0
+	}
+	var head, tail uint64
+	var buf [8]byte
+	c := a.Content
+	copy(buf[:], c)
+	head = binary.LittleEndian.Uint64(buf[:])
+	if len(c) >= 8 {
+		tail = binary.LittleEndian.Uint64(c[len(c)-8:])
+	}
+	h := lane.Mix64(d.seed ^ uint64(a.Mug) ^ uint64(len(c))<<24)
+	for _, w := range [...]uint64{a.Sndr.Hi, a.Sndr.Lo, a.Rcvr.Hi, a.Rcvr.Lo, head, tail} {
+		h = lane.Mix64(h ^ w)
+	}
+	return h | 1
+}
+
+// set returns the set and the lock of fingerprint fp.
+func (d *dupFilter) set(fp uint64) (*dupSet, *ampStripe) {
+	i := (fp >> 1) & uint64(len(d.sets)-1)
+	return &d.sets[i], &d.stripes[(i>>d.shift)%ampStripes]
+}
+
+// seen reports whether fp was forwarded within the window before now.
+func (d *dupFilter) seen(fp uint64, now time.Duration) bool {
+	if d == nil {
+		return false
+	}
+	s, st := d.set(fp)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for w := range s.fp {
+		if s.fp[w] == fp && now-s.at[w] < d.window {
+			return true
+		}
+	}
+	return false
+}
+
+// add records fp as forwarded at now and reports true, or reports false
+// (and changes nothing) if it was forwarded within the window: the check
+// and the record are one step, so of two readers forwarding one packet at
+// once only one is told to send it.
+func (d *dupFilter) add(fp uint64, now time.Duration) bool {
+	if d == nil {
+		return true
+	}
+	s, st := d.set(fp)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	victim := 0
+	for w := range s.fp {
+		if s.fp[w] == fp {
+			if now-s.at[w] < d.window {
+				return false
+			}
+			victim = w
+			break
+		}
+		if s.fp[w] == 0 || s.at[w] < s.at[victim] && s.fp[victim] != 0 {
+			victim = w
+		}
+	}
+	s.fp[victim], s.at[victim] = fp, now
+	return true
+}
+
+// amesAdmit admits a planned legacy forward (Relay.ames): every target
+// lane not trusted (trustedLanes) has n bytes in its amplification budget,
+// and the packet was not forwarded within the duplicate window. It takes
+// the bytes and records the packet, or, refusing, takes nothing and counts
+// why. It lives in Out, so passing it to route.Table.Route as a
+// route.Admitter allocates nothing.
+type amesAdmit struct {
+	r    *Relay
+	c    *counterBlock
+	plan *route.Plan // the plan Route made, read for its targets
+	fp   uint64      // the packet's fingerprint
+	own  bool        // the fronted ship's own packet: recorded, not refused
+	n    int         // bytes each target is sent
+	now  time.Duration
+}
+
+// Admit implements route.Admitter.
+func (a *amesAdmit) Admit() bool {
+	t := &a.plan.Targets
+	for i := 0; i < t.N; i++ {
+		if a.r.trusted.has(t.Lanes[i], a.r.shipKey) || a.r.amp.spend(t.Lanes[i], a.n, a.now) {
+			continue
+		}
+		a.refund(i)
+		a.c.add(EventAmpThrottled, 1)
+		a.c.drops[DropLegacyThrottled].Add(1)
+		return false
+	}
+	if !a.r.dups.add(a.fp, a.now) && !a.own {
+		// Another reader forwarded it since ames looked.
+		a.refund(t.N)
+		a.c.drops[DropDuplicate].Add(1)
+		return false
+	}
+	return true
+}
+
+// refund gives back what Admit took from the first k targets.
+func (a *amesAdmit) refund(k int) {
+	t := &a.plan.Targets
+	for i := 0; i < k; i++ {
+		if !a.r.trusted.has(t.Lanes[i], a.r.shipKey) {
+			a.r.amp.refund(t.Lanes[i], a.n, a.now)
+		}
+	}
+}
+
+// trustedLanes are the lanes the operator configured (galaxies, pinned
+// ships and the ship's own lane: Relay.SetLanes; relays: SetRelays).
+// Legacy forwards to them are not budgeted: no forged packet put them
+// there. Each set is replaced whole, never written in place.
+type trustedLanes struct {
+	static, relays atomic.Pointer[map[lane.Key]struct{}]
+}
+
+// store replaces the set p holds with the lanes of m.
+func (t *trustedLanes) store(p *atomic.Pointer[map[lane.Key]struct{}], m map[lane.Ship]lane.Key) {
+	set := make(map[lane.Key]struct{}, len(m))
+	for _, k := range m {
+		set[k] = struct{}{}
+	}
+	p.Store(&set)
+}
+
+// has reports whether k is a trusted lane, or ship, the ship's own.
+func (t *trustedLanes) has(k, ship lane.Key) bool {
+	if k == ship && ship.IsValid() {
+		return true
+	}
+	for _, p := range [...]*atomic.Pointer[map[lane.Key]struct{}]{&t.static, &t.relays} {
+		if m := p.Load(); m != nil {
+			if _, ok := (*m)[k]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}

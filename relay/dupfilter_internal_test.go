@@ -1,0 +1,150 @@
+package relay
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/urbit-relay/relay/lane"
+	"github.com/urbit-relay/relay/scry"
+)
+
+func newTestDups(t testing.TB, cfg DupConfig) *dupFilter {
+	t.Helper()
+	if err := cfg.fill(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := newDupFilter(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// sameSet returns n fingerprints (odd, as fingerprint makes them) that
+// fall in one set of d.
+func sameSet(d *dupFilter, n int) []uint64 {
+	var out []uint64
+	s0, _ := d.set(1)
+	for fp := uint64(1); len(out) < n; fp += 2 {
+		if s, _ := d.set(fp); s == s0 {
+			out = append(out, fp)
+		}
+	}
+	return out
+}
+
+// TestDupFilterSets: the filter is fixed memory: a set holds dupWays
+// fingerprints, a fifth replaces the one forwarded longest ago (which is
+// then forgotten, the others kept), an expired one is reused, and a
+// fingerprint is a duplicate for exactly the window.
+func TestDupFilterSets(t *testing.T) {
+	d := newTestDups(t, DupConfig{Window: time.Second, Slots: 64})
+	if len(d.sets) != 64/dupWays {
+		t.Fatalf("%d sets, want %d", len(d.sets), 64/dupWays)
+	}
+	fps := sameSet(d, dupWays+1)
+	for i, fp := range fps[:dupWays] {
+		if !d.add(fp, time.Duration(i+1)*time.Millisecond) {
+			t.Fatalf("fresh fingerprint %d refused", i)
+		}
+	}
+	for i, fp := range fps[:dupWays] {
+		if !d.seen(fp, 10*time.Millisecond) || d.add(fp, 10*time.Millisecond) {
+			t.Fatalf("fingerprint %d not a duplicate within the window", i)
+		}
+	}
+	if !d.add(fps[dupWays], 20*time.Millisecond) {
+		t.Fatal("fifth fingerprint of a full set refused")
+	}
+	if d.seen(fps[0], 20*time.Millisecond) {
+		t.Error("the oldest of a full set not replaced")
+	}
+	for i, fp := range fps[1:] {
+		if !d.seen(fp, 20*time.Millisecond) {
+			t.Errorf("fingerprint %d forgotten, not the oldest", i+1)
+		}
+	}
+	// The window: a duplicate until 1 s after it was forwarded, not at 1 s.
+	if !d.seen(fps[1], time.Second+time.Millisecond) || d.seen(fps[1], time.Second+2*time.Millisecond) {
+		t.Error("window not exactly DupConfig.Window")
+	}
+	if !d.add(fps[1], 2*time.Second) || !d.seen(fps[1], 2*time.Second) {
+		t.Error("an expired fingerprint not forwarded and recorded again")
+	}
+	var nilFilter *dupFilter
+	if nilFilter.seen(1, 0) || !nilFilter.add(1, 0) {
+		t.Error("a disabled filter drops")
+	}
+	if err := (&DupConfig{Slots: 6}).fill(); err == nil {
+		t.Error("6 slots accepted")
+	}
+}
+
+// TestDupFingerprint: the fingerprint changes with each of mug, length,
+// sender, receiver and the content's ends, not with the origin or the
+// relayed bit (what forwarding changes).
+func TestDupFingerprint(t *testing.T) {
+	d := newTestDups(t, DupConfig{})
+	base := scry.NewAmes(lane.Ship{Lo: 0x10203}, lane.Ship{Lo: 7}, 1, 1, make([]byte, 64))
+	fp := d.fingerprint(&base)
+	for name, mod := range map[string]func(p *scry.AmesPacket){
+		"mug":      func(p *scry.AmesPacket) { p.Mug ^= 1 },
+		"length":   func(p *scry.AmesPacket) { p.Content = p.Content[:63] },
+		"sender":   func(p *scry.AmesPacket) { p.Sndr.Lo++ },
+		"receiver": func(p *scry.AmesPacket) { p.Rcvr.Hi++ },
+		"head":     func(p *scry.AmesPacket) { p.Content = append([]byte{1}, p.Content[1:]...) },
+		"tail":     func(p *scry.AmesPacket) { p.Content = append(append([]byte{}, p.Content[:63]...), 1) },
+	} {
+		p := base
+		mod(&p)
+		if d.fingerprint(&p) == fp {
+			t.Errorf("%s changed, fingerprint did not", name)
+		}
+	}
+	p := base
+	p.Relayed, p.OriginBytes = true, [6]byte{1, 2, 3, 4, 5, 6}
+	if d.fingerprint(&p) != fp {
+		t.Error("the origin changed the fingerprint")
+	}
+}
+
+// TestDupFilterConcurrent: readers racing to forward one packet (go test
+// -race): exactly one is told to.
+func TestDupFilterConcurrent(t *testing.T) {
+	d := newTestDups(t, DupConfig{})
+	for round := uint64(0); round < 200; round++ {
+		var wins atomic.Int32
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if d.add(round*2+1, time.Second) {
+					wins.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		if wins.Load() != 1 {
+			t.Fatalf("round %d: %d readers forwarded one packet", round, wins.Load())
+		}
+	}
+}
+
+func TestDupFilterAllocs(t *testing.T) {
+	d := newTestDups(t, DupConfig{})
+	p := scry.NewAmes(lane.Ship{Lo: 0x10203}, lane.Ship{Lo: 7}, 1, 1, make([]byte, 64))
+	now := time.Duration(0)
+	if n := testing.AllocsPerRun(1000, func() {
+		now += time.Millisecond
+		p.Mug++
+		fp := d.fingerprint(&p)
+		if !d.seen(fp, now) {
+			d.add(fp, now)
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations", n)
+	}
+}
