@@ -265,7 +265,7 @@ func (s *Server) routineRead(rd *reader) {
 			if m.Trunc || m.N >= len(m.Buf) {
 				// Longer than the buffer: what was read is not the
 				// datagram, and goes nowhere.
-				s.relay.dropTooLarge(out)
+				s.relay.dropTooLarge(out, m.Buf[:m.N])
 				continue
 			}
 			if rd.ship {
@@ -337,7 +337,7 @@ func (s *Server) writeAll(c transport.Conn, msgs []transport.Message) bool {
 
 // dropTooLarge counts a datagram longer than the server's read buffer,
 // which is not decided: its bytes were cut.
-func (r *Relay) dropTooLarge(out *Out) {
+func (r *Relay) dropTooLarge(out *Out, b []byte) {
 	r.bind(out)
-	r.drop(out.c, KindOther, DropTooLarge)
+	r.drop(out.c, b, DropTooLarge)
 }

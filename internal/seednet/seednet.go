@@ -140,20 +140,6 @@ func Start(opts Options) (n *Net, err error) {
 		}
 		conns[i] = c
 		node := &Node{Spec: sp, Ship: s, Addr: c.LocalAddr()}
-		if sp.Role == RoleRelay {
-			sc, err := opts.Listen()
-			if err != nil {
-				return n, err
-			}
-			node.ShipAddr = sc.LocalAddr()
-			ep, err := endpoint.New(endpoint.Config{Ship: s, Sponsors: n.Sponsors, RetryInterval: opts.Retry, HintNets: opts.HintNets}, sc)
-			if err != nil {
-				sc.Close()
-				return n, fmt.Errorf("seednet: %s's ship: %w", sp.Name, err)
-			}
-			node.ShipEndpoint = ep
-			ep.Start()
-		}
 		n.Nodes = append(n.Nodes, node)
 		byName[sp.Name] = node
 	}
@@ -162,6 +148,24 @@ func Start(opts Options) (n *Net, err error) {
 		if err := n.Sponsors.Set(byName[ship].Ship, byName[sponsor].Ship); err != nil {
 			return n, err
 		}
+	}
+	// Each relay's ship, behind it; started once sponsorship is set.
+	for _, node := range n.Nodes {
+		if node.Role != RoleRelay {
+			continue
+		}
+		sc, err := opts.Listen()
+		if err != nil {
+			return n, err
+		}
+		node.ShipAddr = sc.LocalAddr()
+		ep, err := endpoint.New(endpoint.Config{Ship: node.Ship, Sponsors: n.Sponsors, RetryInterval: opts.Retry, HintNets: opts.HintNets}, sc)
+		if err != nil {
+			sc.Close()
+			return n, fmt.Errorf("seednet: %s's ship: %w", node.Name, err)
+		}
+		node.ShipEndpoint = ep
+		ep.Start()
 	}
 	lanes := func(names []string) map[lane.Ship]netip.AddrPort {
 		m := map[lane.Ship]netip.AddrPort{}
