@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/netip"
 	"os"
@@ -103,4 +105,45 @@ func describePacket(b []byte) string {
 		s += " next " + ap.String()
 	}
 	return s
+}
+
+// startupFailed reports err, why `relay run` could not start, as one line
+// on w and returns the exit code, exitUsage. The line is in the format the
+// log would have had: a JSON log entry ("start-up failed", the message in
+// "error") for format json, or auto when w is not a terminal, so that a
+// journal or log collector reading JSON gets JSON; else the plain
+// "relay run: ..." line.
+func startupFailed(w io.Writer, format string, err error) int {
+	if format == "json" || (format != "console" && !isTerminal(w)) {
+		log := newLogger(w, "json", zap.NewAtomicLevelAt(zapcore.InfoLevel))
+		log.Error("start-up failed", zap.String("error", err.Error()))
+		_ = log.Sync()
+		return exitUsage
+	}
+	fmt.Fprintf(w, "relay run: %v\n", err)
+	return exitUsage
+}
+
+// chosenLogFormat returns the log format a command line asks for, from its
+// --log-format or else its config file's "log-format", for reporting an
+// error in the configuration itself: it reads what it can and ignores the
+// rest, so a bad setting elsewhere does not hide the format. It is "auto"
+// when neither says, or says something invalid.
+func chosenLogFormat(args []string) string {
+	f := newRunFlags()
+	_ = f.parseArgs(args)
+	format := f.logFormat
+	if !f.fromArgs["log-format"] && f.config != "" {
+		var doc struct {
+			LogFormat string `json:"log-format"`
+		}
+		if b, err := os.ReadFile(f.config); err == nil && len(b) <= maxConfigFileBytes && json.Unmarshal(b, &doc) == nil && doc.LogFormat != "" {
+			format = doc.LogFormat
+		}
+	}
+	switch format {
+	case "json", "console":
+		return format
+	}
+	return "auto"
 }

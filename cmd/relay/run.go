@@ -27,7 +27,8 @@ import (
 
 // runRun is `relay run`: it validates the configuration, opens the socket
 // and the metrics listener, and serves until SIGINT or SIGTERM. Any
-// configuration or start-up error is one line on stderr and exit code 2.
+// configuration or start-up error is one line on stderr, in the log format
+// chosen (startupFailed), and exit code 2.
 func runRun(args []string, stdout, stderr io.Writer) int {
 	cfg, err := loadRunConfig(args)
 	if err != nil {
@@ -35,8 +36,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 			runUsage(stdout)
 			return 0
 		}
-		fmt.Fprintf(stderr, "relay run: %v (see relay run -h)\n", err)
-		return exitUsage
+		return startupFailed(stderr, chosenLogFormat(args), err)
 	}
 	// Signals are caught before the socket opens, so that none arriving
 	// during start-up kills the process with the default action.
@@ -45,8 +45,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	defer signal.Stop(sigs)
 	d, err := startDaemon(cfg, args, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "relay run: %v\n", err)
-		return exitUsage
+		return startupFailed(stderr, cfg.logFormat, err)
 	}
 	for sig := range sigs {
 		if sig == syscall.SIGHUP {
@@ -107,7 +106,7 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 			if ln != nil {
 				ln.Close()
 			}
-			return nil, fmt.Errorf("capture: %w", err)
+			return nil, err // capture's errors name it and the path
 		}
 	}
 	var ship transport.Conn
