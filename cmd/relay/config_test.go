@@ -42,7 +42,7 @@ func writeConfig(t testing.TB, text string) string {
 func TestConfigFile(t *testing.T) {
 	ap := netip.MustParseAddrPort
 	tests := []struct {
-		name    string
+		name  string
 		text  string   // config file; "" for no --config
 		args  []string // command line after --config
 		check func(t *testing.T, c runConfig)
@@ -142,7 +142,6 @@ func TestConfigFile(t *testing.T) {
 				t.Errorf("%q %v", c.configPath, c.relay.Ship)
 			}
 		}},
-
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
