@@ -179,7 +179,7 @@ func newRunFlags() *runFlags {
 	fs.IntVar(&f.ampBurst, "amp-burst", relay.DefaultAmpBurst, "most page bytes an address may bank")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error (debug adds rate-limited per-datagram logs)")
 	fs.StringVar(&f.logFormat, "log-format", "auto", "log format: json, console, or auto (console on a terminal, else json)")
-	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus /metrics, /healthz and /readyz on TCP `ADDR:PORT` (e.g. 127.0.0.1:9337)")
+	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus /metrics, /healthz and /readyz on TCP `ADDR:PORT` (e.g. 127.0.0.1:9337); an IPv4 address, 0.0.0.0 too, listens on IPv4 only, as the UDP socket does; an empty host (:9337) on IPv4 and IPv6")
 	fs.BoolVar(&f.pprof, "pprof", false, "also serve /debug/pprof/ on the --metrics listener")
 	fs.StringVar(&f.capture, "capture", "", "record every datagram read and sent to pcap `FILE` (rotated: FILE.1, FILE.2, ...)")
 	fs.Int64Var(&f.captureBytes, "capture-max-bytes", capture.DefaultMaxBytes, "start a new capture file past this size")
@@ -644,6 +644,19 @@ func checkCaptureDir(path string) error {
 		return fmt.Errorf("want a file in a directory this user may write (%s is not writable)", dir)
 	}
 	return nil
+}
+
+// metricsNetwork returns the network for net.Listen of the --metrics
+// address addr (checked by checkTCPAddr): "tcp4" for an IPv4 address, so
+// that 0.0.0.0 is IPv4 only as the UDP socket on 0.0.0.0 is (Go's "tcp"
+// on 0.0.0.0 would take IPv6 too); "tcp" otherwise, an empty host
+// meaning every address of both families.
+func metricsNetwork(addr string) string {
+	host, _, _ := net.SplitHostPort(addr)
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Is4() {
+		return "tcp4"
+	}
+	return "tcp"
 }
 
 // checkTCPAddr checks a HOST:PORT for net.Listen: an IP address or empty

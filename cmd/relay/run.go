@@ -94,7 +94,7 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 	conn := conns[0]
 	var ln net.Listener
 	if cfg.metrics != "" {
-		if ln, err = net.Listen("tcp", cfg.metrics); err != nil {
+		if ln, err = net.Listen(metricsNetwork(cfg.metrics), cfg.metrics); err != nil {
 			closeAll(conns)
 			return nil, fmt.Errorf("metrics: listen %v: %w", cfg.metrics, unwrapOpError(err))
 		}
@@ -156,6 +156,9 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 		fields = append(fields, zap.String("metrics_url", d.metrics.URL()+"/metrics"))
 	}
 	log.Info("relay started", fields...)
+	// The sockets are bound and their readers running: a datagram sent now
+	// is served.
+	sdNotify(log, "READY=1\nSTATUS=serving on "+conn.LocalAddr().String())
 
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
@@ -189,6 +192,8 @@ func (d *daemon) reload() {
 		d.log.Info("SIGHUP: no --config file, nothing to reload")
 		return
 	}
+	sdNotify(d.log, reloadingState())
+	defer sdNotify(d.log, "READY=1")
 	nc, err := loadRunConfig(d.args)
 	if err != nil {
 		d.ops.reloadsFailed.Add(1)
@@ -218,6 +223,7 @@ func (d *daemon) reload() {
 // stop shuts the daemon down: readiness off, the server stops reading and
 // drains the batch in hand, then the metrics listener closes.
 func (d *daemon) stop() {
+	sdNotify(d.log, "STOPPING=1")
 	d.ops.stopping.Store(true)
 	if err := d.srv.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 		d.log.Warn("close", zap.Error(err))
