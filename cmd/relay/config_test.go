@@ -341,3 +341,16 @@ func TestRelaysAndHintNetsParse(t *testing.T) {
 		t.Errorf("front-netns with ship-lane: %v", err)
 	}
 }
+
+// TestMetricsNetwork: an IPv4 --metrics address, 0.0.0.0 included, is
+// listened on as tcp4 (IPv4 only, as the UDP socket on 0.0.0.0 is); an
+// empty host or an IPv6 address as tcp.
+func TestMetricsNetwork(t *testing.T) {
+	for addr, want := range map[string]string{
+		"0.0.0.0:9337": "tcp4", "127.0.0.1:9337": "tcp4", ":9337": "tcp", "[::]:9337": "tcp", "[::1]:9337": "tcp",
+	} {
+		if got := metricsNetwork(addr); got != want {
+			t.Errorf("metricsNetwork(%q) = %q, want %q", addr, got, want)
+		}
+	}
+}
