@@ -23,7 +23,8 @@ const notifyWait = 10 * time.Second
 // notification is READY=1, and when it arrives the UDP socket already
 // answers (a STUN binding request sent then, once, is answered); a SIGHUP
 // reload sends RELOADING=1 (with MONOTONIC_USEC) then READY=1; SIGTERM
-// sends STOPPING=1 and the relay exits 0.
+// sends STOPPING=1 and the relay exits 0. At --log-level debug the STUN
+// request's decision is logged.
 func TestSystemdNotify(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -54,7 +55,7 @@ func TestSystemdNotify(t *testing.T) {
 	}
 	listen := probe.LocalAddr().(*net.UDPAddr).AddrPort()
 	probe.Close()
-	config := writeConfig(t, `{"ship": "~sipsyl", "log-format": "json", "listen": "`+listen.String()+`"}`)
+	config := writeConfig(t, `{"ship": "~sipsyl", "log-format": "json", "log-level": "debug", "listen": "`+listen.String()+`"}`)
 	stderr := &vtool.SyncBuffer{}
 	cmd := exec.Command(bin, "run", "--config", config)
 	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sockPath)
@@ -90,6 +91,9 @@ func TestSystemdNotify(t *testing.T) {
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("exit: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr.String(), `"msg":"decision","action":"stun_answered","kind":"stun"`) {
+		t.Errorf("no decision line for the STUN request in\n%s", stderr)
 	}
 }
 

@@ -142,6 +142,8 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 		Log:   log,
 		Tap:   tap,
 		Ship:  ship,
+		// The decision of every datagram, at debug level, rate-limited.
+		Decisions: newDecisionLogger(log, level),
 	})
 	if ln != nil {
 		reg := newMetricsRegistry(d.srv, d.ops, version)
