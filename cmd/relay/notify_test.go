@@ -49,12 +49,7 @@ func TestSystemdNotify(t *testing.T) {
 	}
 
 	// A port free a moment ago; the relay binds it.
-	probe, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	listen := probe.LocalAddr().(*net.UDPAddr).AddrPort()
-	probe.Close()
+	listen := netip.MustParseAddrPort("127.0.0.1:" + freePort(t, "udp4"))
 	config := writeConfig(t, `{"ship": "~sipsyl", "log-format": "json", "log-level": "debug", "listen": "`+listen.String()+`"}`)
 	stderr := &vtool.SyncBuffer{}
 	cmd := exec.Command(bin, "run", "--config", config)
