@@ -141,8 +141,17 @@ var fileKeys = map[string]string{
 }
 
 // newRunFlags returns the flag set of `relay run`, writing nothing: the
-// caller prints errors and usage.
+// caller prints errors and usage. Its values are wrapped (settingValue) to
+// report rejected values in the operator's terms.
 func newRunFlags() *runFlags {
+	f := defineRunFlags()
+	f.fs.VisitAll(func(fl *flag.Flag) { fl.Value = &settingValue{Value: fl.Value, name: fl.Name, f: f} })
+	return f
+}
+
+// defineRunFlags returns the flag set of `relay run` with the flag
+// package's own values, whose types its usage names (duration, int).
+func defineRunFlags() *runFlags {
 	f := &runFlags{galaxies: galaxyLanes{shipLanes{}}, pinned: shipLanes{}, relays: shipLanes{}, sponsors: newSponsorFlag(),
 		fromArgs: map[string]bool{}, fromFile: map[string]string{}}
 	fs := flag.NewFlagSet("relay run", flag.ContinueOnError)
@@ -184,7 +193,6 @@ func newRunFlags() *runFlags {
 	fs.StringVar(&f.capture, "capture", "", "record every datagram read and sent to pcap `FILE` (rotated: FILE.1, FILE.2, ...)")
 	fs.Int64Var(&f.captureBytes, "capture-max-bytes", capture.DefaultMaxBytes, "start a new capture file past this size")
 	fs.IntVar(&f.captureFiles, "capture-files", capture.DefaultMaxFiles, "capture files kept, the current one included")
-	fs.VisitAll(func(fl *flag.Flag) { fl.Value = &settingValue{Value: fl.Value, name: fl.Name, f: f} })
 	f.fs = fs
 	return f
 }
@@ -197,7 +205,7 @@ Runs the relay on one UDP socket until SIGINT or SIGTERM; SIGHUP reloads the
 config file's galaxies, lanes and log level. Flags override the config file.
 
 `)
-	fs := newRunFlags().fs
+	fs := defineRunFlags().fs
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 }

@@ -221,10 +221,14 @@ func TestRunHelp(t *testing.T) {
 	if code := run([]string{"run", "-h"}, nil, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, want := range []string{"usage: relay run", "-config FILE", "-metrics ADDR:PORT", "-max-pending"} {
+	for _, want := range []string{"usage: relay run", "-config FILE", "-metrics ADDR:PORT", "-max-pending int", "-pending-ttl duration",
+		"(default 30s)", "-capture-max-bytes int", "listens on IPv4 only"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("usage lacks %q", want)
 		}
+	}
+	if strings.Contains(stdout.String(), "panic") || strings.Contains(stdout.String(), " value\n") {
+		t.Errorf("usage shows wrapped values:\n%s", stdout.String())
 	}
 }
 

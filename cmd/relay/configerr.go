@@ -140,6 +140,15 @@ type settingValue struct {
 	f    *runFlags
 }
 
+// String is the wrapped value's (nil-safe: the flag package calls String
+// on a zero value to tell defaults).
+func (v *settingValue) String() string {
+	if v == nil || v.Value == nil {
+		return ""
+	}
+	return v.Value.String()
+}
+
 // IsBoolFlag keeps a wrapped bool flag usable as --flag with no value.
 func (v *settingValue) IsBoolFlag() bool {
 	b, ok := v.Value.(interface{ IsBoolFlag() bool })

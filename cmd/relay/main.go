@@ -3,7 +3,7 @@
 // Usage:
 //
 //	relay run --ship ~SHIP [flags]     run the relay (see relay run -h)
-//	relay check [--config FILE] [flags] validate a configuration as run would, binding nothing
+//	relay check [--config FILE] [flags] validate the configuration as run would, binding nothing
 //	relay demo [--keep] [--svg FILE]  a relay network on 127.0.0.1 showing route tightening
 //	relay decode [--json] [HEX ...]   decode mesa and legacy ames packets
 //	relay ship [--json] [SHIP ...]    print ships: @p, number, class, sponsorship chain
@@ -59,7 +59,7 @@ func usage(w io.Writer) {
 
 commands:
   run --ship ~SHIP [flags]    run the relay on one UDP socket (relay run -h for flags)
-  check [--config FILE] [flags]  validate a configuration as run would, binding nothing
+  check [run's flags]         validate a configuration as run would, binding nothing: exit 0 or 2
   demo [--keep] [--svg FILE]  run a small relay network on 127.0.0.1 and show route tightening
   decode [--json] [HEX ...]   decode mesa and legacy ames packets (hex, one per line on stdin)
   ship [--json] [SHIP ...]    print ships (@p or decimal, one per line on stdin)
