@@ -15,12 +15,15 @@ import (
 
 // decisionRecord is a copy of a relay.Decision, its sends as their lanes.
 type decisionRecord struct {
-	from   netip.AddrPort
-	len    int
-	kind   relay.Kind
-	action relay.Action
-	reason string
-	to     []netip.AddrPort
+	fromShip  bool
+	addressed netip.AddrPort // Decision.To
+	toShip    int
+	from      netip.AddrPort
+	len       int
+	kind      relay.Kind
+	action    relay.Action
+	reason    string
+	to        []netip.AddrPort
 }
 
 // recordDecisions is a DecisionLog that wants the datagrams read while want
@@ -38,7 +41,7 @@ func (r *recordDecisions) Want() bool {
 }
 
 func (r *recordDecisions) Log(d *relay.Decision) {
-	rec := decisionRecord{from: d.From, len: d.Len, kind: d.Kind, action: d.Action, reason: d.Reason}
+	rec := decisionRecord{fromShip: d.FromShip, addressed: d.To, toShip: d.ToShip, from: d.From, len: d.Len, kind: d.Kind, action: d.Action, reason: d.Reason}
 	for _, m := range d.Sends {
 		rec.to = append(rec.to, m.Addr)
 	}
@@ -131,4 +134,68 @@ func TestActionNames(t *testing.T) {
 			t.Errorf("Action(%d) = %q, want %q", a, got, want)
 		}
 	}
+}
+
+// TestServerDecisionsFronting: in fronting mode a request for the ship is
+// told as handed to it, and the ship's own datagrams as from the ship with
+// the lane they addressed: sent on there, or dropped (bad_target) when
+// that lane is the relay's own.
+func TestServerDecisionsFronting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := transport.NewMemNetwork()
+		srvConn, err := mem.Listen(netip.MustParseAddrPort("203.0.113.1:13337"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		alice, err := mem.Listen(netip.MustParseAddrPort("203.0.113.10:5000"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer alice.Close()
+		relaySide, shipSide := transport.NewPipe(frontShipLane, 0)
+		defer shipSide.Close()
+		r, err := relay.New(relay.Config{
+			Ship: ship(t, "~marzod"), Self: []netip.AddrPort{srvConn.LocalAddr()},
+			Front: true, ShipLane: frontShipLane, PublicLane: srvConn.LocalAddr(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &recordDecisions{}
+		rec.want.Store(true)
+		srv := relay.NewServer(r, []transport.Conn{srvConn}, relay.ServerConfig{Ship: relaySide, Decisions: rec})
+		srv.Start()
+		defer srv.Close()
+		write := func(c transport.Conn, b []byte, to netip.AddrPort) {
+			t.Helper()
+			if _, err := c.WriteBatch([]transport.Message{{Buf: b, N: len(b), Addr: to}}); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+		}
+		req := peek(t, "~marzod", "own", 0)
+		write(alice, req, srvConn.LocalAddr())
+		pg := page(t, "~marzod", "own", 0, netip.AddrPort{})
+		write(shipSide, pg, alice.LocalAddr())
+		write(shipSide, pg, srvConn.LocalAddr())
+
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		if len(rec.got) != 3 {
+			t.Fatalf("told %d decisions, want 3: %+v", len(rec.got), rec.got)
+		}
+		toShip, sent, bad := rec.got[0], rec.got[1], rec.got[2]
+		if toShip.action != relay.ActionToShip || toShip.from != alice.LocalAddr() || toShip.kind != relay.KindPeek || toShip.to != nil ||
+			toShip.toShip != 1 || toShip.fromShip {
+			t.Errorf("request for the ship: %+v", toShip)
+		}
+		if sent.action != relay.ActionForwarded || !slices.Equal(sent.to, []netip.AddrPort{alice.LocalAddr()}) || sent.from.IsValid() ||
+			!sent.fromShip || sent.addressed != alice.LocalAddr() || sent.toShip != 0 {
+			t.Errorf("the ship's page: %+v", sent)
+		}
+		if bad.action != relay.ActionDropped || bad.reason != "bad_target" || bad.to != nil ||
+			!bad.fromShip || bad.addressed != srvConn.LocalAddr() {
+			t.Errorf("the ship's datagram to the relay: %+v", bad)
+		}
+	})
 }
