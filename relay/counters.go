@@ -146,6 +146,7 @@ const (
 	EventVouched                         // sponsee lanes vouched for by the ship's own sends
 	EventHintsScrubbed                   // private next-hops and origins rewritten or removed
 	EventNextHopUnencodable              // pages whose next-hop could not be written (IPv6 lane)
+	EventLateAnswers                     // unsolicited pages that answered a probe outstanding on their lane (counted in drops too)
 	numEvents
 )
 
@@ -168,6 +169,7 @@ var eventNames = [numEvents]string{
 	EventVouched:            "vouched_lanes",
 	EventHintsScrubbed:      "hints_scrubbed",
 	EventNextHopUnencodable: "next_hop_unencodable",
+	EventLateAnswers:        "late_answers",
 }
 
 // String returns the event's stable name.
@@ -185,6 +187,9 @@ type counterBlock struct {
 	_         [cacheLine]byte
 	in        [numKinds]atomic.Uint64
 	out       [numKinds]atomic.Uint64
+	inBytes   [numKinds]atomic.Uint64 // bytes of the datagrams counted in in
+	outBytes  [numKinds]atomic.Uint64 // bytes of the datagrams counted in out
+	shipBytes atomic.Uint64           // bytes of the datagrams counted in EventFromShipSent
 	drops     [numDrops]atomic.Uint64
 	shipDrops [numShipDrops]atomic.Uint64
 	events    [numEvents]atomic.Uint64
@@ -193,12 +198,27 @@ type counterBlock struct {
 
 func (c *counterBlock) add(e Event, n uint64) { c.events[e].Add(n) }
 
+// countIn counts one datagram of kind k, n bytes long, read.
+func (c *counterBlock) countIn(k Kind, n int) {
+	c.in[k].Add(1)
+	c.inBytes[k].Add(uint64(n))
+}
+
+// countOut counts n datagrams of kind k, bytes long in all, sent.
+func (c *counterBlock) countOut(k Kind, n, bytes int) {
+	c.out[k].Add(uint64(n))
+	c.outBytes[k].Add(uint64(bytes))
+}
+
 // addTo adds c's counts to s.
 func (c *counterBlock) addTo(s *Snapshot) {
 	for i := range c.in {
 		s.In[i] += c.in[i].Load()
 		s.Out[i] += c.out[i].Load()
+		s.InBytes[i] += c.inBytes[i].Load()
+		s.OutBytes[i] += c.outBytes[i].Load()
 	}
+	s.FromShipSentBytes += c.shipBytes.Load()
 	for i := range c.drops {
 		s.Drops[i] += c.drops[i].Load()
 	}
@@ -234,9 +254,16 @@ func (c *Counters) newBlock() *counterBlock {
 
 // Snapshot is a copy of the counters at one moment.
 type Snapshot struct {
-	In, Out   [numKinds]uint64
-	Drops     [numDrops]uint64
-	ShipDrops [numShipDrops]uint64 // fronting mode, by ShipDrop
+	In, Out [numKinds]uint64
+	// InBytes and OutBytes are the bytes of the datagrams counted in In
+	// and Out, by Kind: UDP payloads, as read and as sent (a page's
+	// next-hop, a legacy origin and a bumped hop count included).
+	InBytes, OutBytes [numKinds]uint64
+	// FromShipSentBytes are the bytes of the datagrams counted in
+	// EventFromShipSent (fronting mode), which Out does not count.
+	FromShipSentBytes uint64
+	Drops             [numDrops]uint64
+	ShipDrops         [numShipDrops]uint64 // fronting mode, by ShipDrop
 	// Events, by Event. Every datagram read ends in exactly one of
 	// EventRequestsForwarded, EventToShip, EventAggregated,
 	// EventPagesMatched, EventSTUNAnswered or a Drop (see Accounted); in
@@ -257,7 +284,10 @@ func (s *Snapshot) Add(o *Snapshot) {
 	for i := range s.In {
 		s.In[i] += o.In[i]
 		s.Out[i] += o.Out[i]
+		s.InBytes[i] += o.InBytes[i]
+		s.OutBytes[i] += o.OutBytes[i]
 	}
+	s.FromShipSentBytes += o.FromShipSentBytes
 	for i := range s.Drops {
 		s.Drops[i] += o.Drops[i]
 	}

@@ -121,7 +121,7 @@ func (r *Relay) toShip(b []byte, k Kind, from netip.AddrPort, out *Out) bool {
 		return false
 	}
 	out.c.add(EventToShip, 1)
-	out.c.out[k].Add(1)
+	out.c.countOut(k, 1, len(b))
 	if r.front {
 		out.ToShip = append(out.ToShip, transport.Message{Buf: b, N: len(b), Addr: from})
 		return true
@@ -218,6 +218,7 @@ func (r *Relay) HandleFromShip(b []byte, to netip.AddrPort, now time.Duration, o
 		}
 	}
 	out.c.add(EventFromShipSent, 1)
+	out.c.shipBytes.Add(uint64(len(b)))
 	out.add(b, to)
 }
 

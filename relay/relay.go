@@ -171,6 +171,12 @@ func New(cfg Config) (*Relay, error) {
 	if cfg.Routes.LaneClockSlots == 0 {
 		cfg.Routes.LaneClockSlots = route.DefaultLaneClockSlots
 	}
+	// The operator's lanes outrank the wire's.
+	cfg.Routes.ConfiguredWins = true
+	if cfg.Routes.HintNets == nil {
+		// Next-hops may name what the relay's own hints may name.
+		cfg.Routes.HintNets = slices.Clone(cfg.HintNets)
+	}
 	rt, err := route.New(cfg.Ship, cfg.Sponsors, cfg.Routes)
 	if err != nil {
 		return nil, fmt.Errorf("relay: %w", err)
@@ -364,9 +370,9 @@ func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Ou
 		var p scry.Packet
 		if err := p.Parse(b); err != nil {
 			if err == scry.ErrMesaTooLarge {
-				r.drop(out.c, KindOther, DropTooLarge)
+				r.drop(out.c, b, DropTooLarge)
 			} else {
-				r.drop(out.c, KindOther, DropMalformedMesa)
+				r.drop(out.c, b, DropMalformedMesa)
 			}
 			return
 		}
@@ -374,16 +380,16 @@ func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Ou
 		r.routes.Arrived(lane.KeyOf(from), now)
 		switch p.Header.Type {
 		case scry.TypePeek:
-			out.c.in[KindPeek].Add(1)
+			out.c.countIn(KindPeek, len(b))
 			r.request(b, &p, KindPeek, from, now, out)
 		case scry.TypePoke:
-			out.c.in[KindPoke].Add(1)
+			out.c.countIn(KindPoke, len(b))
 			r.request(b, &p, KindPoke, from, now, out)
 		case scry.TypePage:
-			out.c.in[KindPage].Add(1)
+			out.c.countIn(KindPage, len(b))
 			r.page(b, &p, from, now, out)
 		default:
-			r.drop(out.c, KindOther, DropReservedType)
+			r.drop(out.c, b, DropReservedType)
 		}
 		return
 	}
@@ -397,17 +403,17 @@ func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Ou
 		// ship must learn.
 		var resp scry.STUNResponse
 		if resp.Parse(b) == nil && r.stuns.take(resp.TxID, now) {
-			out.c.in[KindOther].Add(1)
+			out.c.countIn(KindOther, len(b))
 			r.toShip(b, KindOther, from, out)
 			return
 		}
 	}
 	var a scry.AmesPacket
 	if err := a.Parse(b); err != nil {
-		r.drop(out.c, KindOther, DropMalformedAmes)
+		r.drop(out.c, b, DropMalformedAmes)
 		return
 	}
-	out.c.in[KindAmes].Add(1)
+	out.c.countIn(KindAmes, len(b))
 	r.routes.Arrived(lane.KeyOf(from), now)
 	r.ames(b, &a, from, now, out)
 }
@@ -457,12 +463,10 @@ func (r *Relay) nameKey(name []byte, out *Out) uint64 {
 	return r.key(name)
 }
 
-// drop counts a datagram of kind k (not yet counted in In when k is
-// KindOther) dropped for reason d.
-func (r *Relay) drop(c *counterBlock, k Kind, d Drop) {
-	if k == KindOther {
-		c.in[KindOther].Add(1)
-	}
+// drop counts datagram b, rejected before its kind was known (KindOther),
+// read and dropped for reason d.
+func (r *Relay) drop(c *counterBlock, b []byte, d Drop) {
+	c.countIn(KindOther, len(b))
 	c.drops[d].Add(1)
 }
 
@@ -491,11 +495,8 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 	rcvr := p.Name.Ship
 	if rcvr == r.ship {
 		if !r.shipLane.IsValid() {
-			// A relay with no ship behind it still learns its sponsees
-			// from their pings: it is the only thing that hears them.
-			if learn {
-				r.routes.Contacted(p.PayloadName.Ship, fromKey, now)
-			}
+			// Dropped, so nothing is learned from it: a relay with no
+			// ship behind it knows its sponsees from configuration.
 			out.c.drops[DropOwnShipNoLane].Add(1)
 			return
 		}
@@ -590,25 +591,20 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	// page without a next-hop.
 	var sponsorBuf [2 * 4]lane.Key
 	var sponsors []lane.Key
-	if !fromShip {
+	switch {
+	case !ok:
 		// Route knowledge is taken from solicited pages only, so that
-		// unsolicited traffic cannot steer the route table; a late
-		// duplicate still proves the lane it came through.
-		var next lane.Key
-		var chain []lane.Ship
-		if ok {
-			if ap, has := p.NextHopAddr(); has {
-				next = lane.KeyOf(lane.Canon(ap))
-			}
-			chain = r.ourChain
+		// unsolicited traffic cannot steer the route table; a late copy
+		// answers only a probe outstanding on the lane it came from.
+		if !fromShip && r.routes.LateAnswer(publisher, fromKey, nextHopKey(p), p.Header.Hops == 0, p.Header.Hops > 0, now) {
+			out.c.add(EventLateAnswers, 1)
 		}
-		sponsors = r.routes.PageArrived(publisher, fromKey, next, ok && p.Header.Hops == 0, ok && p.Header.Hops > 0, now, chain, sponsorBuf[:0])
-	} else if ok && len(r.ourChain) > 0 {
-		sponsors = r.routes.AppendLanesOf(sponsorBuf[:0], r.ourChain)
-	}
-	if !ok {
 		out.c.drops[DropUnsolicited].Add(1)
 		return
+	case !fromShip:
+		sponsors = r.routes.PageArrived(publisher, fromKey, nextHopKey(p), p.Header.Hops == 0, p.Header.Hops > 0, now, r.ourChain, sponsorBuf[:0])
+	case len(r.ourChain) > 0:
+		sponsors = r.routes.AppendLanesOf(sponsorBuf[:0], r.ourChain)
 	}
 	out.c.add(EventPagesMatched, 1)
 	// Variant for requesters that are our sponsors: no next-hop. Made
@@ -649,7 +645,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	if orig == nil || len(reqs) > 1 {
 		main = r.editPage(b, p, hops, hopShort, canShort)
 	}
-	sent := 0
+	sent, sentBytes := 0, 0
 	for _, q := range reqs {
 		if orig != nil && q == r.shipKey {
 			r.toShip(orig, KindPage, from, out)
@@ -665,9 +661,18 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 		}
 		out.add(buf, q.AddrPort())
 		sent++
+		sentBytes += len(buf)
 	}
-	out.c.out[KindPage].Add(uint64(sent))
+	out.c.countOut(KindPage, sent, sentBytes)
 	out.c.add(EventAnswered, uint64(sent))
+}
+
+// nextHopKey returns page p's next-hop, invalid when it has none.
+func nextHopKey(p *scry.Packet) lane.Key {
+	if ap, has := p.NextHopAddr(); has {
+		return lane.KeyOf(lane.Canon(ap))
+	}
+	return lane.Key{}
 }
 
 // bareFor reports whether requester q gets a page with no next-hop: one of
@@ -702,10 +707,7 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 	learn := !a.Relayed && !fromShip
 	if a.Rcvr == r.ship {
 		if !r.shipLane.IsValid() {
-			if learn { // as for pokes: see request
-				r.routes.Contacted(a.Sndr, fromKey, now)
-			}
-			out.c.drops[DropOwnShipNoLane].Add(1)
+			out.c.drops[DropOwnShipNoLane].Add(1) // and learns nothing: see request
 			return
 		}
 		if fromShip {
@@ -761,7 +763,7 @@ func (r *Relay) forward(b []byte, k Kind, t *route.Targets, out *Out) {
 		out.add(b, t.Lanes[i].AddrPort())
 	}
 	out.c.add(EventRequestsForwarded, 1)
-	out.c.out[k].Add(uint64(t.N))
+	out.c.countOut(k, t.N, t.N*len(b))
 	out.c.add(EventForwardSends, uint64(t.N))
 	if t.N > 1 {
 		out.c.add(EventDualSends, 1)

@@ -199,7 +199,7 @@ func TestHopLimitAndLoops(t *testing.T) {
 }
 
 func TestSponseeUnknownIsDropped(t *testing.T) {
-	f := newFixture(t, nil)
+	f := newFixture(t, func(c *relay.Config) { c.ShipLane = shipLane })
 	// A planet whose default sponsor is ~marzod (low 16 bits 0x0100).
 	var pl lane.Ship
 	pl.Lo = 0x0005_0100
@@ -211,9 +211,30 @@ func TestSponseeUnknownIsDropped(t *testing.T) {
 	// Once it pings, it is reachable.
 	ping := scry.NewPoke(scry.Name{Ship: ship(t, "~marzod"), Bloq: 13, Path: []byte("ping")},
 		scry.Name{Ship: pl, Bloq: 13, Path: []byte("ping")}, scry.Data{AuthKind: scry.AuthNone})
-	f.handle(ping.Append(nil), sponseeLn)
-	f.wantDrop(relay.DropOwnShipNoLane, 1) // no --ship-lane: the ping itself goes nowhere
+	oneSend(t, f.handle(ping.Append(nil), sponseeLn), shipLane) // handed to the ship, so its lane is learned
 	oneSend(t, f.handle(p.Append(nil), alice), sponseeLn)
+}
+
+// TestDroppedPingTeachesNothing: with no ship behind the relay, a ping for
+// the fronted ship is dropped, and a dropped datagram teaches no lane (an
+// attacker's poke naming a sponsee must not divert its traffic).
+func TestDroppedPingTeachesNothing(t *testing.T) {
+	f := newFixture(t, nil)
+	var pl lane.Ship
+	pl.Lo = 0x0005_0100 // a planet under ~marzod
+	ping := scry.NewPoke(scry.Name{Ship: ship(t, "~marzod"), Bloq: 13, Path: []byte("ping")},
+		scry.Name{Ship: pl, Bloq: 13, Path: []byte("ping")}, scry.Data{AuthKind: scry.AuthNone})
+	if s := f.handle(ping.Append(nil), sponseeLn); len(s) != 0 {
+		t.Fatalf("sent %v", sendsTo(s))
+	}
+	f.wantDrop(relay.DropOwnShipNoLane, 1)
+	if _, ok := f.r.Routes().Info(pl); ok {
+		t.Fatal("a dropped ping created a route")
+	}
+	p := scry.NewPeek(scry.Name{Ship: pl, Bloq: 13, Path: []byte("x")})
+	if s := f.handle(p.Append(nil), alice); len(s) != 0 {
+		t.Fatalf("sent %v to a lane learned from a dropped ping", sendsTo(s))
+	}
 }
 
 func TestPageFollowsPendingEntryAndRewritesNext(t *testing.T) {
@@ -509,7 +530,7 @@ func TestOneSourceCannotFillThePendingTable(t *testing.T) {
 // pinging is not dropped because requests to it go unanswered (a peek for a
 // value not grown yet), only after DirectLaneExpiry of silence.
 func TestSponseeLaneSurvivesUnansweredRequests(t *testing.T) {
-	f := newFixture(t, nil)
+	f := newFixture(t, func(c *relay.Config) { c.ShipLane = shipLane })
 	var pl lane.Ship
 	pl.Lo = 0x0005_0100 // a planet under ~marzod
 	ping := scry.NewPoke(scry.Name{Ship: ship(t, "~marzod"), Bloq: 13, Path: []byte("ping")},

@@ -156,6 +156,28 @@ func (s *Server) KernelDrops() uint64 {
 	return n
 }
 
+// SocketBuffers returns the smallest receive and send buffers the kernel
+// granted any of the server's public sockets (transport.GrantedBuffers),
+// and how many sockets could tell; with none, recv and send are 0. It
+// makes two system calls per socket: for scrapes and start-up, not per
+// packet.
+func (s *Server) SocketBuffers() (recv, send, sockets int) {
+	for _, c := range s.conns {
+		r, w, ok := transport.GrantedBuffers(c)
+		if !ok {
+			continue
+		}
+		if sockets == 0 || r < recv {
+			recv = r
+		}
+		if sockets == 0 || w < send {
+			send = w
+		}
+		sockets++
+	}
+	return recv, send, sockets
+}
+
 // Relay returns the server's decision core.
 func (s *Server) Relay() *Relay { return s.relay }
 

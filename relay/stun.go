@@ -28,10 +28,10 @@ import (
 func (r *Relay) stun(b []byte, from netip.AddrPort, now time.Duration, out *Out) {
 	var q scry.STUNRequest
 	if q.Parse(b) != nil {
-		r.drop(out.c, KindOther, DropSTUNMalformed)
+		r.drop(out.c, b, DropSTUNMalformed)
 		return
 	}
-	out.c.in[KindSTUN].Add(1)
+	out.c.countIn(KindSTUN, len(b))
 	fromKey := lane.KeyOf(from)
 	if !stunAnswerable(from) || r.routes.IsSelf(fromKey) {
 		out.c.drops[DropSelf].Add(1)
@@ -45,8 +45,9 @@ func (r *Relay) stun(b []byte, from netip.AddrPort, now time.Duration, out *Out)
 		return
 	}
 	// An empty scratch buffer, MaxPacket+GrowRoom bytes of room.
-	out.add(resp.Append(out.scratchCopy(nil)), from)
-	out.c.out[KindSTUN].Add(1)
+	rb := resp.Append(out.scratchCopy(nil))
+	out.add(rb, from)
+	out.c.countOut(KindSTUN, 1, len(rb))
 	out.c.add(EventSTUNAnswered, 1)
 }
 

@@ -151,7 +151,7 @@ func e2eEndpoint(t *testing.T, ship string, lanes map[lane.Ship]netip.AddrPort) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := endpoint.New(endpoint.Config{Ship: mustShip(t, ship), Lanes: lanes, PingInterval: -1, RetryInterval: e2eRetry}, c)
+	e, err := endpoint.New(endpoint.Config{Ship: mustShip(t, ship), Lanes: lanes, PingInterval: -1, RetryInterval: e2eRetry, HintNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, c)
 	if err != nil {
 		t.Fatal(err)
 	}

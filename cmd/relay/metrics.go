@@ -13,10 +13,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
 
 	"github.com/urbit-relay/relay/internal/hist"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/capture"
+	"github.com/urbit-relay/relay/relay/transport"
 )
 
 const (
@@ -29,10 +31,19 @@ const (
 	metricsShutdownTimeout = 200 * time.Millisecond
 )
 
+// socketBufferRequest is the receive and send buffer size `relay run` and
+// the demo ask of each socket: they leave transport.Options' sizes zero.
+const socketBufferRequest = transport.DefaultSocketBufferBytes
+
 // opsStats are the daemon's own counts and state, beside the relay's:
 // config reloads, configured lanes, readiness. The demo has none.
 type opsStats struct {
 	reloadsOK, reloadsFailed atomic.Uint64
+	// lastLoadOK is whether the last config load (at start, or on SIGHUP)
+	// was applied; lastLoadAt the Unix time in nanoseconds of the last
+	// one that was (0: none yet).
+	lastLoadOK               atomic.Bool
+	lastLoadAt               atomic.Int64
 	galaxyLanes, pinnedLanes atomic.Int64
 	// capture is the --capture writer, nil without one.
 	capture *capture.Writer
@@ -41,21 +52,42 @@ type opsStats struct {
 	ready, stopping atomic.Bool
 }
 
+// configLoaded records a configuration applied at now: the first, at
+// start, or a reload (then also counted in reloadsOK).
+func (o *opsStats) configLoaded(now time.Time, reload bool) {
+	if reload {
+		o.reloadsOK.Add(1)
+	}
+	o.lastLoadOK.Store(true)
+	o.lastLoadAt.Store(now.UnixNano())
+}
+
+// reloadFailed records a reload whose config was not applied.
+func (o *opsStats) reloadFailed() {
+	o.reloadsFailed.Add(1)
+	o.lastLoadOK.Store(false)
+}
+
 // relayCollector exports a relay server's counters. It sums the relay's
 // per-reader atomic counter blocks at scrape time (Counters.Snapshot), so
 // metrics cost nothing per datagram; every relay.Event is a counter named
 // by the event (eventHelp), and the deprecated names (deprecatedEvents)
 // repeat their renamed events' counts.
 type relayCollector struct {
-	srv     *relay.Server
-	ops     *opsStats // nil: no daemon metrics
-	version string
+	srv      *relay.Server
+	ops      *opsStats // nil: no daemon metrics
+	version  string
+	revision string
 
 	packetsIn, packetsOut, drops, fromShipDropped            *prometheus.Desc
 	events                                                   []eventDesc // one per relay.Event, then the deprecated names
 	pendingEntries, pendingOps, routes, routeChanges         *prometheus.Desc
 	readBatches, readDatagrams, readErrors, writeErrors      *prometheus.Desc
 	kernelDrops, reloads, galaxyLanes, pinnedLanes, buildInf *prometheus.Desc
+	bytesIn, bytesOut, fromShipBytes                         *prometheus.Desc
+	pendingCapacity, routesCapacity                          *prometheus.Desc
+	sockRecv, sockSend, sockRecvAsked, sockSendAsked         *prometheus.Desc
+	lastReloadOK, lastReloadAt                               *prometheus.Desc
 	captureRecords, captureDropped, captureBytes             *prometheus.Desc
 	captureRotations, captureErrors                          *prometheus.Desc
 	serviceTime                                              *prometheus.Desc
@@ -88,6 +120,7 @@ var eventHelp = map[relay.Event]string{
 	relay.EventVouched:            "Sponsee lanes the fronted ship vouched for by sending to them (fronting mode).",
 	relay.EventHintsScrubbed:      "Private next-hops and origins rewritten to the public lane or removed.",
 	relay.EventNextHopUnencodable: "Pages sent without a next-hop because the lane has no 6-byte form (IPv6).",
+	relay.EventLateAnswers:        "Unsolicited pages (late copies) that answered a probe outstanding on the lane they came from; also counted as dropped unsolicited.",
 }
 
 // deprecatedEvents are metric names kept for one release after their
@@ -100,18 +133,35 @@ var deprecatedEvents = []struct {
 	{"forwards_total", relay.EventForwardSends},       // now relay_forward_sends_total
 }
 
+// deprecatedHelp is the help of a deprecated name kept for renamed.
+func deprecatedHelp(renamed string) string {
+	return "Deprecated: renamed " + renamed + ", which reports the same count; this name goes in the next release."
+}
+
 // metricPrefix begins every relay metric name.
 const metricPrefix = "relay_"
 
-// newRelayCollector returns a collector for srv; ops may be nil.
-func newRelayCollector(srv *relay.Server, ops *opsStats, version string) *relayCollector {
+// newRelayCollector returns a collector for srv; ops may be nil. version
+// and revision label relay_build_info.
+func newRelayCollector(srv *relay.Server, ops *opsStats, version, revision string) *relayCollector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(metricPrefix+name, help, labels, nil)
 	}
 	c := &relayCollector{
-		srv: srv, ops: ops, version: version,
+		srv: srv, ops: ops, version: version, revision: revision,
 		packetsIn:        d("packets_in_total", "Datagrams read, by kind (peek, poke, page, ames, stun, other).", "kind"),
 		packetsOut:       d("packets_out_total", "Datagrams sent, by kind.", "kind"),
+		bytesIn:          d("bytes_received_total", "Bytes (UDP payload) of the datagrams read, by kind.", "kind"),
+		bytesOut:         d("bytes_sent_total", "Bytes (UDP payload) of the datagrams sent, by kind, as sent (next-hops and origins included).", "kind"),
+		fromShipBytes:    d("from_ship_sent_bytes_total", "Bytes of the datagrams the fronted ship sent that were sent on (fronting mode; not in bytes_sent_total)."),
+		pendingCapacity:  d("pending_capacity", "Most entries the pending-request table holds (--max-pending, whole per shard)."),
+		routesCapacity:   d("routes_capacity", "Most ships the route table keeps state for; past it the least recently used is dropped."),
+		sockRecv:         d("socket_receive_buffer_bytes", "Receive buffer the kernel granted the public sockets (the smallest), in the units of the request."),
+		sockSend:         d("socket_send_buffer_bytes", "Send buffer the kernel granted the public sockets (the smallest), in the units of the request."),
+		sockRecvAsked:    d("socket_receive_buffer_requested_bytes", "Receive buffer requested for each public socket."),
+		sockSendAsked:    d("socket_send_buffer_requested_bytes", "Send buffer requested for each public socket."),
+		lastReloadOK:     d("config_last_reload_successful", "1 if the last config load (at start or on SIGHUP) was applied, 0 if it failed."),
+		lastReloadAt:     d("config_last_reload_success_timestamp_seconds", "Unix time of the last config load applied (at start or on SIGHUP)."),
 		drops:            d("drops_total", "Datagrams dropped, by reason.", "reason"),
 		fromShipDropped:  d("from_ship_dropped_total", "Datagrams the fronted ship sent that were not sent on, by reason.", "reason"),
 		pendingEntries:   d("pending_entries", "Live entries in the pending-request table."),
@@ -132,7 +182,7 @@ func newRelayCollector(srv *relay.Server, ops *opsStats, version string) *relayC
 		captureRotations: d("capture_rotations_total", "Capture files started after the first."),
 		captureErrors:    d("capture_write_errors_total", "Failed capture file operations (create, write, rename)."),
 		serviceTime:      d("service_seconds", "Time datagrams spend in the relay: from the read that brought one to the last write of its batch; the latency the relay adds."),
-		buildInf:         d("build_info", "Always 1; labels give the relay's version and Go version.", "version", "goversion"),
+		buildInf:         d("build_info", "Always 1; labels give the relay's version, VCS revision and Go version.", "version", "revision", "goversion"),
 	}
 	for _, e := range relay.Events() {
 		help, ok := eventHelp[e]
@@ -142,8 +192,7 @@ func newRelayCollector(srv *relay.Server, ops *opsStats, version string) *relayC
 		c.events = append(c.events, eventDesc{e, d(e.String()+"_total", help)})
 	}
 	for _, old := range deprecatedEvents {
-		help := "Deprecated: renamed relay_" + old.event.String() + "_total, which reports the same count; this name goes in the next release."
-		c.events = append(c.events, eventDesc{old.event, d(old.name, help)})
+		c.events = append(c.events, eventDesc{old.event, d(old.name, deprecatedHelp(metricPrefix+old.event.String()+"_total"))})
 	}
 	return c
 }
@@ -154,9 +203,10 @@ var pendingOpNames = []string{"added", "retransmit", "aggregated", "joined", "re
 // Describe sends every descriptor.
 func (c *relayCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		c.packetsIn, c.packetsOut, c.drops, c.fromShipDropped,
-		c.pendingEntries, c.pendingOps, c.routes, c.routeChanges, c.readBatches, c.readDatagrams,
-		c.readErrors, c.writeErrors, c.kernelDrops, c.serviceTime, c.buildInf,
+		c.packetsIn, c.packetsOut, c.drops, c.fromShipDropped, c.bytesIn, c.bytesOut, c.fromShipBytes,
+		c.pendingEntries, c.pendingOps, c.pendingCapacity, c.routes, c.routesCapacity, c.routeChanges,
+		c.readBatches, c.readDatagrams, c.readErrors, c.writeErrors, c.kernelDrops,
+		c.sockRecv, c.sockSend, c.sockRecvAsked, c.sockSendAsked, c.serviceTime, c.buildInf,
 	} {
 		ch <- d
 	}
@@ -165,6 +215,8 @@ func (c *relayCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	if c.ops != nil {
 		ch <- c.reloads
+		ch <- c.lastReloadOK
+		ch <- c.lastReloadAt
 		ch <- c.galaxyLanes
 		ch <- c.pinnedLanes
 	}
@@ -190,7 +242,10 @@ func (c *relayCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, k := range relay.Kinds() {
 		counter(c.packetsIn, snap.In[k], k.String())
 		counter(c.packetsOut, snap.Out[k], k.String())
+		counter(c.bytesIn, snap.InBytes[k], k.String())
+		counter(c.bytesOut, snap.OutBytes[k], k.String())
 	}
+	counter(c.fromShipBytes, snap.FromShipSentBytes)
 	for _, d := range relay.Drops() {
 		counter(c.drops, snap.Drops[d], d.String())
 	}
@@ -203,10 +258,12 @@ func (c *relayCollector) Collect(ch chan<- prometheus.Metric) {
 
 	ps := r.Pending().Stats()
 	gauge(c.pendingEntries, float64(r.Pending().Len()))
+	gauge(c.pendingCapacity, float64(r.Pending().Cap()))
 	for i, v := range []uint64{ps.Added, ps.Retransmits, ps.Aggregated, ps.Joined, ps.RequesterCapped, ps.Refused, ps.SourceCapped, ps.Evicted, ps.Expired, ps.Taken} {
 		counter(c.pendingOps, v, pendingOpNames[i])
 	}
 	gauge(c.routes, float64(r.Routes().Len()))
+	gauge(c.routesCapacity, float64(r.Routes().Cap()))
 	counter(c.routeChanges, r.Routes().Changes())
 
 	batches, datagrams := c.srv.BatchStats()
@@ -215,12 +272,26 @@ func (c *relayCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.readErrors, c.srv.ReadErrors())
 	counter(c.writeErrors, c.srv.WriteErrors())
 	counter(c.kernelDrops, c.srv.KernelDrops())
+	if recv, send, n := c.srv.SocketBuffers(); n > 0 {
+		// Only sockets the kernel can be asked about (not the tests'
+		// in-memory network).
+		gauge(c.sockRecv, float64(recv))
+		gauge(c.sockSend, float64(send))
+		gauge(c.sockRecvAsked, socketBufferRequest)
+		gauge(c.sockSendAsked, socketBufferRequest)
+	}
 	ch <- serviceHistogram(c.serviceTime, c.srv.ServiceTimes())
-	gauge(c.buildInf, 1, c.version, runtime.Version())
+	gauge(c.buildInf, 1, c.version, c.revision, runtime.Version())
 
 	if c.ops != nil {
 		counter(c.reloads, c.ops.reloadsOK.Load(), "ok")
 		counter(c.reloads, c.ops.reloadsFailed.Load(), "error")
+		ok := 0.0
+		if c.ops.lastLoadOK.Load() {
+			ok = 1
+		}
+		gauge(c.lastReloadOK, ok)
+		gauge(c.lastReloadAt, float64(c.ops.lastLoadAt.Load())/1e9)
 		gauge(c.galaxyLanes, float64(c.ops.galaxyLanes.Load()))
 		gauge(c.pinnedLanes, float64(c.ops.pinnedLanes.Load()))
 	}
@@ -232,6 +303,26 @@ func (c *relayCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.captureRotations, cs.Rotations)
 		counter(c.captureErrors, cs.WriteErrors)
 	}
+}
+
+// logSocketBuffers logs the socket buffers asked and granted: at info
+// level when the kernel granted what was asked, else as a warning that
+// says what to raise. Nothing is logged for sockets that cannot tell.
+func logSocketBuffers(log *zap.Logger, srv *relay.Server) {
+	recv, send, n := srv.SocketBuffers()
+	if n == 0 {
+		return
+	}
+	fields := []zap.Field{
+		zap.Int("sockets", n),
+		zap.Int("receive_requested", socketBufferRequest), zap.Int("receive_granted", recv),
+		zap.Int("send_requested", socketBufferRequest), zap.Int("send_granted", send),
+	}
+	if recv < socketBufferRequest || send < socketBufferRequest {
+		log.Warn("socket buffers smaller than requested; raise net.core.rmem_max / wmem_max or grant CAP_NET_ADMIN", fields...)
+		return
+	}
+	log.Info("socket buffers", fields...)
 }
 
 // serviceHistogram exports h with one Prometheus bucket per power of two,
@@ -262,7 +353,7 @@ func serviceHistogram(d *prometheus.Desc, h *relay.ServiceHistogram) prometheus.
 func newMetricsRegistry(srv *relay.Server, ops *opsStats, version string) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
-		newRelayCollector(srv, ops, version),
+		newRelayCollector(srv, ops, version, buildRevision()),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
-	"github.com/urbit-relay/relay/relay/capture"
 	"github.com/urbit-relay/relay/relay/endpoint"
 	"github.com/urbit-relay/relay/relay/transport"
 	"github.com/urbit-relay/relay/scry"
@@ -97,11 +95,11 @@ func newMemRelay(t *testing.T) *memRelay {
 	}
 	m.srv = relay.NewServer(r, []transport.Conn{listen(m.relayAddr.String())}, relay.ServerConfig{})
 	m.srv.Start()
-	m.pub, err = endpoint.New(endpoint.Config{Ship: m.zod, PingInterval: -1}, listen(m.pubAddr.String()))
+	m.pub, err = endpoint.New(endpoint.Config{Ship: m.zod, PingInterval: -1, HintNets: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, listen(m.pubAddr.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.req, err = endpoint.New(endpoint.Config{Ship: mustShip(t, "~rovnys"), PingInterval: -1,
+	m.req, err = endpoint.New(endpoint.Config{Ship: mustShip(t, "~rovnys"), PingInterval: -1, HintNets: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
 		Lanes: map[lane.Ship]netip.AddrPort{m.zod: m.relayAddr}}, listen("10.0.0.3:1"))
 	if err != nil {
 		t.Fatal(err)
@@ -157,39 +155,40 @@ func TestMetrics(t *testing.T) {
 	}
 	got := parseMetrics(t, body)
 	want := map[string]float64{
-		`relay_packets_in_total{kind="peek"}`:                                      1,
-		`relay_packets_in_total{kind="page"}`:                                      1,
-		`relay_packets_out_total{kind="peek"}`:                                     1,
-		`relay_packets_out_total{kind="page"}`:                                     1,
-		`relay_forward_sends_total`:                                                1,
-		`relay_forwards_total`:                                                     1, // deprecated name, same count
-		`relay_requests_forwarded_total`:                                           1,
-		`relay_forwarded_total`:                                                    1, // deprecated name, same count
-		`relay_answered_total`:                                                     1,
-		`relay_aggregated_total`:                                                   0,
-		`relay_drops_total{reason="malformed_ames"}`:                               3,
-		`relay_drops_total{reason="no_route"}`:                                     0,
-		`relay_packets_in_total{kind="stun"}`:                                      1,
-		`relay_packets_out_total{kind="stun"}`:                                     1,
-		`relay_stun_answered_total`:                                                1,
-		`relay_pending_entries`:                                                    0,
-		`relay_pending_operations_total{op="added"}`:                               1,
-		`relay_pending_operations_total{op="taken"}`:                               1,
-		`relay_read_batch_datagrams_total`:                                         6,
-		`relay_write_errors_total`:                                                 0,
-		`relay_config_reloads_total{result="ok"}`:                                  2,
-		`relay_config_reloads_total{result="error"}`:                               0,
-		`relay_galaxy_lanes`:                                                       1,
-		`relay_build_info{goversion="` + runtime.Version() + `",version="v9.9.9"}`: 1,
+		`relay_packets_in_total{kind="peek"}`:        1,
+		`relay_packets_in_total{kind="page"}`:        1,
+		`relay_packets_out_total{kind="peek"}`:       1,
+		`relay_packets_out_total{kind="page"}`:       1,
+		`relay_forward_sends_total`:                  1,
+		`relay_forwards_total`:                       1, // deprecated name, same count
+		`relay_requests_forwarded_total`:             1,
+		`relay_forwarded_total`:                      1, // deprecated name, same count
+		`relay_answered_total`:                       1,
+		`relay_aggregated_total`:                     0,
+		`relay_drops_total{reason="malformed_ames"}`: 3,
+		`relay_drops_total{reason="no_route"}`:       0,
+		`relay_packets_in_total{kind="stun"}`:        1,
+		`relay_packets_out_total{kind="stun"}`:       1,
+		`relay_stun_answered_total`:                  1,
+		`relay_pending_entries`:                      0,
+		`relay_pending_operations_total{op="added"}`: 1,
+		`relay_pending_operations_total{op="taken"}`: 1,
+		`relay_read_batch_datagrams_total`:           6,
+		`relay_write_errors_total`:                   0,
+		`relay_config_reloads_total{result="ok"}`:    2,
+		`relay_config_reloads_total{result="error"}`: 0,
+		`relay_galaxy_lanes`:                         1,
+		`relay_build_info{goversion="` + runtime.Version() + `",revision="` + buildRevision() + `",version="v9.9.9"}`: 1,
 	}
 	for k, v := range want {
 		if g, ok := got[k]; !ok || g != v {
 			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
 		}
 	}
-	// The page from ~zod at hop 0 taught the relay ~zod's direct lane.
-	if got["relay_routes"] < 1 {
-		t.Errorf("relay_routes = %v", got["relay_routes"])
+	// ~zod's lane is configured: its hop-0 page teaches the relay nothing
+	// (a configured lane always wins over a learned one).
+	if got["relay_routes"] != 0 {
+		t.Errorf("relay_routes = %v, want 0", got["relay_routes"])
 	}
 	if got["relay_read_batches_total"] < 1 || got["relay_read_batches_total"] > 6 {
 		t.Errorf("relay_read_batches_total = %v", got["relay_read_batches_total"])
@@ -244,16 +243,11 @@ func TestHealthAndReady(t *testing.T) {
 }
 
 // TestMetricsDocumented checks that the README and docs/operations.md
-// name every relay metric and every drop reason.
+// name every relay metric and every drop reason: the metrics of a relay on
+// a real socket (its buffer gauges), with daemon state and a capture.
 func TestMetricsDocumented(t *testing.T) {
-	m := newMemRelay(t)
-	defer m.closeAll()
-	cw, err := capture.NewRotating(filepath.Join(t.TempDir(), "c.pcap"), capture.MinMaxBytes, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cw.Close()
-	families, err := newMetricsRegistry(m.srv, &opsStats{capture: cw}, version).Gather()
+	ip := startInProcess(t, inProcessConfig)
+	families, err := newMetricsRegistry(ip.d.srv, ip.d.ops, version).Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,9 @@ func TestReadmeLoadTest(t *testing.T) {
 	}
 	udp, tcp := freePort(t, "udp4"), freePort(t, "tcp4")
 	dir := t.TempDir()
-	known := []string{"127.0.0.1:13337", "127.0.0.1:" + udp, "127.0.0.1:9337", "127.0.0.1:" + tcp,
+	// The ship's lane is the discard port, which answers nothing; it stays.
+	known := []string{"--ship-lane 127.0.0.1:9 ", "--ship-lane 127.0.0.1:9 ",
+		"127.0.0.1:13337", "127.0.0.1:" + udp, "127.0.0.1:9337", "127.0.0.1:" + tcp,
 		"/tmp/relay", filepath.Join(dir, "relay"), "/tmp/steady.pcap", filepath.Join(dir, "steady.pcap")}
 	rest := block
 	for i := 0; i < len(known); i += 2 {

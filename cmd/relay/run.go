@@ -158,6 +158,8 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 		fields = append(fields, zap.String("metrics_url", d.metrics.URL()+"/metrics"))
 	}
 	log.Info("relay started", fields...)
+	logSocketBuffers(log, d.srv)
+	d.ops.configLoaded(time.Now(), false)
 	// The sockets are bound and their readers running: a datagram sent now
 	// is served.
 	sdNotify(log, "READY=1\nSTATUS=serving on "+conn.LocalAddr().String())
@@ -198,7 +200,7 @@ func (d *daemon) reload() {
 	defer sdNotify(d.log, "READY=1")
 	nc, err := loadRunConfig(d.args)
 	if err != nil {
-		d.ops.reloadsFailed.Add(1)
+		d.ops.reloadFailed()
 		d.log.Error("config reload failed; keeping the running config", zap.String("config", d.cfg.configPath), zap.Error(err))
 		return
 	}
@@ -211,7 +213,7 @@ func (d *daemon) reload() {
 	for _, name := range liveSettings {
 		d.cfg.settings[name] = nc.settings[name]
 	}
-	d.ops.reloadsOK.Add(1)
+	d.ops.configLoaded(time.Now(), true)
 	d.log.Info("config reloaded",
 		zap.String("config", d.cfg.configPath),
 		zap.Strings("changed", live),

@@ -236,6 +236,7 @@ func analyse(recs []capture.Record, relayLane netip.AddrPort, holdThreshold time
 			triggers = append(triggers, map[string][]trigger{})
 		}
 	}
+	shipLane := netip.MustParseAddrPort(genShipLane)
 	var t0 time.Time
 	if len(recs) > 0 {
 		t0 = recs[0].Time
@@ -245,6 +246,11 @@ func analyse(recs []capture.Record, relayLane netip.AddrPort, holdThreshold time
 		fx.span = max(fx.span, at)
 		src, dst := lane.Canon(rec.Src), lane.Canon(rec.Dst)
 		switch {
+		case dst == shipLane || src == shipLane:
+			// The relay and its own ship (the fixture convention,
+			// genShipLane): what the relay hands its ship is between
+			// them, not traffic replay plays or checks.
+			fx.ignored++
 		case src == relayLane && dst != relayLane:
 			l := laneOf(dst)
 			grow(l)

@@ -30,6 +30,9 @@ import (
 const (
 	genRelayShip = "~marzod"
 	genRelayLane = "10.0.0.1:13337"
+	// genShipLane is the fronted ship's own process (relay.Config.ShipLane),
+	// silent in the simulation.
+	genShipLane = "10.0.0.2:13337"
 
 	// notifyPrefix is the path prefix the subscription storm uses for
 	// values that grow later: a stand-in for the scry notification

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/netip"
 	"sync"
@@ -321,11 +322,18 @@ func (r *runner) waitUntil(ctx context.Context, due time.Duration) bool {
 }
 
 // acquire takes a concurrency slot; false if the run must stop first.
+// When every slot is taken and answers are held, they are released first:
+// the requests waiting on them may be what holds the slots, and the
+// schedule cannot reach their holds while the loop waits (a closed loop
+// keeps a fixture's order, not its pauses).
 func (r *runner) acquire(ctx context.Context) bool {
 	select {
 	case r.slots <- struct{}{}:
 		return true
 	default:
+	}
+	if r.heldCount.Load() > 0 {
+		r.releaseHeld(math.MaxInt)
 	}
 	var deadline <-chan time.Time
 	if r.cfg.Duration > 0 {

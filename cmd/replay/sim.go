@@ -51,7 +51,10 @@ type sim struct {
 }
 
 func newSim(seed uint64, relayShip lane.Ship, relayLane netip.AddrPort, epoch time.Time) (*sim, error) {
-	r, err := relay.New(relay.Config{HintNets: loopbackNets, Ship: relayShip, Self: []netip.AddrPort{relayLane}})
+	// The relay's ship is at genShipLane, where nothing listens: what the
+	// relay hands it is recorded, not answered. A relay learns a
+	// sponsee's lane only from a ping it hands over.
+	r, err := relay.New(relay.Config{HintNets: loopbackNets, Ship: relayShip, ShipLane: netip.MustParseAddrPort(genShipLane), Self: []netip.AddrPort{relayLane}})
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +165,9 @@ func nameKey(b []byte) string {
 // pingWire is a ship's keepalive to its sponsor, as the endpoint package
 // sends it: a hop-0 poke of the sponsor whose payload names the ship.
 func pingWire(ship, sponsor lane.Ship) []byte {
-	name := scry.Name{Ship: sponsor, Bloq: scry.DefaultBloq, Path: []byte(simPingPath)}
+	// The ack name names the pinging ship, as the endpoint's does: pings
+	// of different ships are different requests.
+	name := scry.Name{Ship: sponsor, Bloq: scry.DefaultBloq, Path: []byte(simPingPath + "/" + ship.String())}
 	payload := scry.Name{Ship: ship, Bloq: scry.DefaultBloq, Path: []byte(simPingPath)}
 	p := scry.NewPoke(name, payload, scry.Data{AuthKind: scry.AuthNone})
 	return p.Append(nil)

@@ -97,6 +97,12 @@ type Node struct {
 
 	Server   *relay.Server      // relays
 	Endpoint *endpoint.Endpoint // the requester and the publisher
+	// ShipEndpoint is a relay's ship: the process the relay fronts, at
+	// ShipAddr (relay.Config.ShipLane). Pings for the relay's ship reach
+	// it through the relay, which learns the pinging ship's lane only
+	// because it handed the ping over.
+	ShipEndpoint *endpoint.Endpoint
+	ShipAddr     netip.AddrPort
 }
 
 // Net is the running example.
@@ -134,6 +140,20 @@ func Start(opts Options) (n *Net, err error) {
 		}
 		conns[i] = c
 		node := &Node{Spec: sp, Ship: s, Addr: c.LocalAddr()}
+		if sp.Role == RoleRelay {
+			sc, err := opts.Listen()
+			if err != nil {
+				return n, err
+			}
+			node.ShipAddr = sc.LocalAddr()
+			ep, err := endpoint.New(endpoint.Config{Ship: s, Sponsors: n.Sponsors, RetryInterval: opts.Retry, HintNets: opts.HintNets}, sc)
+			if err != nil {
+				sc.Close()
+				return n, fmt.Errorf("seednet: %s's ship: %w", sp.Name, err)
+			}
+			node.ShipEndpoint = ep
+			ep.Start()
+		}
 		n.Nodes = append(n.Nodes, node)
 		byName[sp.Name] = node
 	}
@@ -161,7 +181,7 @@ func Start(opts Options) (n *Net, err error) {
 			switch role {
 			case RoleRelay:
 				r, err := relay.New(relay.Config{HintNets: opts.HintNets,
-					Ship: node.Ship, Galaxies: galaxies, Pinned: lanes(node.Pinned), Sponsors: n.Sponsors,
+					Ship: node.Ship, ShipLane: node.ShipAddr, Galaxies: galaxies, Pinned: lanes(node.Pinned), Sponsors: n.Sponsors,
 					Self: []netip.AddrPort{node.Addr},
 				})
 				if err != nil {
@@ -170,7 +190,7 @@ func Start(opts Options) (n *Net, err error) {
 				node.Server = relay.NewServer(r, []transport.Conn{conns[i]}, relay.ServerConfig{})
 				node.Server.Start()
 			default:
-				cfg := endpoint.Config{Ship: node.Ship, Sponsors: n.Sponsors, RetryInterval: opts.Retry, Lanes: lanes(node.Lanes)}
+				cfg := endpoint.Config{Ship: node.Ship, Sponsors: n.Sponsors, RetryInterval: opts.Retry, Lanes: lanes(node.Lanes), HintNets: opts.HintNets}
 				if role == RolePublisher {
 					cfg.Key = key
 				} else {
@@ -224,6 +244,11 @@ func (n *Net) Close() error {
 	for i := len(n.Nodes) - 1; i >= 0; i-- {
 		if node := n.Nodes[i]; node.Server != nil {
 			errs = append(errs, node.Server.Close())
+		}
+	}
+	for _, node := range n.Nodes {
+		if node.ShipEndpoint != nil {
+			errs = append(errs, node.ShipEndpoint.Close())
 		}
 	}
 	return errors.Join(errs...)

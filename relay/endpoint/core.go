@@ -72,6 +72,9 @@ func NewCore(cfg Config, self netip.AddrPort) (*Core, error) {
 	if cfg.Tick <= 0 {
 		cfg.Tick = DefaultTick
 	}
+	if cfg.Routes.HintNets == nil {
+		cfg.Routes.HintNets = cfg.HintNets
+	}
 	rt, err := route.New(cfg.Ship, cfg.Sponsors, cfg.Routes)
 	if err != nil {
 		return nil, fmt.Errorf("endpoint: %w", err)
@@ -337,6 +340,9 @@ func (c *Core) page(p *scry.Packet, from netip.AddrPort, now time.Duration, out 
 	if fresh {
 		delete(c.pending, string(p.NameBytes()))
 	}
+	// solicited: the page answers a request of ours, or is an authentic
+	// page at a name we wait on; only such a page teaches routes.
+	solicited := fresh
 	var act notifyAction
 	if ref, ok := c.byName[string(p.NameBytes())]; ok {
 		var authentic bool
@@ -344,17 +350,24 @@ func (c *Core) page(p *scry.Packet, from netip.AddrPort, now time.Duration, out 
 		if !authentic && !fresh {
 			return out
 		}
+		solicited = solicited || authentic
 		fresh = fresh || act.fresh
 	}
-	if p.Header.Hops == 0 {
-		c.routes.Heard(publisher, fromKey, now)
+	switch {
+	case !solicited:
+		// Nobody here asked for it: it teaches nothing, beyond answering
+		// a probe outstanding on its lane (the slower copy of a request
+		// sent on two lanes). A forged page cannot redirect us.
+		c.routes.LateAnswer(publisher, fromKey, nextKey, p.Header.Hops == 0, p.Header.Hops > 0, now)
+	default:
+		if p.Header.Hops == 0 {
+			c.routes.Heard(publisher, fromKey, now)
+		}
+		// Routes.Answered takes a hint only from a page that came the way
+		// the request went, so a copy through a looser route changes
+		// nothing.
+		c.routes.Answered(publisher, fromKey, nextKey, p.Header.Hops > 0, now)
 	}
-	// A late duplicate (the request went on two lanes) still proves the
-	// lane it came through and offers its next-hop: when the looser
-	// route's copy wins the race, the tighter one's copy is the one that
-	// teaches the next step. Routes.Answered takes a hint only from the
-	// lanes being tried, so a copy through a looser route changes nothing.
-	c.routes.Answered(publisher, fromKey, nextKey, p.Header.Hops > 0, now)
 	resp := Response{From: from, Next: next, Hops: int(p.Header.Hops)}
 	var path string
 	if req != nil {

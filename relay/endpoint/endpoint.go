@@ -61,8 +61,12 @@ type Config struct {
 	PingInterval  time.Duration
 	Tick          time.Duration
 	Routes        route.Config
-	Clock         route.Clock
-	Log           *zap.Logger
+	// HintNets are networks besides the public internet that next-hops
+	// may name (route.Config.HintNets, when Routes leaves it nil):
+	// loopback in tests, an operator's LAN.
+	HintNets []netip.Prefix
+	Clock    route.Clock
+	Log      *zap.Logger
 	// Key is this ship's Ed25519 signing key. With it the endpoint runs
 	// the publisher side of scry notifications (acks, held heartbeats,
 	// notifications, all signed with it); without it it is a publisher

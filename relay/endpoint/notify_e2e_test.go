@@ -32,11 +32,15 @@ import (
 
 // notifyNet is the test network.
 type notifyNet struct {
-	t        *testing.T
-	mem      *transport.MemNetwork // nil for real UDP
-	star     lane.Ship
-	relayAt  netip.AddrPort
-	server   *relay.Server
+	t       *testing.T
+	mem     *transport.MemNetwork // nil for real UDP
+	star    lane.Ship
+	relayAt netip.AddrPort
+	server  *relay.Server
+	// starEP is the star's own process behind the relay (its ship lane):
+	// the relay learns a publisher's lane by handing its ping to it.
+	starEP   *endpoint.Endpoint
+	starAt   netip.AddrPort
 	pubs     []*endpoint.Endpoint
 	pubKeys  map[lane.Ship]ed25519.PublicKey
 	subs     []*endpoint.Endpoint
@@ -93,6 +97,14 @@ func newNotifyNet(t *testing.T, mem *transport.MemNetwork) *notifyNet {
 	n := &notifyNet{t: t, mem: mem, star: shipOf(t, "~marzod"), pubKeys: map[lane.Ship]ed25519.PublicKey{}}
 	c := n.listen(netip.MustParseAddrPort("127.0.0.1:0"))
 	n.relayAt = c.LocalAddr()
+	sc := n.listen(netip.MustParseAddrPort("127.0.0.1:0"))
+	n.starAt = sc.LocalAddr()
+	ep, err := endpoint.New(endpoint.Config{Ship: n.star, PingInterval: -1, HintNets: loopbackNets}, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.starEP = ep
+	ep.Start()
 	n.startRelay(c)
 	return n
 }
@@ -114,7 +126,7 @@ func (n *notifyNet) listen(addr netip.AddrPort) transport.Conn {
 
 // startRelay runs a fresh relay for ~marzod on c.
 func (n *notifyNet) startRelay(c transport.Conn) {
-	r, err := relay.New(relay.Config{HintNets: loopbackNets, Ship: n.star, Self: []netip.AddrPort{c.LocalAddr()}})
+	r, err := relay.New(relay.Config{HintNets: loopbackNets, Ship: n.star, ShipLane: n.starAt, Self: []netip.AddrPort{c.LocalAddr()}})
 	if err != nil {
 		n.t.Fatal(err)
 	}
@@ -141,7 +153,7 @@ func (n *notifyNet) addPublisher(i int, addr netip.AddrPort, withKey bool) *endp
 	k := key(1000 + i)
 	n.pubKeys[ship] = k.Public().(ed25519.PublicKey)
 	n.boots++ // a restarted publisher draws new session ids
-	cfg := endpoint.Config{Ship: ship, Lanes: map[lane.Ship]netip.AddrPort{n.star: n.relayAt}, Seed: uint64(n.boots)}
+	cfg := endpoint.Config{Ship: ship, Lanes: map[lane.Ship]netip.AddrPort{n.star: n.relayAt}, Seed: uint64(n.boots), HintNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 	if withKey {
 		cfg.Key = k
 	}
@@ -176,6 +188,7 @@ func (n *notifyNet) addSubscribers(count int) {
 // the relay and the publishers' keys; the caller closes it.
 func (n *notifyNet) startSubscriber(ship lane.Ship, addr netip.AddrPort, seed uint64, observe func(endpoint.Event)) *endpoint.Endpoint {
 	e, err := endpoint.New(endpoint.Config{
+		HintNets:     []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 		Ship:         ship,
 		PingInterval: -1,
 		Lanes:        map[lane.Ship]netip.AddrPort{n.star: n.relayAt},
@@ -200,6 +213,7 @@ func (n *notifyNet) close() {
 		}
 	}
 	n.server.Close()
+	n.starEP.Close()
 }
 
 // waitRelayKnows waits until the relay has learned publisher i's lane from

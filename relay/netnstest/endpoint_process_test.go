@@ -197,7 +197,8 @@ func (spec *endpointSpec) config() (endpoint.Config, error) {
 	cfg := endpoint.Config{
 		Ship: ship, Lanes: map[lane.Ship]netip.AddrPort{},
 		RetryInterval: spec.Retry, PingInterval: spec.Ping, Tick: spec.Tick,
-		Routes: route.Config{ProbeTimeout: spec.ProbeTimeout},
+		Routes:   route.Config{ProbeTimeout: spec.ProbeTimeout},
+		HintNets: []netip.Prefix{netip.MustParsePrefix("10.77.0.0/16"), netip.MustParsePrefix("127.0.0.0/8")},
 	}
 	for s, a := range spec.Lanes {
 		sh, err := lane.ParseShip(s)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -175,8 +176,13 @@ type relayProc struct {
 // its socket is bound. The relay is stopped (SIGTERM) at cleanup.
 func startRelay(t testing.TB, name, ns, bin string, listen netip.AddrPort, args ...string) *relayProc {
 	t.Helper()
-	r := &relayProc{t: t, name: name, ns: ns, bin: bin, listen: listen,
-		args: append([]string{"run", "--listen", listen.String(), "--hint-net", "10.77.0.0/16"}, args...)}
+	base := []string{"run", "--listen", listen.String(), "--hint-net", "10.77.0.0/16"}
+	if !slices.Contains(args, "--ship-lane") && !slices.Contains(args, "--front-netns") {
+		// A ship that answers nothing (the discard port): a relay learns a
+		// sponsee's lane only from a ping it hands to its ship.
+		base = append(base, "--ship-lane", "127.0.0.1:9")
+	}
+	r := &relayProc{t: t, name: name, ns: ns, bin: bin, listen: listen, args: append(base, args...)}
 	r.start()
 	t.Cleanup(func() {
 		if !r.p.stop(syscall.SIGTERM) {

@@ -127,7 +127,7 @@ func TestSoak(t *testing.T) {
 	var pubs []lane.Ship
 	for k := 1; k <= soakPublishers; k++ {
 		ship := lane.ShipFromUint64(uint64(k) << 16)
-		ep := soakEndpoint(t, endpoint.Config{Ship: ship, Lanes: lanes, PingInterval: time.Second},
+		ep := soakEndpoint(t, endpoint.Config{Ship: ship, Lanes: lanes, PingInterval: time.Second, HintNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
 			netip.AddrFrom4([4]byte{127, 0, 2, byte(k)}))
 		for i := 0; i < soakPaths; i++ {
 			ep.Publish(fmt.Sprintf("s/%d", i), soakValue(ship, i))
@@ -147,7 +147,7 @@ func TestSoak(t *testing.T) {
 	period := time.Duration(float64(time.Second) * soakRequesters * soakWorkers / float64(rate))
 	for k := 1; k <= soakRequesters; k++ {
 		ship := lane.ShipFromUint64(uint64(k)<<16 | 1) // planets under ~nec
-		ep := soakEndpoint(t, endpoint.Config{Ship: ship, Lanes: lanes, PingInterval: -1,
+		ep := soakEndpoint(t, endpoint.Config{Ship: ship, Lanes: lanes, PingInterval: -1, HintNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 			RetryInterval: 500 * time.Millisecond, Routes: route.Config{NoHints: true}},
 			netip.AddrFrom4([4]byte{127, 0, 1, byte(k)}))
 		for w := 0; w < soakWorkers; w++ {

@@ -152,6 +152,16 @@ func (t *Table) Len() int {
 	return n
 }
 
+// Cap returns the most live entries the table holds: each shard's share
+// of Config.MaxEntries (MaxEntries/Shards) times the shards. It is static.
+func (t *Table) Cap() int {
+	n := 0
+	for i := range t.shards {
+		n += t.shards[i].p.entryCap
+	}
+	return n
+}
+
 // Stats returns a snapshot of the counters. It takes no lock.
 func (t *Table) Stats() Stats {
 	var st Stats

@@ -560,3 +560,21 @@ func TestPrefetch(t *testing.T) {
 		t.Fatalf("Take after Prefetch = %v, %v", reqs, ok)
 	}
 }
+
+// TestCap: Cap is each shard's whole share of MaxEntries times the shards,
+// and a table refusing new names fills to exactly Cap.
+func TestCap(t *testing.T) {
+	tb := mustNew(t, Config{Shards: 4, MaxEntries: 10, MaxOverflowRequesters: 4, FullPolicy: RefuseNew})
+	if tb.Cap() != 8 {
+		t.Fatalf("Cap() = %d, want 8 (4 shards of 10/4)", tb.Cap())
+	}
+	for i := range 1000 {
+		tb.Add(uint64(i)*0x9e3779b97f4a7c15, laneN(i), 0)
+	}
+	if tb.Len() != tb.Cap() {
+		t.Errorf("full table holds %d, Cap() %d", tb.Len(), tb.Cap())
+	}
+	if def := mustNew(t, Config{}); def.Cap() != DefaultMaxEntries {
+		t.Errorf("default Cap() = %d, want %d", def.Cap(), DefaultMaxEntries)
+	}
+}

@@ -77,3 +77,42 @@ const (
 	// does not hoard them.
 	routeFreeListCap = 64
 )
+
+// The rules that keep the wire from steering the table (see Table).
+const (
+	// DefaultFailedHintHold is how long, after a next-hop hint proved dead,
+	// a ship's route takes no new hint. A hint is tried one probe at a
+	// time and dropped after DefaultCandidateFailures, so a hint pointed at
+	// a third party (its port rotated to dodge the bad-lane hold) costs
+	// that party at most 3 requests per 30 s per ship, where an honest
+	// route retries tightening after half a minute.
+	DefaultFailedHintHold = 30 * time.Second
+
+	// DefaultChallengerHold is how long a challenger (a new lane heard for
+	// a ship whose direct lane works) keeps its place against a newer one
+	// without being heard: first come, so that a stream of spoofed lanes
+	// cannot push out a genuine newcomer, and a challenger that went quiet
+	// frees its place after half a minute.
+	DefaultChallengerHold = 30 * time.Second
+
+	// DefaultMoveSilence is how long a ship's direct lane must have been
+	// silent (nothing heard from it) before a proven challenger replaces
+	// it. Ships ping their sponsor every 25 s, so a ship still at its old
+	// lane is heard within it and keeps its route however often others
+	// claim to be it; a ship that moved is followed after 40 s (and its
+	// traffic reaches it beside the old lane meanwhile).
+	DefaultMoveSilence = 40 * time.Second
+
+	// DefaultRouteSourceDivisor caps the routes created on behalf of one
+	// source address (an IPv4 address, an IPv6 /64) at
+	// MaxRoutes/DefaultRouteSourceDivisor, so that one source naming
+	// millions of ships cannot evict every other ship's route (it evicts
+	// at most a sixteenth of the table, its own first once it is at its
+	// cap). A NAT hiding many ships shares one share.
+	DefaultRouteSourceDivisor = 16
+
+	// DefaultRouteSourceSlots is how many per-source route counters are
+	// kept, by seeded hash of the address (4 bytes each: 16 KiB); sources
+	// sharing a slot share a cap.
+	DefaultRouteSourceSlots = 4096
+)

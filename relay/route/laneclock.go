@@ -24,6 +24,10 @@ import (
 type laneClock struct {
 	slots []laneSlot
 	mask  uint64
+	// seed is mixed into every lane's hash, so that which lanes share a
+	// slot cannot be worked out from outside: a lane made to look silent
+	// by collisions is what lets a proven challenger displace it.
+	seed uint64
 }
 
 type laneSlot struct {
@@ -32,17 +36,16 @@ type laneSlot struct {
 }
 
 // newLaneClock returns a clock of n slots, n a power of two.
-func newLaneClock(n int) *laneClock {
-	return &laneClock{slots: make([]laneSlot, n), mask: uint64(n - 1)}
+func newLaneClock(n int, seed uint64) *laneClock {
+	return &laneClock{slots: make([]laneSlot, n), mask: uint64(n - 1), seed: seed}
 }
 
-// laneHash is the lane's hash (lane.Key.Hash), never 0: 0 marks an empty
-// slot.
-func laneHash(k lane.Key) uint64 { return k.Hash() | 1 }
+// laneHash is the lane's seeded hash, never 0: 0 marks an empty slot.
+func (c *laneClock) laneHash(k lane.Key) uint64 { return lane.Mix64(k.Hash()^c.seed) | 1 }
 
 // hear records that something arrived from k at now.
 func (c *laneClock) hear(k lane.Key, now time.Duration) {
-	h := laneHash(k)
+	h := c.laneHash(k)
 	s := &c.slots[h&c.mask]
 	if s.hash.Load() != h {
 		s.hash.Store(h)
@@ -54,7 +57,7 @@ func (c *laneClock) hear(k lane.Key, now time.Duration) {
 
 // heardSince reports whether something arrived from k at or after t.
 func (c *laneClock) heardSince(k lane.Key, t time.Duration) bool {
-	h := laneHash(k)
+	h := c.laneHash(k)
 	s := &c.slots[h&c.mask]
 	return s.hash.Load() == h && time.Duration(s.at.Load()) >= t
 }

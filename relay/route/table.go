@@ -7,9 +7,12 @@
 package route
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"math/bits"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -49,6 +52,29 @@ import (
 // standing, so a late duplicate through a looser route never undoes a working
 // tighter one (urbit/urbit#2025).
 //
+// Who may steer the table (see docs/reliability.md, "Lane learning"):
+//
+//   - Configured lanes (SetStatic, SetRelays) always win: a ship with one
+//     is routed there and nothing learned about it is kept.
+//   - A lane is learned only from a datagram that is acted on (a poke or
+//     legacy packet sent on, a page that matched a pending request); the
+//     callers see to it, Commit records the sender.
+//   - A working direct lane (fresh) is not replaced on the wire's word: a
+//     different lane heard for the ship becomes its challenger, sent
+//     probes beside the direct lane, and replaces it only once it has
+//     answered one (it receives) and the old lane has gone silent for
+//     MoveSilence or expired. Until then traffic keeps flowing on the old
+//     lane, so a spoofed ping can neither divert nor blackhole a ship
+//     that is talking.
+//   - A next-hop is taken only from a page that came through a lane the
+//     request was sent on (the ship's own lanes or its sponsors'), only if
+//     it names an address that may be a target (HintAllowed), and an
+//     unproven candidate is sent at most one probe at a time, so a hint
+//     aimed at a third party costs it at most CandidateFailures requests
+//     per FailedHintHold.
+//   - Routes created on behalf of one source address are capped
+//     (Config.SourceDivisor), so one source cannot evict everyone else's.
+//
 // Table is safe for concurrent use.
 type Table struct {
 	// Static after construction.
@@ -63,6 +89,14 @@ type Table struct {
 	changes uint64                            // guarded by mu; route changes, for metrics
 	relays  map[lane.Ship]lane.Key            // guarded by mu; configured relays: lanes known to forward
 
+	// srcCount counts the routes created on behalf of each source address
+	// (by seeded hash of the address into len(srcCount) slots); a route
+	// records its slot in route.src and gives it back when evicted.
+	srcCount   []uint32 // guarded by mu
+	srcCap     uint32   // static; 0: no per-source cap
+	srcSeed    uint64   // static
+	srcRefused uint64   // guarded by mu; routes not created: source at its cap
+
 	// clock records when anything last arrived from each lane; it takes
 	// no lock (see laneClock).
 	clock *laneClock
@@ -71,6 +105,10 @@ type Table struct {
 	// immutable slice (a handful of lanes), replaced under mu and read
 	// without it, since every datagram checks it.
 	selfKeys atomic.Pointer[[]lane.Key]
+	// selfPorts holds the ports this process listens on at a wildcard
+	// address (0.0.0.0 or [::]): any loopback address with one of them is
+	// this process too. Immutable slice, like selfKeys.
+	selfPorts atomic.Pointer[[]uint16]
 }
 
 // Config holds the route table's caps and timings; zero fields take the
@@ -87,6 +125,35 @@ type Config struct {
 	CandidateFailures int
 	ProvenFailures    int
 	BadLaneHold       time.Duration
+	// FailedHintHold is how long after a hint was dropped as dead no new
+	// hint is taken for the same ship.
+	FailedHintHold time.Duration
+	// ChallengerHold is how long a challenger keeps its place against a
+	// newer lane without being heard.
+	ChallengerHold time.Duration
+	// MoveSilence is how long a direct lane must have been silent before
+	// a proven challenger replaces it.
+	MoveSilence time.Duration
+	// SourceDivisor caps the routes created on behalf of one source
+	// address at MaxRoutes/SourceDivisor; zero takes
+	// DefaultRouteSourceDivisor, negative means no cap.
+	SourceDivisor int
+	// SourceSlots is how many per-source counters are kept (a power of
+	// two; rounded up); zero takes DefaultRouteSourceSlots.
+	SourceSlots int
+	// HintNets are networks besides the public internet that a next-hop
+	// may name (an operator's LAN, loopback in tests); see HintAllowed.
+	HintNets []netip.Prefix
+	// ConfiguredWins makes configured lanes (SetStatic, SetRelays) final:
+	// a ship with one is routed there alone and nothing learned about it
+	// is kept. A relay sets it: its operator's word outranks the wire's.
+	// Off (an endpoint), a configured lane is where a route starts, and
+	// routes tighten past it.
+	ConfiguredWins bool
+	// Seed seeds the table's hashes (the lane clock's slots, the
+	// per-source counters); zero draws one from crypto/rand. The
+	// simulator sets it so that runs repeat.
+	Seed uint64
 
 	// Strategy switches, for comparing routing strategies in the
 	// simulator; all off is the design as specified.
@@ -129,6 +196,22 @@ func (c *Config) fill() {
 	if c.BadLaneHold <= 0 {
 		c.BadLaneHold = DefaultBadLaneHold
 	}
+	if c.FailedHintHold <= 0 {
+		c.FailedHintHold = DefaultFailedHintHold
+	}
+	if c.ChallengerHold <= 0 {
+		c.ChallengerHold = DefaultChallengerHold
+	}
+	if c.MoveSilence <= 0 {
+		c.MoveSilence = DefaultMoveSilence
+	}
+	if c.SourceDivisor == 0 {
+		c.SourceDivisor = DefaultRouteSourceDivisor
+	}
+	if c.SourceSlots <= 0 {
+		c.SourceSlots = DefaultRouteSourceSlots
+	}
+	c.SourceSlots = 1 << bits.Len(uint(c.SourceSlots-1))
 }
 
 // path is one lane toward a receiver and what we know of it.
@@ -149,6 +232,10 @@ type path struct {
 	waiting time.Duration
 }
 
+// busy reports whether p is an unproven lane with a probe outstanding: it
+// is sent nothing more until that probe is answered or times out.
+func (p *path) busy() bool { return !p.proven && p.waiting != 0 }
+
 func (p *path) valid() bool { return p.lane.IsValid() }
 
 // route is the per-receiver state. It holds no pointers.
@@ -165,6 +252,17 @@ type route struct {
 	// for BadLaneHold if it never forwards (a stock star does not).
 	fwd         path
 	fwdBadUntil time.Duration
+	// chal is the challenger: a lane heard as this ship while its direct
+	// lane was working. It is sent probes beside the direct lane and
+	// replaces it once it has answered (proven) and the direct lane has
+	// been silent for MoveSilence, or has expired (see settle).
+	chal      path
+	chalSince time.Duration // when chal was first heard
+	// hintHold: no new hint is taken before this (a hint failed).
+	hintHold time.Duration
+	// src is 1 + the per-source counter slot this route was created
+	// under; 0 when it was not counted.
+	src uint32
 }
 
 // New returns an empty route table for a process fronting self (for an
@@ -175,11 +273,28 @@ func New(self lane.Ship, sponsors *lane.Sponsors, cfg Config) (*Table, error) {
 	if sponsors == nil {
 		sponsors = &lane.Sponsors{}
 	}
+	var seeds [16]byte
+	if cfg.Seed != 0 {
+		binary.LittleEndian.PutUint64(seeds[:8], lane.Mix64(cfg.Seed))
+		binary.LittleEndian.PutUint64(seeds[8:], lane.Mix64(cfg.Seed+1))
+	} else if _, err := rand.Read(seeds[:]); err != nil {
+		return nil, fmt.Errorf("routes: %w", err)
+	}
 	r := &Table{self: self, sponsors: sponsors, cfg: cfg, static: map[lane.Ship]lane.Key{},
-		relays: map[lane.Ship]lane.Key{}, clock: newLaneClock(cfg.LaneClockSlots)}
+		relays:  map[lane.Ship]lane.Key{},
+		clock:   newLaneClock(cfg.LaneClockSlots, binary.LittleEndian.Uint64(seeds[:8])),
+		srcSeed: binary.LittleEndian.Uint64(seeds[8:])}
+	if cfg.SourceDivisor > 0 {
+		r.srcCap = uint32(max(1, cfg.MaxRoutes/cfg.SourceDivisor))
+		r.srcCount = make([]uint32, cfg.SourceSlots)
+	}
 	r.selfKeys.Store(&[]lane.Key{})
+	r.selfPorts.Store(&[]uint16{})
 	t, err := simplelru.NewLRU[lane.Ship, *route](cfg.MaxRoutes, func(_ lane.Ship, v *route) {
 		// Called with mu held, from Add.
+		if v.src != 0 {
+			r.srcCount[v.src-1]--
+		}
 		if len(r.free) < routeFreeListCap {
 			r.free = append(r.free, v)
 		}
@@ -252,12 +367,84 @@ func (r *Table) AddSelf(k lane.Key) {
 	}
 }
 
+// AddSelfPort records a port this process listens on at a wildcard
+// address: every loopback address with that port is then a lane of this
+// process (the caller adds the interfaces' addresses with AddSelf).
+func (r *Table) AddSelfPort(port uint16) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := *r.selfPorts.Load()
+	if !slices.Contains(old, port) {
+		ports := append(slices.Clip(old), port)
+		r.selfPorts.Store(&ports)
+	}
+}
+
+// HintAllowed reports whether k may become a target on the word of a
+// datagram (a page's next-hop): a valid lane with a nonzero port, not this
+// process, on the public internet (lane.PublicAddr: no loopback, private,
+// link-local, multicast, broadcast or reserved space) or in a network the
+// operator declared (Config.HintNets).
+func (r *Table) HintAllowed(k lane.Key) bool {
+	if !k.IsValid() || k.Port == 0 || r.IsSelf(k) {
+		return false
+	}
+	a := netip.AddrFrom16(k.IP).Unmap()
+	if lane.PublicAddr(a) {
+		return true
+	}
+	for _, p := range r.cfg.HintNets {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// SourceRefused returns how many routes were not created because their
+// source address held its share (Config.SourceDivisor).
+func (r *Table) SourceRefused() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.srcRefused
+}
+
+// srcSlot returns the per-source counter slot of k's address: the whole
+// address for IPv4, its /64 for IPv6 (one subscriber's allocation).
+func (r *Table) srcSlot(k lane.Key) uint32 {
+	var w uint64
+	if k.IP[10] == 0xff && k.IP[11] == 0xff && binary.LittleEndian.Uint64(k.IP[0:8]) == 0 {
+		w = uint64(binary.LittleEndian.Uint32(k.IP[12:16]))
+	} else {
+		w = binary.LittleEndian.Uint64(k.IP[0:8]) ^ 1<<63
+	}
+	return uint32(lane.Mix64(w^r.srcSeed) & uint64(len(r.srcCount)-1))
+}
+
+// configuredLocked reports whether s has an operator-configured lane (a
+// static or relay lane) and such lanes win over anything learned
+// (Config.ConfiguredWins).
+func (r *Table) configuredLocked(s lane.Ship) bool {
+	if !r.cfg.ConfiguredWins {
+		return false
+	}
+	if _, ok := r.static[s]; ok {
+		return true
+	}
+	_, ok := r.relays[s]
+	return ok
+}
+
 // Len returns the number of ships with routing state.
 func (r *Table) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.table.Len()
 }
+
+// Cap returns the most ships the table keeps routes for (Config.MaxRoutes):
+// past it the least recently used route is dropped. It is static.
+func (r *Table) Cap() int { return r.cfg.MaxRoutes }
 
 // Changes returns how many times a route's best lane changed.
 func (r *Table) Changes() uint64 {
@@ -266,13 +453,26 @@ func (r *Table) Changes() uint64 {
 	return r.changes
 }
 
-// getLocked returns s's route, creating it when create is set.
-func (r *Table) getLocked(s lane.Ship, create bool) *route {
+// getLocked returns s's route, creating it when create is set, on behalf
+// of source src: a route is not created (nil) when src's address already
+// holds its share of the table. An invalid src is not counted (the fronted
+// ship's own word, a committed plan's sponsor).
+func (r *Table) getLocked(s lane.Ship, create bool, src lane.Key) *route {
 	if v, ok := r.table.Get(s); ok {
 		return v
 	}
 	if !create {
 		return nil
+	}
+	var slot uint32
+	if src.IsValid() && r.srcCap > 0 {
+		i := r.srcSlot(src)
+		if r.srcCount[i] >= r.srcCap {
+			r.srcRefused++
+			return nil
+		}
+		r.srcCount[i]++
+		slot = i + 1
 	}
 	var v *route
 	if n := len(r.free); n > 0 {
@@ -282,6 +482,7 @@ func (r *Table) getLocked(s lane.Ship, create bool) *route {
 	} else {
 		v = new(route)
 	}
+	v.src = slot
 	r.table.Add(s, v)
 	return v
 }
@@ -304,20 +505,31 @@ func (r *Table) heard(s lane.Ship, k lane.Key, now time.Duration, kept bool) {
 	r.heardLocked(s, k, now, kept)
 }
 
-// heardLocked is heard with mu held; an invalid lane or one of our own
-// teaches nothing.
+// heardLocked is heard with mu held. An invalid lane, one of our own, or a
+// ship with a configured lane teaches nothing; a lane other than a working
+// direct lane becomes its challenger (see challengeLocked), not its
+// replacement.
 func (r *Table) heardLocked(s lane.Ship, k lane.Key, now time.Duration, kept bool) {
-	if !k.IsValid() || r.IsSelf(k) {
+	if !k.IsValid() || r.IsSelf(k) || r.configuredLocked(s) {
 		return
 	}
-	rt := r.getLocked(s, true)
-	if rt.direct.vouched && rt.direct.lane != k && r.directFreshLocked(rt, now) {
-		// The ship's own word outranks the wire's.
+	rt := r.getLocked(s, true, k)
+	if rt == nil {
 		return
 	}
-	if rt.direct.lane != k {
+	switch {
+	case rt.direct.lane == k:
+	case r.directFreshLocked(rt, now):
+		if !rt.direct.vouched { // the ship's own word outranks the wire's
+			r.challengeLocked(rt, k, now, kept)
+		}
+		return
+	default:
 		r.changes++
 		rt.direct = path{lane: k}
+		if rt.chal.lane == k {
+			rt.chal = path{}
+		}
 	}
 	rt.direct.proven = true
 	rt.direct.heard = now
@@ -325,6 +537,24 @@ func (r *Table) heardLocked(s lane.Ship, k lane.Key, now time.Duration, kept boo
 	rt.direct.waiting = 0
 	if kept {
 		rt.direct.kept = true
+	}
+}
+
+// challengeLocked records that lane k was heard as rt's ship while its
+// direct lane works: k becomes the challenger, unless it is held as bad or
+// an earlier challenger was heard within ChallengerHold (first come: a
+// flood of spoofed lanes cannot keep replacing a genuine newcomer).
+func (r *Table) challengeLocked(rt *route, k lane.Key, now time.Duration, kept bool) {
+	c := &rt.chal
+	switch {
+	case c.lane == k:
+		c.heard = now
+		c.kept = c.kept || kept
+	case k == rt.bad && now < rt.badUntil:
+	case c.valid() && now-c.heard < r.cfg.ChallengerHold:
+	default:
+		*c = path{lane: k, heard: now, kept: kept}
+		rt.chalSince = now
 	}
 }
 
@@ -336,13 +566,16 @@ func (r *Table) heardLocked(s lane.Ship, k lane.Key, now time.Duration, kept boo
 func (r *Table) Vouch(s lane.Ship, k lane.Key, now time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !k.IsValid() || r.IsSelf(k) {
+	if !k.IsValid() || r.IsSelf(k) || r.configuredLocked(s) {
 		return
 	}
-	rt := r.getLocked(s, true)
+	rt := r.getLocked(s, true, lane.Key{})
 	if rt.direct.lane != k {
 		r.changes++
 		rt.direct = path{lane: k}
+	}
+	if rt.chal.lane == k {
+		rt.chal = path{}
 	}
 	rt.direct.proven, rt.direct.kept, rt.direct.vouched = true, true, true
 	rt.direct.heard = now
@@ -353,7 +586,7 @@ func (r *Table) Vouch(s lane.Ship, k lane.Key, now time.Duration) {
 func (r *Table) DirectLane(s lane.Ship, now time.Duration) (lane.Key, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rt := r.getLocked(s, false)
+	rt := r.getLocked(s, false, lane.Key{})
 	if rt == nil || !r.directFreshLocked(rt, now) {
 		return lane.Key{}, false
 	}
@@ -361,29 +594,69 @@ func (r *Table) DirectLane(s lane.Ship, now time.Duration) (lane.Key, bool) {
 }
 
 func (r *Table) directFreshLocked(rt *route, now time.Duration) bool {
-	expiry := r.cfg.DirectLaneExpiry
+	return directFresh(rt, now, &r.cfg)
+}
+
+// directFresh reports whether rt's direct lane is usable at now.
+func directFresh(rt *route, now time.Duration, cfg *Config) bool {
+	expiry := cfg.DirectLaneExpiry
 	if rt.direct.vouched {
-		expiry = r.cfg.VouchedLaneExpiry
+		expiry = cfg.VouchedLaneExpiry
 	}
 	return rt.direct.valid() && now-rt.direct.heard < expiry
 }
 
-// Answered records that a page published by s (a response to a request sent
-// toward s) arrived from lane from, carrying next-hop next (invalid when the
-// page had none). The lane it came from proves itself; next becomes the
-// candidate one step tighter than from.
+// Answered records that a page published by s, answering a request of ours
+// (solicited: it matched a pending request), arrived from lane from,
+// carrying next-hop next (invalid when the page had none). The lane it came
+// from proves itself if a request was sent there; next becomes the
+// candidate one step tighter than from, if from is one of the lanes s is
+// reached by and next may be a target (HintAllowed).
 // A page that came through a relay (relayed: hops above zero) also proves
-// the forwarder it came from (see route.fwd).
+// the forwarder it came from (see route.fwd). A page nobody asked for must
+// not be given here: see LateAnswer.
 func (r *Table) Answered(s lane.Ship, from, next lane.Key, relayed bool, now time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.answeredLocked(s, from, next, relayed, now)
 }
 
-// PageArrived is, under one lock, what a relay learns from a page published
-// by s that arrived from lane from with next-hop next: if heard (a hop-0
-// page), Heard(s, from); then Answered(s, from, next, relayed); then it appends the
-// known lanes of ships (AppendLanesOf) to dst and returns it.
+// LateAnswer records that a page published by s that matched no pending
+// request (its request was answered already) arrived from lane from with
+// next-hop next. If it came from a lane that request went to (one with a
+// probe outstanding, or a lane of s's sponsors: the slower copy of a
+// request sent on two lanes), it is taken as Answered would take it,
+// next-hop included, and if heard (a hop-0 page) as Heard; from anywhere else it teaches nothing: no lane
+// learned, no route created. It reports whether it was taken.
+func (r *Table) LateAnswer(s lane.Ship, from, next lane.Key, heard, relayed bool, now time.Duration) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !from.IsValid() {
+		return false
+	}
+	rt, _ := r.table.Peek(s)
+	taken := false
+	if rt != nil {
+		for _, p := range [...]*path{&rt.direct, &rt.hint, &rt.base, &rt.chal} {
+			if p.valid() && p.lane == from && p.waiting != 0 {
+				taken = true
+			}
+		}
+	}
+	if !taken && !r.onRouteLocked(s, rt, from, now) {
+		return false
+	}
+	if heard {
+		r.heardLocked(s, from, now, false)
+	}
+	r.answeredLocked(s, from, next, relayed, now)
+	return true
+}
+
+// PageArrived is, under one lock, what a relay learns from a solicited page
+// published by s that arrived from lane from with next-hop next: if heard (a
+// hop-0 page), Heard(s, from); then Answered(s, from, next, relayed); then it
+// appends the known lanes of ships (AppendLanesOf) to dst and returns it.
 func (r *Table) PageArrived(s lane.Ship, from, next lane.Key, heard, relayed bool, now time.Duration, ships []lane.Ship, dst []lane.Key) []lane.Key {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -398,7 +671,16 @@ func (r *Table) answeredLocked(s lane.Ship, from, next lane.Key, relayed bool, n
 	if relayed {
 		r.forwardedLocked(s, from, now)
 	}
-	rt := r.getLocked(s, next.IsValid())
+	if !from.IsValid() || r.configuredLocked(s) {
+		return
+	}
+	// A next-hop is worth a route only from a page that came the way the
+	// request went, and only if it may be a target.
+	hint := !r.cfg.NoHints && next.IsValid() && next != from && r.HintAllowed(next)
+	rt := r.getLocked(s, false, from)
+	if rt == nil && hint && r.onRouteLocked(s, nil, from, now) {
+		rt = r.getLocked(s, true, from)
+	}
 	if rt == nil {
 		return
 	}
@@ -406,8 +688,16 @@ func (r *Table) answeredLocked(s lane.Ship, from, next lane.Key, relayed bool, n
 	// (or one it had already earned), so spoofed pages cannot promote it.
 	switch from {
 	case rt.direct.lane:
-		rt.direct.answer(now)
+		if rt.direct.waiting != 0 || rt.direct.proven {
+			rt.direct.answer(now)
+		}
 		return // nothing is tighter than direct
+	case rt.chal.lane:
+		if rt.chal.waiting != 0 || rt.chal.proven {
+			rt.chal.answer(now)
+			r.changes += settle(rt, now, &r.cfg, r.clock)
+		}
+		return // a challenger offers no next step until it is direct
 	case rt.hint.lane:
 		if rt.hint.waiting != 0 || rt.hint.proven {
 			rt.hint.answer(now)
@@ -417,9 +707,9 @@ func (r *Table) answeredLocked(s lane.Ship, from, next lane.Key, relayed bool, n
 			rt.base.answer(now)
 		}
 	}
-	if r.cfg.NoHints || !next.IsValid() || r.IsSelf(next) || next == from || next == rt.direct.lane ||
-		next == rt.hint.lane || next == rt.base.lane ||
-		(next == rt.bad && now < rt.badUntil) {
+	if !hint || next == rt.direct.lane || next == rt.hint.lane || next == rt.base.lane ||
+		next == rt.chal.lane || now < rt.hintHold ||
+		(next == rt.bad && now < rt.badUntil) || !r.onRouteLocked(s, rt, from, now) {
 		return
 	}
 	switch {
@@ -439,6 +729,34 @@ func (r *Table) answeredLocked(s lane.Ship, from, next lane.Key, relayed bool, n
 		return
 	}
 	r.changes++
+}
+
+// onRouteLocked reports whether lane from is one that requests for s are
+// sent on: one of s's own lanes (rt, which may be nil), or a lane of one of
+// its sponsors (configured, relay, or fresh direct lane).
+func (r *Table) onRouteLocked(s lane.Ship, rt *route, from lane.Key, now time.Duration) bool {
+	if rt != nil && (from == rt.direct.lane || from == rt.hint.lane || from == rt.base.lane) {
+		return true
+	}
+	var chainBuf [8]lane.Ship
+	for _, sp := range r.sponsors.AppendChain(chainBuf[:0], s) {
+		if sp == s {
+			continue
+		}
+		if sp == r.self {
+			break
+		}
+		if k, ok := r.static[sp]; ok && k == from {
+			return true
+		}
+		if k, ok := r.relays[sp]; ok && k == from {
+			return true
+		}
+		if v, ok := r.table.Peek(sp); ok && v.direct.lane == from && directFresh(v, now, &r.cfg) {
+			return true
+		}
+	}
+	return false
 }
 
 // forwardedLocked records that a relayed page for s came back from lane
@@ -473,6 +791,7 @@ func (p *path) answer(now time.Duration) {
 type candidate struct {
 	lane   lane.Key
 	proven bool
+	busy   bool // an unproven lane with a probe outstanding (path.busy)
 	// fwd names the sponsor whose standing as a forwarder this lane is
 	// tried for (its route's fwd path), when fwdOK.
 	fwd   lane.Ship
@@ -568,10 +887,11 @@ func (r *Table) Select(s lane.Ship, from lane.Key, now time.Duration) Targets {
 
 func (r *Table) commitLocked(p *Plan, now time.Duration) {
 	if p.N > 0 {
-		if rt := r.getLocked(p.q.Rcvr, false); rt != nil {
+		if rt := r.getLocked(p.q.Rcvr, false, lane.Key{}); rt != nil {
 			r.changes += expireProbes(rt, now, &r.cfg, r.clock)
+			r.changes += settle(rt, now, &r.cfg, r.clock)
 			for i := 0; i < p.N; i++ {
-				for _, q := range [...]*path{&rt.direct, &rt.hint, &rt.base} {
+				for _, q := range [...]*path{&rt.direct, &rt.hint, &rt.base, &rt.chal} {
 					if q.valid() && q.lane == p.Lanes[i] && q.waiting == 0 {
 						q.waiting = now
 					}
@@ -582,7 +902,10 @@ func (r *Table) commitLocked(p *Plan, now time.Duration) {
 			if !p.fwdOK[i] {
 				continue
 			}
-			sp := r.getLocked(p.fwd[i], true)
+			sp := r.getLocked(p.fwd[i], true, p.q.From)
+			if sp == nil {
+				continue
+			}
 			r.changes += expireFwd(sp, now, &r.cfg)
 			if sp.fwd.lane != p.Lanes[i] {
 				sp.fwd = path{lane: p.Lanes[i]}
@@ -628,25 +951,41 @@ func (r *Table) planLocked(p *Plan, q Query, now time.Duration) {
 	}
 	var fallback candidate
 	s := q.Rcvr
-	if v, ok := r.table.Peek(s); ok {
-		rt := v
-		if probesDue(v, now, &r.cfg) {
-			// Judge the route as expiry will leave it, on a copy.
-			c := *v
-			expireProbes(&c, now, &r.cfg, r.clock)
-			rt = &c
-		}
-		if r.directFreshLocked(rt, now) {
-			add(candidate{lane: rt.direct.lane, proven: rt.direct.proven})
-		}
-		add(candidate{lane: rt.hint.lane, proven: rt.hint.proven})
-		add(candidate{lane: rt.base.lane, proven: rt.base.proven})
-	}
-	if s != r.self && !done {
+	// A configured lane wins over anything learned (ConfiguredWins), or
+	// comes after the ship's learned lanes.
+	configured := func() {
 		if k, ok := r.static[s]; ok {
 			add(candidate{lane: k, proven: true})
 		} else if k, ok := r.relays[s]; ok {
 			add(candidate{lane: k, proven: true})
+		}
+	}
+	if s != r.self && r.cfg.ConfiguredWins {
+		configured()
+	}
+	// chal is the challenger to probe beside the plan's known-good lane.
+	var chal candidate
+	if v, ok := r.table.Peek(s); ok && !done {
+		rt := v
+		if probesDue(v, now, &r.cfg) || settleDue(v, now, &r.cfg) {
+			// Judge the route as expiry will leave it, on a copy.
+			c := *v
+			expireProbes(&c, now, &r.cfg, r.clock)
+			settle(&c, now, &r.cfg, r.clock)
+			rt = &c
+		}
+		if r.directFreshLocked(rt, now) {
+			add(candidate{lane: rt.direct.lane, proven: rt.direct.proven, busy: rt.direct.busy()})
+			if c := &rt.chal; c.valid() && (c.proven || c.waiting == 0) && c.lane != q.From && !slices.Contains(selfKeys, c.lane) {
+				chal = candidate{lane: c.lane, proven: c.proven}
+			}
+		}
+		add(candidate{lane: rt.hint.lane, proven: rt.hint.proven, busy: rt.hint.busy()})
+		add(candidate{lane: rt.base.lane, proven: rt.base.proven, busy: rt.base.busy()})
+	}
+	if s != r.self && !done {
+		if !r.cfg.ConfiguredWins {
+			configured()
 		}
 		var chainBuf [8]lane.Ship
 		chain := r.sponsors.AppendChain(chainBuf[:0], s)
@@ -690,7 +1029,13 @@ func (r *Table) planLocked(p *Plan, q Query, now time.Duration) {
 			break
 		}
 	}
-	if good > 0 {
+	switch {
+	case chal.lane.IsValid():
+		// The challenger is probed beside the lane that works.
+		p.setTarget(chal)
+	case good > 0 && !cands[good-1].busy:
+		// The lane just tighter is tried, one probe at a time while it
+		// is unproven.
 		p.setTarget(cands[good-1])
 	}
 	p.setTarget(cands[good])
@@ -751,7 +1096,42 @@ func (r *Table) addSponsorLocked(sp lane.Ship, now time.Duration, add func(candi
 // ProbeTimeout, so that expireProbes would change something.
 func probesDue(rt *route, now time.Duration, cfg *Config) bool {
 	due := func(p *path) bool { return p.waiting != 0 && now-p.waiting >= cfg.ProbeTimeout }
-	return due(&rt.direct) || due(&rt.hint) || due(&rt.base)
+	return due(&rt.direct) || due(&rt.hint) || due(&rt.base) || due(&rt.chal)
+}
+
+// settleDue reports whether settle might change rt at now: it has a
+// challenger that has gone quiet, or whose direct lane has expired or
+// may have gone silent.
+func settleDue(rt *route, now time.Duration, cfg *Config) bool {
+	c := &rt.chal
+	return c.valid() && (now-c.heard >= cfg.DirectLaneExpiry || !directFresh(rt, now, cfg) || c.proven)
+}
+
+// settle decides rt's challenger: one not heard for DirectLaneExpiry is
+// forgotten; otherwise it becomes the direct lane when the direct lane has
+// expired, or when it has answered a probe (it receives) and nothing has
+// been heard from the direct lane for MoveSilence (the ship moved). A
+// direct lane that keeps talking keeps its place, and both are sent
+// traffic meanwhile. It returns how many route changes that made. It
+// touches rt only, so a plan can run it on a copy.
+func settle(rt *route, now time.Duration, cfg *Config, clock *laneClock) uint64 {
+	c := &rt.chal
+	if !c.valid() {
+		return 0
+	}
+	if now-c.heard >= cfg.DirectLaneExpiry {
+		*c = path{}
+		return 0
+	}
+	if directFresh(rt, now, cfg) {
+		if !c.proven || now-rt.chalSince < cfg.MoveSilence ||
+			clock.heardSince(rt.direct.lane, now-cfg.MoveSilence) || now-rt.direct.heard < cfg.MoveSilence {
+			return 0
+		}
+	}
+	rt.direct = path{lane: c.lane, proven: true, heard: c.heard, kept: c.kept, waiting: c.waiting}
+	*c = path{}
+	return 1
 }
 
 // expireProbes judges rt's probes outstanding for ProbeTimeout: a lane that
@@ -762,6 +1142,19 @@ func probesDue(rt *route, now time.Duration, cfg *Config) bool {
 // CandidateFailures. It returns how many route changes that made. It
 // touches rt only, so a plan can run it on a copy.
 func expireProbes(rt *route, now time.Duration, cfg *Config, clock *laneClock) (changes uint64) {
+	// A challenger must answer: hearing from its lane does not excuse an
+	// unanswered probe (anyone can send from a lane they do not receive
+	// on), and it is dropped and held as bad after CandidateFailures, or
+	// ProvenFailures once it has answered.
+	if c := &rt.chal; c.valid() && c.waiting != 0 && now-c.waiting >= cfg.ProbeTimeout {
+		c.waiting = 0
+		c.fails++
+		if (!c.proven && int(c.fails) >= cfg.CandidateFailures) || (c.proven && int(c.fails) >= cfg.ProvenFailures) {
+			rt.bad, rt.badUntil = c.lane, now+cfg.BadLaneHold
+			*c = path{}
+			changes++
+		}
+	}
 	for _, p := range [...]*path{&rt.direct, &rt.hint, &rt.base} {
 		if !p.valid() || p.kept || p.waiting == 0 || now-p.waiting < cfg.ProbeTimeout {
 			continue
@@ -782,6 +1175,10 @@ func expireProbes(rt *route, now time.Duration, cfg *Config, clock *laneClock) (
 			// do not take it back from next-hop hints for a while.
 			dead := p.lane
 			rt.bad, rt.badUntil = dead, now+cfg.BadLaneHold
+			if p != &rt.direct {
+				// A hint that led nowhere: take no other for a while.
+				rt.hintHold = now + cfg.FailedHintHold
+			}
 			for _, q := range [...]*path{&rt.direct, &rt.hint, &rt.base} {
 				if q.lane == dead {
 					*q = path{}
@@ -830,6 +1227,14 @@ type Info struct {
 	DirectProven, HintProven bool
 	BaseProven               bool
 	DirectHeard              time.Duration
+	// Challenger is a lane heard as the ship while its direct lane works,
+	// not yet trusted (see Table); ChallengerProven once it has answered.
+	Challenger       lane.Key
+	ChallengerProven bool
+	// Forwarder is the ship's lane as a forwarder for ships below it,
+	// proven once a page for one of them came back from it.
+	Forwarder       lane.Key
+	ForwarderProven bool
 }
 
 // Info returns a snapshot of s's route.
@@ -844,11 +1249,37 @@ func (r *Table) Info(s lane.Ship) (Info, bool) {
 		Direct: v.direct.lane, DirectProven: v.direct.proven, DirectHeard: v.direct.heard,
 		Hint: v.hint.lane, HintProven: v.hint.proven,
 		Base: v.base.lane, BaseProven: v.base.proven,
+		Challenger: v.chal.lane, ChallengerProven: v.chal.proven,
+		Forwarder: v.fwd.lane, ForwarderProven: v.fwd.proven,
 	}, true
 }
 
-// IsSelf reports whether k is a lane of this process. It takes no lock.
-func (r *Table) IsSelf(k lane.Key) bool { return slices.Contains(*r.selfKeys.Load(), k) }
+// Each calls f with a snapshot of every ship's route, least recently used
+// first, under the table's lock: f must not call back into the table.
+func (r *Table) Each(f func(lane.Ship, Info)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.table.Keys() {
+		v, _ := r.table.Peek(s)
+		f(s, Info{
+			Direct: v.direct.lane, DirectProven: v.direct.proven, DirectHeard: v.direct.heard,
+			Hint: v.hint.lane, HintProven: v.hint.proven,
+			Base: v.base.lane, BaseProven: v.base.proven,
+			Challenger: v.chal.lane, ChallengerProven: v.chal.proven,
+			Forwarder: v.fwd.lane, ForwarderProven: v.fwd.proven,
+		})
+	}
+}
+
+// IsSelf reports whether k is a lane of this process: one added by AddSelf,
+// or a loopback address with a port added by AddSelfPort. It takes no lock.
+func (r *Table) IsSelf(k lane.Key) bool {
+	if slices.Contains(*r.selfKeys.Load(), k) {
+		return true
+	}
+	ports := *r.selfPorts.Load()
+	return len(ports) > 0 && slices.Contains(ports, k.Port) && netip.AddrFrom16(k.IP).Unmap().IsLoopback()
+}
 
 // AppendLanesOf appends to dst the known lanes of ships: each one's static
 // lane and its direct lane (fresh or not: a sponsor that has gone quiet is

@@ -202,6 +202,34 @@ func TestSocketBufferSizes(t *testing.T) {
 	}
 }
 
+// TestGrantedBuffers: the grant is the request (with CAP_NET_ADMIN) or the
+// sysctl cap, in the request's units: half what getsockopt reports. A Conn
+// that is no kernel socket has none.
+func TestGrantedBuffers(t *testing.T) {
+	rmemMax, wmemMax := readSysctl(t, "rmem_max"), readSysctl(t, "wmem_max")
+	const req = 1 << 20
+	c := listenUDP(t, loopback4, Options{ReadBufferBytes: req, WriteBufferBytes: req / 2})
+	recv, send, ok := GrantedBuffers(c)
+	rawRecv, rawSend, err := c.(SocketBufferSizer).SocketBufferSizes()
+	if !ok || err != nil {
+		t.Fatalf("GrantedBuffers ok %v, SocketBufferSizes %v", ok, err)
+	}
+	if recv != rawRecv/2 || send != rawSend/2 {
+		t.Errorf("granted %d/%d, reported %d/%d: not half", recv, send, rawRecv, rawSend)
+	}
+	if recv < min(req, rmemMax) || recv > req || send < min(req/2, wmemMax) || send > req/2 {
+		t.Errorf("granted %d/%d for %d/%d asked (rmem_max %d, wmem_max %d)", recv, send, req, req/2, rmemMax, wmemMax)
+	}
+	m, err := NewMemNetwork().Listen(netip.MustParseAddrPort("10.0.0.1:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, _, ok := GrantedBuffers(m); ok {
+		t.Error("an in-memory Conn reports kernel buffers")
+	}
+}
+
 func TestReusePort(t *testing.T) {
 	first := listenUDP(t, loopback4, Options{ReusePort: true})
 	addr := first.LocalAddr()

@@ -51,6 +51,24 @@ type SocketBufferSizer interface {
 	SocketBufferSizes() (recv, send int, err error)
 }
 
+// GrantedBuffers returns the receive and send buffer sizes c's socket was
+// granted, in the units Options.ReadBufferBytes and WriteBufferBytes ask
+// in, so comparable with the request and with net.core.rmem_max /
+// wmem_max: half what SocketBufferSizes reports, since Linux (the only
+// platform whose Conns implement it) reports twice its grant. ok is false
+// when c is not such a socket or the query failed.
+func GrantedBuffers(c Conn) (recv, send int, ok bool) {
+	s, isSizer := c.(SocketBufferSizer)
+	if !isSizer {
+		return 0, 0, false
+	}
+	r, w, err := s.SocketBufferSizes()
+	if err != nil {
+		return 0, 0, false
+	}
+	return r / 2, w / 2, true
+}
+
 // GSOer is implemented by a Conn that can send with UDP generic
 // segmentation offload (Linux sockets from ListenUDP). Tests and
 // benchmarks use it to tell which send path a Conn takes.

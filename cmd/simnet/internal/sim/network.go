@@ -17,6 +17,7 @@ import (
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/endpoint"
 	"github.com/urbit-relay/relay/relay/pit"
+	"github.com/urbit-relay/relay/relay/route"
 	"github.com/urbit-relay/relay/scry"
 )
 
@@ -268,7 +269,8 @@ func (n *Network) configure(i int) error {
 	core.coreCfg = endpoint.Config{
 		Ship: s.ID, Sponsors: n.sponsors, Lanes: lanes,
 		RetryInterval: n.cfg.RetryInterval, PingInterval: n.cfg.PingInterval,
-		Routes: st.Routes(), PeerKeys: n.peerKeys,
+		Routes: seeded(st.Routes(), n.cfg.Seed^uint64(s.core)), PeerKeys: n.peerKeys,
+		HintNets: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
 		// Session ids and heartbeat counters, reproducibly; never 0
 		// (which would draw from crypto/rand).
 		Seed: mix(n.cfg.Seed^uint64(s.core)) | 1,
@@ -289,7 +291,7 @@ func (n *Network) configure(i int) error {
 		Ship:     s.ID, ShipLane: core.lane, Self: []netip.AddrPort{rl.lane},
 		Galaxies: n.galaxies, Pinned: pinned, Sponsors: n.sponsors,
 		Pending:    pit.Config{MaxEntries: PendingEntries, Shards: PendingShards},
-		Routes:     st.Routes(),
+		Routes:     seeded(st.Routes(), n.cfg.Seed^uint64(s.front)<<20),
 		Fraternize: st.Fraternize,
 		Amp: relay.AmpConfig{
 			Factor: relay.DefaultAmpFactor, Rate: relay.DefaultAmpRate, Burst: relay.DefaultAmpBurst,
@@ -608,4 +610,11 @@ func (n *Network) release(b []byte) {
 	if cap(b) == PoolBufCap {
 		n.pool = append(n.pool, b)
 	}
+}
+
+// seeded returns c with its hashes seeded from v (never 0, which would draw
+// from crypto/rand), so that a run repeats.
+func seeded(c route.Config, v uint64) route.Config {
+	c.Seed = mix(v) | 1
+	return c
 }
