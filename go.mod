@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0
+	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/gopacket/gopacket v1.7.7
 	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/moby/patternmatcher v0.6.1

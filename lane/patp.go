@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"sort"
+	"strings"
 )
 
 // @p (hoon.hoon ++po, ++co): printing and parsing ship names.
@@ -170,7 +171,10 @@ func parsePatp(s, body string) (Ship, error) {
 		words := 0
 		for pos := 0; ; {
 			if len(body)-pos < 6 {
-				return Ship{}, shipError(s, "not a sequence of six-letter words")
+				if w := wordAt(body, pos); w != "" {
+					return Ship{}, shipError(s, fmt.Sprintf("%q is not a six-letter word", w))
+				}
+				return Ship{}, shipError(s, "a word is missing after -")
 			}
 			pre, ok := prefixIndex.lookup(body[pos : pos+3])
 			if !ok {
@@ -187,6 +191,9 @@ func parsePatp(s, body string) (Ship, error) {
 			pos += 6
 			if pos == len(body) {
 				break
+			}
+			if c := body[pos]; c >= 'a' && c <= 'z' {
+				return Ship{}, shipError(s, fmt.Sprintf("%q is not a six-letter word", wordAt(body, pos-6)))
 			}
 			if body[pos] != '-' {
 				return Ship{}, shipError(s, "words must be separated by - or --")
@@ -249,6 +256,15 @@ func parseDecimal(s string) (Ship, error) {
 		return Ship{}, shipError(s, "leading zero in a dotted number")
 	}
 	return n, nil
+}
+
+// wordAt returns the word of body starting at pos: up to the next '-'.
+func wordAt(body string, pos int) string {
+	w := body[pos:]
+	if i := strings.IndexByte(w, '-'); i >= 0 {
+		w = w[:i]
+	}
+	return w
 }
 
 // maxErrorInput bounds how much of a rejected input an error message quotes.

@@ -44,6 +44,11 @@ type ServerConfig struct {
 	// It must not retain b. It is for packet capture; it costs a call per
 	// datagram.
 	Tap func(in bool, local, remote netip.AddrPort, b []byte)
+	// Decisions, if set, is told what the relay did with each datagram it
+	// wants (DecisionLog), the ship's too: for a debug log. Asking costs
+	// a call per datagram; a decision it wants costs two counter
+	// snapshots.
+	Decisions DecisionLog
 	// Ship, in fronting mode (Config.Front), is the fronted ship's device
 	// (relay/front's TUN, or a transport pipe in tests): a Conn whose reads
 	// are what the ship sent, Addr the lane it addressed, and whose writes
@@ -107,6 +112,7 @@ type reader struct {
 	// batchMu is held while a batch is decided and sent, so that Close
 	// can wait for the batch in hand before closing the socket.
 	batchMu sync.Mutex
+	probe   decisionProbe // the datagram in hand's, for ServerConfig.Decisions
 }
 
 // Start launches the server's goroutines and returns at once.
@@ -268,14 +274,21 @@ func (s *Server) routineRead(rd *reader) {
 				s.relay.dropTooLarge(out, m.Buf[:m.N])
 				continue
 			}
+			explain := s.cfg.Decisions != nil && s.cfg.Decisions.Want()
+			if explain {
+				rd.probe.start(out, rd.ship, m.Addr, m.N)
+			}
 			if rd.ship {
 				s.relay.HandleFromShip(m.Buf[:m.N:cap(m.Buf)], m.Addr, now, out)
-				continue
+			} else {
+				if s.cfg.Tap != nil {
+					s.cfg.Tap(true, local, m.Addr, m.Buf[:m.N])
+				}
+				s.relay.Handle(m.Buf[:m.N:cap(m.Buf)], m.Addr, now, out)
 			}
-			if s.cfg.Tap != nil {
-				s.cfg.Tap(true, local, m.Addr, m.Buf[:m.N])
+			if explain {
+				s.cfg.Decisions.Log(rd.probe.finish(out))
 			}
-			s.relay.Handle(m.Buf[:m.N:cap(m.Buf)], m.Addr, now, out)
 		}
 		if s.cfg.Ship == nil && len(out.ToShip) > 0 {
 			// A fronting relay served without the ship's device: its

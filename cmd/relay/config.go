@@ -18,12 +18,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/urbit-relay/relay/relay/route"
 	"io"
 	"maps"
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -32,12 +32,14 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"golang.org/x/sys/unix"
 
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/capture"
 	"github.com/urbit-relay/relay/relay/front"
 	"github.com/urbit-relay/relay/relay/pit"
+	"github.com/urbit-relay/relay/relay/route"
 	"github.com/urbit-relay/relay/relay/transport"
 )
 
@@ -98,7 +100,8 @@ type runFlags struct {
 	config, listen, shipName, shipLane string
 	public                             laneList
 	hintNets                           prefixList
-	galaxies, pinned, relays           shipLanes
+	galaxies                           galaxyLanes
+	pinned, relays                     shipLanes
 	sponsors                           *sponsorFlag
 	domain                             string
 	refresh                            time.Duration
@@ -118,6 +121,13 @@ type runFlags struct {
 	captureFiles                       int
 	frontNetns, frontDevice, frontAddr string
 	frontPort                          int
+
+	// Where the settings came from, to name them in errors (bad).
+	configPath string            // the config file applied, "" for none
+	fromArgs   map[string]bool   // flags the command line set
+	fromFile   map[string]string // flags the file set: their JSON text
+	inArgs     bool              // the command line is being parsed
+	argErr     error             // the last command-line value rejected
 }
 
 // fileKeys maps the config file's keys that differ from their flag's name.
@@ -131,9 +141,19 @@ var fileKeys = map[string]string{
 }
 
 // newRunFlags returns the flag set of `relay run`, writing nothing: the
-// caller prints errors and usage.
+// caller prints errors and usage. Its values are wrapped (settingValue) to
+// report rejected values in the operator's terms.
 func newRunFlags() *runFlags {
-	f := &runFlags{galaxies: shipLanes{}, pinned: shipLanes{}, relays: shipLanes{}, sponsors: newSponsorFlag()}
+	f := defineRunFlags()
+	f.fs.VisitAll(func(fl *flag.Flag) { fl.Value = &settingValue{Value: fl.Value, name: fl.Name, f: f} })
+	return f
+}
+
+// defineRunFlags returns the flag set of `relay run` with the flag
+// package's own values, whose types its usage names (duration, int).
+func defineRunFlags() *runFlags {
+	f := &runFlags{galaxies: galaxyLanes{shipLanes{}}, pinned: shipLanes{}, relays: shipLanes{}, sponsors: newSponsorFlag(),
+		fromArgs: map[string]bool{}, fromFile: map[string]string{}}
 	fs := flag.NewFlagSet("relay run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&f.config, "config", "", "JSON config `FILE`; its keys are these flags' names (see docs/operations.md); flags override it")
@@ -169,7 +189,7 @@ func newRunFlags() *runFlags {
 	fs.IntVar(&f.ampNetFactor, "amp-net-factor", relay.DefaultAmpNetFactor, "answer bytes sent to a network (IPv4 /24, IPv6 /56) per byte of requests from it, with no free rate; negative disables the per-network budget")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error (debug adds rate-limited per-datagram logs)")
 	fs.StringVar(&f.logFormat, "log-format", "auto", "log format: json, console, or auto (console on a terminal, else json)")
-	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus /metrics, /healthz and /readyz on TCP `ADDR:PORT` (e.g. 127.0.0.1:9337)")
+	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus /metrics, /healthz and /readyz on TCP `ADDR:PORT` (e.g. 127.0.0.1:9337); an IPv4 address, 0.0.0.0 too, listens on IPv4 only, as the UDP socket does; an empty host (:9337) on IPv4 and IPv6")
 	fs.BoolVar(&f.pprof, "pprof", false, "also serve /debug/pprof/ on the --metrics listener")
 	fs.StringVar(&f.capture, "capture", "", "record every datagram read and sent to pcap `FILE` (rotated: FILE.1, FILE.2, ...)")
 	fs.Int64Var(&f.captureBytes, "capture-max-bytes", capture.DefaultMaxBytes, "start a new capture file past this size")
@@ -186,54 +206,82 @@ Runs the relay on one UDP socket until SIGINT or SIGTERM; SIGHUP reloads the
 config file's galaxies, lanes and log level. Flags override the config file.
 
 `)
-	fs := newRunFlags().fs
+	fs := defineRunFlags().fs
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 }
 
-// loadRunConfig builds and validates the configuration of `relay run` from
-// its command line and the config file it names. The error is one line
-// (flag.ErrHelp for -h).
+// loadRunConfig builds and validates the configuration of `relay run` (and
+// `relay check`) from its command line and the config file it names. The
+// error is one line (flag.ErrHelp for -h); an error about a setting is a
+// settingError naming it as the operator gave it.
 func loadRunConfig(args []string) (runConfig, error) {
 	pre := newRunFlags()
-	if err := pre.fs.Parse(args); err != nil {
+	if err := pre.parseArgs(args); err != nil {
 		return runConfig{}, err
 	}
 	f := newRunFlags()
 	if pre.config != "" {
-		if err := applyConfigFile(f.fs, pre.config); err != nil {
-			return runConfig{}, fmt.Errorf("config %s: %w", pre.config, err)
+		f.configPath = pre.config
+		if err := f.applyConfigFile(pre.config); err != nil {
+			return runConfig{}, err
 		}
 	}
-	if err := f.fs.Parse(args); err != nil {
+	if err := f.parseArgs(args); err != nil {
 		return runConfig{}, err
-	}
-	if f.fs.NArg() > 0 {
-		return runConfig{}, fmt.Errorf("unexpected argument %q", f.fs.Arg(0))
 	}
 	return f.validate()
 }
 
-// applyConfigFile sets the flags of fs from the JSON config file at path.
-func applyConfigFile(fs *flag.FlagSet, path string) error {
+// parseArgs applies the command line to f, reporting a rejected value as a
+// settingError rather than in the flag package's words.
+func (f *runFlags) parseArgs(args []string) error {
+	f.inArgs = true
+	err := f.fs.Parse(args)
+	f.inArgs = false
+	switch {
+	case err == nil:
+	case errors.Is(err, flag.ErrHelp):
+		return err
+	case f.argErr != nil:
+		return f.argErr
+	default:
+		return flagSyntaxError(err)
+	}
+	if f.fs.NArg() > 0 {
+		return fmt.Errorf("%s: unexpected argument (flags take their values as --flag VALUE; see relay run -h)", shellWord(clip(f.fs.Arg(0))))
+	}
+	return nil
+}
+
+// applyConfigFile sets f's flags from the JSON config file at path. Errors
+// about the file itself name it; those about a key are settingErrors.
+func (f *runFlags) applyConfigFile(path string) error {
 	fh, err := os.Open(path)
 	if err != nil {
-		return errors.Unwrap(err) // the path is already in the caller's prefix
+		return fmt.Errorf("config %s: %w", path, errors.Unwrap(err)) // the path once
 	}
 	defer fh.Close()
 	b, err := io.ReadAll(io.LimitReader(fh, maxConfigFileBytes+1))
 	if err != nil {
-		return err
+		return fmt.Errorf("config %s: %w", path, errors.Unwrap(err))
 	}
 	if len(b) > maxConfigFileBytes {
-		return fmt.Errorf("larger than %d bytes", maxConfigFileBytes)
+		return fmt.Errorf("config %s: larger than %d bytes", path, maxConfigFileBytes)
 	}
-	return applyConfig(fs, b)
+	if err := f.applyConfig(b); err != nil {
+		var se *settingError
+		if errors.As(err, &se) {
+			return err
+		}
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	return nil
 }
 
-// applyConfig sets the flags of fs from config text b (see the file
-// comment for the format).
-func applyConfig(fs *flag.FlagSet, b []byte) error {
+// applyConfig sets f's flags from config text b (see the file comment for
+// the format).
+func (f *runFlags) applyConfig(b []byte) error {
 	var doc map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&doc); err != nil {
@@ -251,26 +299,49 @@ func applyConfig(fs *flag.FlagSet, b []byte) error {
 	}
 	sort.Strings(keys)
 	for _, key := range keys {
-		if err := applyKey(fs, key, doc[key]); err != nil {
+		if err := f.applyKey(key, doc[key]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// maxEchoLen bounds how much of a rejected value an error message echoes.
+const maxEchoLen = 80
+
+// clip shortens s for an error message.
+func clip(s string) string {
+	if len(s) > maxEchoLen {
+		return s[:maxEchoLen] + "..."
+	}
+	return s
+}
+
+// jsonText returns raw as one line of JSON, clipped for an error message.
+func jsonText(raw []byte) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return clip(strconv.Quote(string(raw)))
+	}
+	return clip(b.String())
+}
+
 // applyKey sets the flag named by config key key to raw, a JSON value.
-func applyKey(fs *flag.FlagSet, key string, raw json.RawMessage) error {
+func (f *runFlags) applyKey(key string, raw json.RawMessage) error {
+	fs := f.fs
 	name, table := fileKeys[key]
 	if !table {
 		name = key
 	}
 	fl := fs.Lookup(name)
 	if fl == nil || name == "config" || (!table && fileKeyOf(name) != key) {
-		return unknownKeyError(fs, key)
+		return unknownKeyError(fs, key, raw)
 	}
-	set := func(v string) error {
+	f.fromFile[name] = jsonText(raw)
+	// set applies one value; echo is how the file wrote it.
+	set := func(v, echo string) error {
 		if err := fs.Set(name, v); err != nil {
-			return fmt.Errorf("%q: invalid value %q: %w", key, v, err)
+			return &settingError{ref: fileRef(key), value: clip(echo), want: err.Error()}
 		}
 		return nil
 	}
@@ -278,7 +349,11 @@ func applyKey(fs *flag.FlagSet, key string, raw json.RawMessage) error {
 	case "galaxy", "lane", "relay", "sponsor":
 		var m map[string]string
 		if err := json.Unmarshal(raw, &m); err != nil {
-			return fmt.Errorf("%q: want an object of ship to string, like {\"~zod\": \"...\"}", key)
+			want := `want an object of ship to lane, such as {"~zod": "203.0.113.5:13337"}`
+			if name == "sponsor" {
+				want = `want an object of ship to sponsor, such as {"~ritpub-sipsyl": "~sipsyl"}`
+			}
+			return &settingError{ref: fileRef(key), value: jsonText(raw), want: want}
 		}
 		ships := make([]string, 0, len(m))
 		for s := range m {
@@ -286,7 +361,7 @@ func applyKey(fs *flag.FlagSet, key string, raw json.RawMessage) error {
 		}
 		sort.Strings(ships)
 		for _, s := range ships {
-			if err := set(s + "=" + m[s]); err != nil {
+			if err := set(s+"="+m[s], "{"+strconv.Quote(s)+": "+strconv.Quote(m[s])+"}"); err != nil {
 				return err
 			}
 		}
@@ -294,10 +369,14 @@ func applyKey(fs *flag.FlagSet, key string, raw json.RawMessage) error {
 	case "public-lane", "hint-net":
 		var l []string
 		if err := json.Unmarshal(raw, &l); err != nil {
-			return fmt.Errorf("%q: want an array of strings", key)
+			want := `want an array of lanes, such as ["203.0.113.7:13337"]`
+			if name == "hint-net" {
+				want = `want an array of networks, such as ["10.0.0.0/8"]`
+			}
+			return &settingError{ref: fileRef(key), value: jsonText(raw), want: want}
 		}
 		for _, v := range l {
-			if err := set(v); err != nil {
+			if err := set(v, strconv.Quote(v)); err != nil {
 				return err
 			}
 		}
@@ -305,9 +384,9 @@ func applyKey(fs *flag.FlagSet, key string, raw json.RawMessage) error {
 	}
 	v, err := scalarText(raw)
 	if err != nil {
-		return fmt.Errorf("%q: %w", key, err)
+		return &settingError{ref: fileRef(key), value: jsonText(raw), want: err.Error()}
 	}
-	return set(v)
+	return set(v, jsonText(raw))
 }
 
 // fileKeyOf returns the config file key of flag name.
@@ -322,28 +401,31 @@ func fileKeyOf(name string) string {
 
 // unknownKeyError reports a config key no flag has, suggesting the key
 // meant when it is a flag's name with '_' for '-', or a table's flag name.
-func unknownKeyError(fs *flag.FlagSet, key string) error {
+func unknownKeyError(fs *flag.FlagSet, key string, raw json.RawMessage) error {
+	e := &settingError{ref: fileRef(key), value: jsonText(raw),
+		want: "unknown key; the keys are relay run's flag names (see relay run -h)"}
 	guess := strings.ReplaceAll(key, "_", "-")
 	if _, table := fileKeys[guess]; table && guess != key {
-		return fmt.Errorf("unknown key %q (did you mean %q?)", key, guess)
+		e.want = fmt.Sprintf("unknown key; did you mean %q?", guess)
+	} else if fs.Lookup(guess) != nil && guess != "config" && fileKeyOf(guess) != key {
+		e.want = fmt.Sprintf("unknown key; did you mean %q?", fileKeyOf(guess))
+	} else if key == "config" {
+		e.want = "unknown key; a config file cannot name another"
 	}
-	if fs.Lookup(guess) != nil && guess != "config" && fileKeyOf(guess) != key {
-		return fmt.Errorf("unknown key %q (did you mean %q?)", key, fileKeyOf(guess))
-	}
-	return fmt.Errorf("unknown key %q (keys are relay run's flag names; see relay run -h)", key)
+	return e
 }
 
 // scalarText returns a JSON string, number or boolean as flag text.
 func scalarText(raw json.RawMessage) (string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
-		return "", errors.New("empty value")
+		return "", errors.New("want a value")
 	}
 	switch raw[0] {
 	case '"':
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", err
+			return "", errors.New("want a valid JSON string")
 		}
 		return s, nil
 	case 't', 'f':
@@ -383,90 +465,100 @@ func lineCol(b []byte, off int64) (line, col int) {
 	return line, col
 }
 
-// validate checks the parsed flags and builds the runConfig.
+// validate checks the parsed flags and builds the runConfig. It binds
+// nothing: `relay check` runs it as `relay run` does.
 func (f *runFlags) validate() (runConfig, error) {
 	c := runConfig{configPath: f.config}
 	var err error
 	if c.listen, err = netip.ParseAddrPort(f.listen); err != nil {
-		return c, fmt.Errorf("listen: invalid address %q: want IP:PORT", f.listen)
+		return c, f.bad("listen", "want IP:PORT such as 0.0.0.0:13337 (an IP address, not a host name)")
 	}
 	c.listen = lane.Canon(c.listen)
 	if f.shipName == "" {
-		return c, errors.New("ship: required (--ship ~SHIP, or \"ship\" in the config file)")
+		ref := flagRef("ship")
+		if f.configPath != "" {
+			ref = fileRef("ship") + " (or --ship)"
+		}
+		return c, &settingError{ref: ref, want: "missing: want the fronted ship, a galaxy, star or planet as @p such as ~sampel-palnet"}
 	}
-	me, err := lane.ParseShip(f.shipName)
+	me, err := parseShipValue(f.shipName)
 	if err != nil {
-		return c, fmt.Errorf("ship: %w", err)
+		return c, f.bad("ship", err.Error())
 	}
 	if me.Class() > lane.Planet {
-		return c, fmt.Errorf("ship: %s is a %s; a relay fronts a galaxy, star or planet", me, me.Class())
+		return c, f.bad("ship", fmt.Sprintf("a %s; want a galaxy, star or planet (a relay fronts one of those)", me.Class()))
 	}
 	var sl netip.AddrPort
 	if f.shipLane != "" {
-		if sl, err = lane.ParseLane(f.shipLane); err != nil {
-			return c, fmt.Errorf("ship-lane: %w", err)
+		if sl, err = parseLaneValue(f.shipLane); err != nil {
+			return c, f.bad("ship-lane", err.Error())
 		}
 	}
 	if f.frontNetns != "" {
 		if f.shipLane != "" {
-			return c, errors.New("front-netns: excludes ship-lane (the ship is reached through its namespace's device)")
+			return c, f.bad("front-netns", `want no "ship-lane" (--ship-lane) with it: in fronting mode the ship is reached through its namespace's device`)
 		}
 		addr, err := netip.ParseAddr(f.frontAddr)
 		if err != nil || !addr.Is4() {
-			return c, fmt.Errorf("front-addr: %q is not an IPv4 address", f.frontAddr)
+			return c, f.bad("front-addr", "want an IPv4 address such as "+front.DefaultShipAddr.String())
 		}
 		port := f.frontPort
 		if port == 0 {
 			port = int(c.listen.Port())
 		}
 		if port <= 0 || port > 65535 {
-			return c, fmt.Errorf("front-port: %d is not a port (with listen port 0, give front-port)", port)
+			return c, f.bad("front-port", "want a port from 1 to 65535 (0 means the listen port, which is 0 here)")
 		}
 		c.front = &front.Config{Namespace: f.frontNetns, Device: f.frontDevice, ShipAddr: addr, ShipPort: uint16(port)}
 		sl = netip.AddrPortFrom(addr, uint16(port))
 	}
-	for g := range f.galaxies {
-		if g.Class() != lane.Galaxy {
-			return c, fmt.Errorf("galaxy: %s is a %s, not a galaxy (use a lane for it)", g, g.Class())
-		}
-	}
 	if err := c.logLevel.Set(f.logLevel); err != nil {
-		return c, fmt.Errorf("log-level: %q is not debug, info, warn or error", f.logLevel)
+		return c, f.bad("log-level", "want debug, info, warn or error")
 	}
 	switch f.logFormat {
 	case "auto", "json", "console":
 		c.logFormat = f.logFormat
 	default:
-		return c, fmt.Errorf("log-format: %q is not auto, json or console", f.logFormat)
+		return c, f.bad("log-format", "want auto, json or console")
 	}
 	if f.metrics != "" {
 		if err := checkTCPAddr(f.metrics); err != nil {
-			return c, fmt.Errorf("metrics: %w", err)
+			return c, f.bad("metrics", err.Error())
 		}
 		c.metrics = f.metrics
 	}
 	if f.pprof && f.metrics == "" {
-		return c, errors.New("pprof: needs --metrics, whose listener serves it")
+		return c, f.bad("pprof", `needs "metrics" (--metrics), whose listener serves it`)
 	}
 	if f.batch < 1 || f.batch > transport.MaxBatchSize {
-		return c, fmt.Errorf("batch: %d is outside 1..%d", f.batch, transport.MaxBatchSize)
+		return c, f.bad("batch", fmt.Sprintf("want a whole number from 1 to %d", transport.MaxBatchSize))
 	}
 	if f.sockets < 1 || f.sockets > maxSockets {
-		return c, fmt.Errorf("sockets: %d is outside 1..%d", f.sockets, maxSockets)
+		return c, f.bad("sockets", fmt.Sprintf("want a whole number from 1 to %d", maxSockets))
 	}
-	if f.ampFactor >= 0 && (f.ampRate < 0 || f.ampBurst < 0) {
-		return c, errors.New("amp-rate and amp-burst must not be negative")
+	if f.ampFactor >= 0 {
+		for _, s := range []struct {
+			name string
+			v    int
+		}{{"amp-rate", f.ampRate}, {"amp-burst", f.ampBurst}} {
+			if s.v < 0 {
+				return c, f.bad(s.name, `want 0 or more bytes (a negative "amp-factor" turns the budget off)`)
+			}
+		}
 	}
 	c.galaxyDomain = strings.Trim(f.domain, ".")
 	if c.galaxyDomain != "" && f.refresh <= 0 {
-		return c, fmt.Errorf("galaxy-refresh: %v is not positive", f.refresh)
+		return c, f.bad("galaxy-refresh", `want a positive duration such as "300s"`)
 	}
 	if f.capture != "" {
 		if f.captureBytes < capture.MinMaxBytes {
-			return c, fmt.Errorf("capture-max-bytes: %d is less than %d", f.captureBytes, capture.MinMaxBytes)
+			return c, f.bad("capture-max-bytes", fmt.Sprintf("want at least %d bytes", capture.MinMaxBytes))
 		}
 		if f.captureFiles < 1 {
-			return c, fmt.Errorf("capture-files: %d is less than 1", f.captureFiles)
+			return c, f.bad("capture-files", "want at least 1 file")
+		}
+		if err := checkCaptureDir(f.capture); err != nil {
+			return c, f.bad("capture", err.Error())
 		}
 	}
 	c.capture, c.captureBytes, c.captureFiles = f.capture, f.captureBytes, f.captureFiles
@@ -487,7 +579,7 @@ func (f *runFlags) validate() (runConfig, error) {
 	c.relay = relay.Config{
 		Ship: me, ShipLane: sl, Self: self,
 		PublicLane: public, HintNets: f.hintNets, Front: c.front != nil,
-		Galaxies: map[lane.Ship]netip.AddrPort(f.galaxies),
+		Galaxies: map[lane.Ship]netip.AddrPort(f.galaxies.shipLanes),
 		Pinned:   map[lane.Ship]netip.AddrPort(f.pinned),
 		Relays:   map[lane.Ship]netip.AddrPort(f.relays),
 		Sponsors: f.sponsors.sp,
@@ -498,7 +590,7 @@ func (f *runFlags) validate() (runConfig, error) {
 		Routes: route.Config{MaxRoutes: f.maxRoutes, DirectLaneExpiry: f.laneExpiry},
 		Amp:    relay.AmpConfig{Factor: f.ampFactor, Rate: f.ampRate, Burst: f.ampBurst, NetFactor: f.ampNetFactor},
 	}
-	if err := checkLimits(c.relay); err != nil {
+	if err := f.checkLimits(c.relay); err != nil {
 		return c, err
 	}
 	c.galaxyRefresh = f.refresh
@@ -511,50 +603,85 @@ func (f *runFlags) validate() (runConfig, error) {
 	return c, nil
 }
 
-// checkLimits validates the limits in cfg.
-func checkLimits(cfg relay.Config) error {
-	if cfg.Pending.MaxEntries <= 0 {
-		return fmt.Errorf("max-pending: %d is not positive", cfg.Pending.MaxEntries)
+// Ranges of the pending-table settings, as relay/pit checks them for the
+// shard count and tick cmd/relay leaves at their defaults.
+const (
+	minMaxPending = pit.DefaultShards
+	maxMaxPending = pit.DefaultShards * pit.MaxEntriesPerShard
+	minPendingTTL = pit.DefaultTick
+	maxPendingTTL = pit.DefaultTick * pit.MaxTTLTicks
+)
+
+// checkLimits validates the limits in cfg, naming the setting at fault.
+func (f *runFlags) checkLimits(cfg relay.Config) error {
+	p := cfg.Pending
+	switch {
+	case p.MaxEntries < minMaxPending || p.MaxEntries > maxMaxPending:
+		return f.bad("max-pending", fmt.Sprintf("want a whole number from %d to %d", minMaxPending, maxMaxPending))
+	case p.MaxRequestersPerEntry < 1 || p.MaxRequestersPerEntry > pit.MaxRequestersLimit:
+		return f.bad("max-requesters", fmt.Sprintf("want a whole number from 1 to %d", pit.MaxRequestersLimit))
+	case p.TTL < minPendingTTL || p.TTL > maxPendingTTL:
+		return f.bad("pending-ttl", fmt.Sprintf("want a duration from %v to %v", minPendingTTL, maxPendingTTL))
+	case p.SuppressWindow < 0 || p.SuppressWindow > pit.MaxSuppressWindow:
+		return f.bad("suppress-window", fmt.Sprintf("want a duration from 0s to %v", pit.MaxSuppressWindow))
+	case cfg.Routes.MaxRoutes <= 0:
+		return f.bad("max-routes", "want a positive whole number")
+	case cfg.Routes.DirectLaneExpiry <= 0:
+		return f.bad("direct-lane-expiry", `want a positive duration such as "2m"`)
 	}
-	if cfg.Pending.MaxRequestersPerEntry <= 0 {
-		return fmt.Errorf("max-requesters: %d is not positive", cfg.Pending.MaxRequestersPerEntry)
-	}
-	if cfg.Pending.TTL <= 0 {
-		return fmt.Errorf("pending-ttl: %v is not positive", cfg.Pending.TTL)
-	}
-	if cfg.Pending.SuppressWindow < 0 {
-		return fmt.Errorf("suppress-window: %v is negative", cfg.Pending.SuppressWindow)
-	}
-	if cfg.Routes.MaxRoutes <= 0 {
-		return fmt.Errorf("max-routes: %d is not positive", cfg.Routes.MaxRoutes)
-	}
-	if cfg.Routes.DirectLaneExpiry <= 0 {
-		return fmt.Errorf("direct-lane-expiry: %v is not positive", cfg.Routes.DirectLaneExpiry)
-	}
-	// relay.New checks the rest (ranges against the pending table's shards
-	// and timer wheel); building a throwaway core takes about a millisecond
-	// and a few megabytes, so a bad limit is caught here, and on reload,
-	// rather than at the next restart.
+	// relay.New checks the same ranges; building a throwaway core takes
+	// about a millisecond and a few megabytes, so anything the checks
+	// above missed is caught here, and on reload, rather than at the next
+	// restart. Its error names its own fields, not the operator's keys.
 	if _, err := relay.New(cfg); err != nil {
-		return fmt.Errorf("limits (max-pending, max-pending-per-source, max-requesters, pending-ttl, suppress-window, max-routes): %w", err)
+		return errors.New("the limits (max-pending, max-pending-per-source, max-requesters, pending-ttl, suppress-window, max-routes, amp-*) are not accepted together; see relay run -h for each")
 	}
 	return nil
 }
 
-// checkTCPAddr checks a HOST:PORT for net.Listen("tcp", ...): an IP address
-// or empty host (every interface), and a port.
+// checkCaptureDir checks that a capture file can be created at path: its
+// directory exists and is writable. It creates nothing.
+func checkCaptureDir(path string) error {
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return fmt.Errorf("want a file in an existing directory (%s: %v)", dir, errors.Unwrap(err))
+	case !fi.IsDir():
+		return fmt.Errorf("want a file in a directory (%s is not one)", dir)
+	case unix.Access(dir, unix.W_OK) != nil:
+		return fmt.Errorf("want a file in a directory this user may write (%s is not writable)", dir)
+	}
+	return nil
+}
+
+// metricsNetwork returns the network for net.Listen of the --metrics
+// address addr (checked by checkTCPAddr): "tcp4" for an IPv4 address, so
+// that 0.0.0.0 is IPv4 only as the UDP socket on 0.0.0.0 is (Go's "tcp"
+// on 0.0.0.0 would take IPv6 too); "tcp" otherwise, an empty host
+// meaning every address of both families.
+func metricsNetwork(addr string) string {
+	host, _, _ := net.SplitHostPort(addr)
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Is4() {
+		return "tcp4"
+	}
+	return "tcp"
+}
+
+// checkTCPAddr checks a HOST:PORT for net.Listen: an IP address or empty
+// host (every interface), and a port. It says what is wanted.
 func checkTCPAddr(s string) error {
 	host, port, err := net.SplitHostPort(s)
 	if err != nil {
-		return fmt.Errorf("invalid address %q: want IP:PORT", s)
+		return errors.New("want IP:PORT such as 127.0.0.1:9337")
 	}
 	if host != "" {
 		if _, err := netip.ParseAddr(host); err != nil {
-			return fmt.Errorf("invalid address %q: %q is not an IP address", s, host)
+			return fmt.Errorf("want IP:PORT such as 127.0.0.1:9337 (%q is not an IP address)", host)
 		}
 	}
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return fmt.Errorf("invalid address %q: bad port %q", s, port)
+		return fmt.Errorf("want IP:PORT such as 127.0.0.1:9337 (%q is not a port)", port)
 	}
 	return nil
 }
@@ -597,27 +724,48 @@ func formatShipMap[V any](m map[lane.Ship]V) string {
 	return b.String()
 }
 
-// cutShip splits a SHIP=VALUE flag value and parses the ship; want names
+// cutShip splits a SHIP=VALUE flag value and parses the ship; form names
 // the expected form for the error.
-func cutShip(v, want string) (lane.Ship, string, error) {
+func cutShip(v, form string) (lane.Ship, string, error) {
 	s, rest, ok := strings.Cut(v, "=")
 	if !ok {
-		return lane.Ship{}, "", fmt.Errorf("want %s, got %q", want, v)
+		return lane.Ship{}, "", wantError("want " + form)
 	}
-	sh, err := lane.ParseShip(s)
+	sh, err := parseShipValue(s)
 	return sh, rest, err
 }
 
-func (m shipLanes) Set(v string) error {
-	sh, a, err := cutShip(v, "SHIP=ADDR:PORT")
+// parseShipLane parses a SHIP=ADDR:PORT flag value.
+func parseShipLane(v string) (lane.Ship, netip.AddrPort, error) {
+	sh, a, err := cutShip(v, "SHIP=IP:PORT such as ~zod=203.0.113.5:13337")
 	if err != nil {
-		return err
+		return sh, netip.AddrPort{}, err
 	}
-	ap, err := lane.ParseLane(a)
+	ap, err := parseLaneValue(a)
+	return sh, ap, err
+}
+
+func (m shipLanes) Set(v string) error {
+	sh, ap, err := parseShipLane(v)
 	if err != nil {
 		return err
 	}
 	m[sh] = ap
+	return nil
+}
+
+// galaxyLanes is the repeatable --galaxy flag: shipLanes of galaxies only.
+type galaxyLanes struct{ shipLanes }
+
+func (g galaxyLanes) Set(v string) error {
+	sh, ap, err := parseShipLane(v)
+	if err != nil {
+		return err
+	}
+	if c := sh.Class(); c != lane.Galaxy {
+		return wantError(fmt.Sprintf(`%s is a %s; want a galaxy (pin other ships' lanes with "lanes" or --lane)`, sh, c))
+	}
+	g.shipLanes[sh] = ap
 	return nil
 }
 
@@ -632,7 +780,7 @@ func (l *laneList) String() string {
 }
 
 func (l *laneList) Set(v string) error {
-	ap, err := lane.ParseLane(v)
+	ap, err := parseLaneValue(v)
 	if err != nil {
 		return err
 	}
@@ -653,7 +801,7 @@ func (l *prefixList) String() string {
 func (l *prefixList) Set(v string) error {
 	p, err := netip.ParsePrefix(v)
 	if err != nil {
-		return fmt.Errorf("want a network as ADDR/BITS, like 10.0.0.0/8: %w", err)
+		return wantError("want a network as ADDR/BITS such as 10.0.0.0/8")
 	}
 	*l = append(*l, p.Masked())
 	return nil
@@ -678,16 +826,17 @@ func (f *sponsorFlag) String() string {
 }
 
 func (f *sponsorFlag) Set(v string) error {
-	sh, p, err := cutShip(v, "SHIP=SPONSOR")
+	sh, p, err := cutShip(v, "SHIP=SPONSOR such as ~ritpub-sipsyl=~sipsyl")
 	if err != nil {
 		return err
 	}
-	sp, err := lane.ParseShip(p)
+	sp, err := parseShipValue(p)
 	if err != nil {
 		return err
 	}
 	if err := f.sp.Set(sh, sp); err != nil {
-		return err
+		reason := strings.TrimPrefix(err.Error(), lane.ErrBadSponsor.Error()+": ")
+		return wantError("want a sponsor that ranks above the ship (" + reason + ")")
 	}
 	f.set[sh] = sp
 	return nil

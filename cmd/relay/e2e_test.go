@@ -345,15 +345,15 @@ func TestE2E(t *testing.T) {
 		defer busy.Close()
 		tests := []struct{ name, config, want string }{
 			{"bad @p", `{"ship": "~sipsyl", "lanes": {"~ritpub-sipsy": "10.0.0.1:1"}}`,
-				`"lanes": invalid value "~ritpub-sipsy=10.0.0.1:1": lane: invalid ship`},
+				`config: "lanes": {"~ritpub-sipsy": "10.0.0.1:1"}: want a ship as @p`},
 			{"bad address", `{"ship": "~sipsyl", "galaxies": {"~syl": "10.0.0.1:port"}}`,
-				`"galaxies": invalid value "~syl=10.0.0.1:port": lane: invalid lane`},
+				`config: "galaxies": {"~syl": "10.0.0.1:port"}: want a lane as IP:PORT`},
 			{"port in use", `{"ship": "~sipsyl", "listen": "` + busy.LocalAddr().String() + `"}`,
 				"relay run: listen " + busy.LocalAddr().String() + ": bind: address already in use"},
 			{"syntax", `{"ship" "~sipsyl"}`, "line 1 column 9: invalid character"},
 		}
 		for _, tt := range tests {
-			cmd := exec.Command(bin, "run", "--config", writeConfig(t, tt.config))
+			cmd := exec.Command(bin, "run", "--log-format", "console", "--config", writeConfig(t, tt.config))
 			out, err := cmd.CombinedOutput()
 			code := -1
 			if ee, ok := err.(*exec.ExitError); ok {

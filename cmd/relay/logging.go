@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/netip"
 	"os"
@@ -11,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/scry"
 )
 
@@ -52,15 +55,68 @@ func newLogger(w io.Writer, format string, level zap.AtomicLevel) *zap.Logger {
 	return zap.New(zapcore.NewCore(encoder, zapcore.Lock(zapcore.AddSync(w)), level))
 }
 
+// sampledLogger returns log limited to packetLogBurst entries per message
+// per packetLogTick, the rest dropped: the per-datagram debug logs' limiter.
+func sampledLogger(log *zap.Logger) *zap.Logger {
+	return log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return zapcore.NewSamplerWithOptions(c, packetLogTick, packetLogBurst, 0)
+	}))
+}
+
+// decisionLogger is the relay.ServerConfig.Decisions of the debug log: a
+// "decision" line per datagram decided, saying what the relay did (action,
+// the drop reason, the lanes sent to), at most packetLogBurst per
+// packetLogTick, as the datagram lines are. While the level is above debug
+// it costs an atomic load per datagram.
+type decisionLogger struct {
+	log     *zap.Logger // writes the lines Want admitted
+	sampled *zap.Logger // admits them
+	level   zap.AtomicLevel
+}
+
+func newDecisionLogger(log *zap.Logger, level zap.AtomicLevel) *decisionLogger {
+	return &decisionLogger{log: log, sampled: sampledLogger(log), level: level}
+}
+
+// Want admits the next decision if the level is debug and the sampler has
+// room in this tick.
+func (l *decisionLogger) Want() bool {
+	return l.level.Enabled(zapcore.DebugLevel) && l.sampled.Check(zapcore.DebugLevel, "decision") != nil
+}
+
+// Log writes the decision's line.
+func (l *decisionLogger) Log(d *relay.Decision) {
+	targets := make([]string, len(d.Sends))
+	for i := range d.Sends {
+		targets[i] = d.Sends[i].Addr.String()
+	}
+	fields := []zap.Field{
+		zap.Stringer("action", d.Action),
+		zap.Stringer("kind", d.Kind),
+		zap.Int("len", d.Len),
+		zap.Strings("targets", targets),
+	}
+	if d.FromShip {
+		fields = append(fields, zap.Bool("from_ship", true), zap.Stringer("to", d.To))
+	} else {
+		fields = append(fields, zap.Stringer("from", d.From))
+	}
+	if d.Reason != "" {
+		fields = append(fields, zap.String("reason", d.Reason))
+	}
+	if d.ToShip > 0 {
+		fields = append(fields, zap.Int("to_ship", d.ToShip))
+	}
+	l.log.Debug("decision", fields...)
+}
+
 // packetLogger returns a relay.ServerConfig.Tap that logs every datagram
 // read and sent at debug level, at most packetLogBurst per direction per
 // packetLogTick. While the level is above debug it costs one atomic load
 // per datagram; the datagram is described only for lines actually written.
 // Each line carries the datagram as hex, which `relay decode` reads.
 func packetLogger(log *zap.Logger, level zap.AtomicLevel) func(in bool, local, remote netip.AddrPort, b []byte) {
-	sampled := log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
-		return zapcore.NewSamplerWithOptions(c, packetLogTick, packetLogBurst, 0)
-	}))
+	sampled := sampledLogger(log)
 	return func(in bool, local, remote netip.AddrPort, b []byte) {
 		if !level.Enabled(zapcore.DebugLevel) {
 			return
@@ -103,4 +159,45 @@ func describePacket(b []byte) string {
 		s += " next " + ap.String()
 	}
 	return s
+}
+
+// startupFailed reports err, why `relay run` could not start, as one line
+// on w and returns the exit code, exitUsage. The line is in the format the
+// log would have had: a JSON log entry ("start-up failed", the message in
+// "error") for format json, or auto when w is not a terminal, so that a
+// journal or log collector reading JSON gets JSON; else the plain
+// "relay run: ..." line.
+func startupFailed(w io.Writer, format string, err error) int {
+	if format == "json" || (format != "console" && !isTerminal(w)) {
+		log := newLogger(w, "json", zap.NewAtomicLevelAt(zapcore.InfoLevel))
+		log.Error("start-up failed", zap.String("error", err.Error()))
+		_ = log.Sync()
+		return exitUsage
+	}
+	fmt.Fprintf(w, "relay run: %v\n", err)
+	return exitUsage
+}
+
+// chosenLogFormat returns the log format a command line asks for, from its
+// --log-format or else its config file's "log-format", for reporting an
+// error in the configuration itself: it reads what it can and ignores the
+// rest, so a bad setting elsewhere does not hide the format. It is "auto"
+// when neither says, or says something invalid.
+func chosenLogFormat(args []string) string {
+	f := newRunFlags()
+	_ = f.parseArgs(args)
+	format := f.logFormat
+	if !f.fromArgs["log-format"] && f.config != "" {
+		var doc struct {
+			LogFormat string `json:"log-format"`
+		}
+		if b, err := os.ReadFile(f.config); err == nil && len(b) <= maxConfigFileBytes && json.Unmarshal(b, &doc) == nil && doc.LogFormat != "" {
+			format = doc.LogFormat
+		}
+	}
+	switch format {
+	case "json", "console":
+		return format
+	}
+	return "auto"
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -12,6 +13,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/relay/transport"
 )
 
 // peekHex is a mesa peek for /c/x/4/hello on ~sampel-palnet (the README's
@@ -89,5 +93,51 @@ func TestLoggerFormat(t *testing.T) {
 		if isJSON && (m["msg"] != "relay started" || m["ship"] != "~zod" || m["level"] != "info") {
 			t.Errorf("%s: %v", format, m)
 		}
+	}
+}
+
+// TestDecisionLogger: at info level nothing is wanted; at debug, decisions
+// are wanted at most packetLogBurst per tick, and a line says what the
+// relay did: action, kind, reason, targets, and the lane it came from.
+func TestDecisionLogger(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	level := zap.NewAtomicLevelAt(zapcore.InfoLevel)
+	dl := newDecisionLogger(zap.New(core), level)
+	for i := 0; i < 1000; i++ {
+		if dl.Want() {
+			t.Fatal("wanted a decision at info level")
+		}
+	}
+	level.SetLevel(zapcore.DebugLevel)
+	start := time.Now()
+	wanted := 0
+	for i := 0; i < 1000; i++ {
+		if dl.Want() {
+			wanted++
+		}
+	}
+	ticks := 1 + int(time.Since(start)/packetLogTick)
+	if wanted < packetLogBurst || wanted > ticks*packetLogBurst {
+		t.Fatalf("wanted %d of 1000 over %d ticks; want %d per tick", wanted, ticks, packetLogBurst)
+	}
+	from, zod := netip.MustParseAddrPort("192.0.2.1:4000"), netip.MustParseAddrPort("198.51.100.2:13337")
+	dl.Log(&relay.Decision{From: from, Len: 29, Kind: relay.KindPeek, Action: relay.ActionForwarded,
+		Sends: []transport.Message{{Addr: zod}}})
+	dl.Log(&relay.Decision{From: from, Len: 5, Kind: relay.KindOther, Action: relay.ActionDropped, Reason: "malformed_ames"})
+	dl.Log(&relay.Decision{FromShip: true, To: zod, Len: 40, Action: relay.ActionDropped, Reason: "bad_target"})
+	lines := logs.FilterMessage("decision").All()
+	if len(lines) != 3 {
+		t.Fatalf("%d decision lines, want 3", len(lines))
+	}
+	fwd, drop, ship := lines[0].ContextMap(), lines[1].ContextMap(), lines[2].ContextMap()
+	if fwd["action"] != "forwarded" || fwd["kind"] != "peek" || fwd["from"] != from.String() || fwd["len"] != int64(29) ||
+		fmt.Sprint(fwd["targets"]) != "["+zod.String()+"]" || fwd["reason"] != nil {
+		t.Errorf("forwarded: %v", fwd)
+	}
+	if drop["action"] != "dropped" || drop["reason"] != "malformed_ames" || drop["kind"] != "other" || fmt.Sprint(drop["targets"]) != "[]" {
+		t.Errorf("dropped: %v", drop)
+	}
+	if ship["from_ship"] != true || ship["to"] != zod.String() || ship["reason"] != "bad_target" || ship["from"] != nil {
+		t.Errorf("from the ship: %v", ship)
 	}
 }

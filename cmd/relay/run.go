@@ -27,7 +27,8 @@ import (
 
 // runRun is `relay run`: it validates the configuration, opens the socket
 // and the metrics listener, and serves until SIGINT or SIGTERM. Any
-// configuration or start-up error is one line on stderr and exit code 2.
+// configuration or start-up error is one line on stderr, in the log format
+// chosen (startupFailed), and exit code 2.
 func runRun(args []string, stdout, stderr io.Writer) int {
 	cfg, err := loadRunConfig(args)
 	if err != nil {
@@ -35,8 +36,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 			runUsage(stdout)
 			return 0
 		}
-		fmt.Fprintf(stderr, "relay run: %v (see relay run -h)\n", err)
-		return exitUsage
+		return startupFailed(stderr, chosenLogFormat(args), err)
 	}
 	// Signals are caught before the socket opens, so that none arriving
 	// during start-up kills the process with the default action.
@@ -45,8 +45,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	defer signal.Stop(sigs)
 	d, err := startDaemon(cfg, args, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "relay run: %v\n", err)
-		return exitUsage
+		return startupFailed(stderr, cfg.logFormat, err)
 	}
 	for sig := range sigs {
 		if sig == syscall.SIGHUP {
@@ -95,7 +94,7 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 	conn := conns[0]
 	var ln net.Listener
 	if cfg.metrics != "" {
-		if ln, err = net.Listen("tcp", cfg.metrics); err != nil {
+		if ln, err = net.Listen(metricsNetwork(cfg.metrics), cfg.metrics); err != nil {
 			closeAll(conns)
 			return nil, fmt.Errorf("metrics: listen %v: %w", cfg.metrics, unwrapOpError(err))
 		}
@@ -107,7 +106,7 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 			if ln != nil {
 				ln.Close()
 			}
-			return nil, fmt.Errorf("capture: %w", err)
+			return nil, err // capture's errors name it and the path
 		}
 	}
 	var ship transport.Conn
@@ -146,6 +145,8 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 		Log:   log,
 		Tap:   tap,
 		Ship:  ship,
+		// The decision of every datagram, at debug level, rate-limited.
+		Decisions: newDecisionLogger(log, level),
 	})
 	if ln != nil {
 		reg := newMetricsRegistry(d.srv, d.ops, version)
@@ -162,6 +163,9 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 	log.Info("relay started", fields...)
 	logSocketBuffers(log, d.srv)
 	d.ops.configLoaded(time.Now(), false)
+	// The sockets are bound and their readers running: a datagram sent now
+	// is served.
+	sdNotify(log, "READY=1\nSTATUS=serving on "+conn.LocalAddr().String())
 
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
@@ -195,6 +199,8 @@ func (d *daemon) reload() {
 		d.log.Info("SIGHUP: no --config file, nothing to reload")
 		return
 	}
+	sdNotify(d.log, reloadingState())
+	defer sdNotify(d.log, "READY=1")
 	nc, err := loadRunConfig(d.args)
 	if err != nil {
 		d.ops.reloadFailed()
@@ -224,6 +230,7 @@ func (d *daemon) reload() {
 // stop shuts the daemon down: readiness off, the server stops reading and
 // drains the batch in hand, then the metrics listener closes.
 func (d *daemon) stop() {
+	sdNotify(d.log, "STOPPING=1")
 	d.ops.stopping.Store(true)
 	if err := d.srv.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 		d.log.Warn("close", zap.Error(err))

@@ -78,7 +78,7 @@ func TestRunShipArgsText(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, stderr.String())
 	}
 	want := `~marnec  257  star  sponsor ~nec  chain ~marnec ~nec
-"bogus"  invalid: lane: invalid ship "bogus": not a sequence of six-letter words
+"bogus"  invalid: lane: invalid ship "bogus": "bogus" is not a six-letter word
 ~doznec--dozzod-dozzod-dozzod-dozzod  18446744073709551616  comet  sponsor ~zod  chain ~doznec--dozzod-dozzod-dozzod-dozzod ~zod
 `
 	if stdout.String() != want {

@@ -36,18 +36,31 @@ const usage = `usage:
 `
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "replay:", err)
-		}
-		os.Exit(2)
+	os.Exit(exitCode(run(os.Args[1:], os.Stdout, os.Stderr), os.Stderr))
+}
+
+// errUsage is run's error for a command line with no command: the usage is
+// printed, and it is an error.
+var errUsage = errors.New("no command")
+
+// exitCode is the process exit code for run's error, which it prints: 0 for
+// none or for -h (flag.ErrHelp: the usage was asked for, and printed), 2
+// for anything else.
+func exitCode(err error, stderr io.Writer) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
 	}
+	fmt.Fprintln(stderr, "replay:", err)
+	return 2
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return flag.ErrHelp
+		return errUsage
 	}
 	switch args[0] {
 	case "gen":

@@ -465,3 +465,31 @@ func FuzzAnalyse(f *testing.F) {
 		}
 	})
 }
+
+// TestExitCodes: -h, on its own or after a command, is asked-for usage and
+// exits 0; no command, an unknown one or a bad flag exits 2.
+func TestExitCodes(t *testing.T) {
+	tests := []struct {
+		args []string
+		want int
+	}{
+		{[]string{"-h"}, 0},
+		{[]string{"help"}, 0},
+		{[]string{"gen", "-h"}, 0},
+		{[]string{"run", "-h"}, 0},
+		{[]string{"info", "--help"}, 0},
+		{nil, 2},
+		{[]string{"bogus"}, 2},
+		{[]string{"gen", "--nope"}, 2},
+		{[]string{"info", filepath.Join(t.TempDir(), "missing.pcap")}, 2},
+	}
+	for _, tt := range tests {
+		var stdout, stderr bytes.Buffer
+		if got := exitCode(run(tt.args, &stdout, &stderr), &stderr); got != tt.want {
+			t.Errorf("replay %v: exit %d, want %d (stderr %q)", tt.args, got, tt.want, stderr.String())
+		}
+		if stdout.Len()+stderr.Len() == 0 {
+			t.Errorf("replay %v: printed nothing", tt.args)
+		}
+	}
+}

@@ -380,6 +380,38 @@ func TestWriterKeepsPreviousCapture(t *testing.T) {
 	}
 }
 
+// TestWriterFileMode: every capture file, the current and the rotated, and
+// an empty file left at the path before, is readable by its owner only.
+func TestWriterFileMode(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cap.pcap")
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewRotating(path, MinMaxBytes, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, 60000)
+	for range 6 { // past MinMaxBytes: at least one rotation
+		w.Tap(true, relayLane, peerLane, big)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if w.Stats().Rotations == 0 {
+		t.Fatal("no rotation")
+	}
+	for _, name := range []string{path, path + ".1"} {
+		fi, err := os.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if perm := fi.Mode().Perm(); perm != FileMode {
+			t.Errorf("%s has mode %v, want %v", name, perm, os.FileMode(FileMode))
+		}
+	}
+}
+
 func TestWriterConcurrent(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cap.pcap")
 	w, err := NewRotating(path, DefaultMaxBytes, 1)

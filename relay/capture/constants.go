@@ -23,6 +23,11 @@ const (
 	// MaxRecordLen is the most bytes one record takes in a file.
 	MaxRecordLen = RecordHeaderLen + Snaplen
 
+	// FileMode is the permission of the capture files: owner only, since
+	// they hold the traffic itself. A file already at the path is set to
+	// it too.
+	FileMode = 0o600
+
 	// MinMaxBytes is the smallest file size NewRotating accepts: a file
 	// header and one record of the largest size, rounded up, so any
 	// datagram fits in a fresh file.

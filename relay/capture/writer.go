@@ -291,8 +291,14 @@ func (w *Writer) openFile() error {
 			return w.fail(err)
 		}
 	}
-	f, err := os.OpenFile(w.path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(w.path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, FileMode)
 	if err != nil {
+		return w.fail(err)
+	}
+	// OpenFile's mode applies only to a file it creates; an empty file
+	// left at the path keeps its own unless set.
+	if err := f.Chmod(FileMode); err != nil {
+		_ = f.Close()
 		return w.fail(err)
 	}
 	if err := pcapgo.NewWriterNanos(f).WriteFileHeader(Snaplen, layers.LinkTypeRaw); err != nil {
