@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/relay/route"
 	"github.com/urbit-relay/relay/scry"
 )
 
@@ -121,7 +123,18 @@ func FuzzDecide(f *testing.F) {
 			if fx.r.Counters().Snapshot() != before || fx.r.Pending().Len() != pending {
 				t.Fatalf("step %d: Prefetch changed the relay", steps)
 			}
-			for _, s := range fx.handle(pkt, from) {
+			// A datagram the relay drops changes no route (nothing is
+			// learned from it), but for an unsolicited page taken as the
+			// late answer to a probe on its lane (EventLateAnswers).
+			routes, counted := routeState(fx.r), fx.r.Counters().Snapshot()
+			sent := fx.handle(pkt, from)
+			if now := fx.r.Counters().Snapshot(); now.TotalDrops() > counted.TotalDrops() &&
+				now.Events[relay.EventLateAnswers] == counted.Events[relay.EventLateAnswers] {
+				if after := routeState(fx.r); !maps.Equal(routes, after) {
+					t.Fatalf("step %d: a dropped datagram changed the routes:\n%v\n%v", steps, routes, after)
+				}
+			}
+			for _, s := range sent {
 				var sr scry.STUNResponse
 				if sr.Parse(s.Buf) == nil && (s.To != lane.Canon(from) || sr.Mapped != lane.Canon(from)) {
 					t.Fatalf("step %d: STUN response for %v sent to %v, heard from %v", steps, sr.Mapped, s.To, from)
@@ -185,4 +198,11 @@ func fuzzSeeds(t testing.TB) [][]byte {
 		fh.Close()
 	}
 	return seeds
+}
+
+// routeState is every route of r's table, by ship.
+func routeState(r *relay.Relay) map[lane.Ship]route.Info {
+	m := map[lane.Ship]route.Info{}
+	r.Routes().Each(func(s lane.Ship, i route.Info) { m[s] = i })
+	return m
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/urbit-relay/relay/lane"
+	"github.com/urbit-relay/relay/scry"
 )
 
 var (
@@ -158,5 +159,37 @@ func TestCoreIgnoresOthersAndGarbage(t *testing.T) {
 	sends, _ := a2.Peek(mustShip(t, "~zod"), "p", 0, func(Response) {}, nil)
 	if len(sends) != 0 {
 		t.Error("sent with no route to ~zod")
+	}
+}
+
+// TestForgedPageTeachesNothing is the row "the ship endpoint learns routes
+// from pages it never asked for: one forged page sent all its later
+// requests for ~nec to the attacker". A page nobody asked for, or one at a
+// pending name from a lane the request never went to, teaches no lane.
+func TestForgedPageTeachesNothing(t *testing.T) {
+	a, _, bShip := pair(t)
+	attacker := netip.MustParseAddrPort("198.51.100.66:6666")
+	forged := func(path string, next netip.AddrPort) []byte {
+		p := scry.NewPage(scry.Name{Ship: bShip, Bloq: scry.DefaultBloq, Path: []byte(path)},
+			scry.Data{Total: 1, AuthKind: scry.AuthNone, Frag: []byte("x")})
+		if next.IsValid() && !p.SetNextHopAddr(next) {
+			t.Fatal("next-hop not encodable")
+		}
+		return p.Append(nil)
+	}
+	a.Handle(forged("never/asked", attacker), attacker, time.Millisecond, nil)
+	sends, err := a.Peek(bShip, "asked", 0, func(Response) {}, nil)
+	if err != nil || len(sends) != 1 || sends[0].To != bLane {
+		t.Fatalf("after an unsolicited page, sends %v, err %v; want one to %v", sends, err, bLane)
+	}
+	// The attacker knows the pending name: its page completes the request
+	// (the core cannot tell) but teaches nothing.
+	a.Handle(forged("asked", attacker), attacker, 2*time.Millisecond, nil)
+	if info, ok := a.Routes().Info(bShip); ok && (info.Direct.IsValid() || info.Hint.IsValid() || info.Challenger.IsValid()) {
+		t.Fatalf("a forged page taught %+v", info)
+	}
+	sends, err = a.Peek(bShip, "later", 3*time.Millisecond, func(Response) {}, nil)
+	if err != nil || len(sends) != 1 || sends[0].To != bLane {
+		t.Fatalf("later sends %v, err %v; want one to %v", sends, err, bLane)
 	}
 }

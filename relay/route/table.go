@@ -258,6 +258,11 @@ type route struct {
 	// been silent for MoveSilence, or has expired (see settle).
 	chal      path
 	chalSince time.Duration // when chal was first heard
+	// chalAnswered is when chal last answered a probe; chalWins counts the
+	// probes the direct lane left unanswered that chal, sent the same
+	// requests, answered (reset when the direct lane answers).
+	chalAnswered time.Duration
+	chalWins     uint8
 	// hintHold: no new hint is taken before this (a hint failed).
 	hintHold time.Duration
 	// src is 1 + the per-source counter slot this route was created
@@ -560,7 +565,12 @@ func (r *Table) heardLocked(s lane.Ship, k lane.Key, now time.Duration, kept boo
 	rt.direct.proven = true
 	rt.direct.heard = now
 	rt.direct.fails = 0
-	rt.direct.waiting = 0
+	if !rt.chal.valid() {
+		// Heard, so alive: its probe is closed. With a challenger the
+		// probe stays open, to be judged against the challenger's answer
+		// (expireProbes): being heard is not answering.
+		rt.direct.waiting = 0
+	}
 	if kept {
 		rt.direct.kept = true
 	}
@@ -580,7 +590,7 @@ func (r *Table) challengeLocked(rt *route, k lane.Key, now time.Duration, kept b
 	case c.valid() && now-c.heard < r.cfg.ChallengerHold:
 	default:
 		*c = path{lane: k, heard: now, kept: kept}
-		rt.chalSince = now
+		rt.chalSince, rt.chalAnswered, rt.chalWins = now, 0, 0
 	}
 }
 
@@ -717,11 +727,13 @@ func (r *Table) answeredLocked(s lane.Ship, from, next lane.Key, relayed bool, n
 	case rt.direct.lane:
 		if rt.direct.waiting != 0 || rt.direct.proven {
 			rt.direct.answer(now)
+			rt.chalWins = 0
 		}
 		return // nothing is tighter than direct
 	case rt.chal.lane:
 		if rt.chal.waiting != 0 || rt.chal.proven {
 			rt.chal.answer(now)
+			rt.chalAnswered = now
 			r.changes += settle(rt, now, &r.cfg, r.clock)
 		}
 		return // a challenger offers no next step until it is direct
@@ -1145,8 +1157,11 @@ func settleDue(rt *route, now time.Duration, cfg *Config) bool {
 
 // settle decides rt's challenger: one not heard for DirectLaneExpiry is
 // forgotten; otherwise it becomes the direct lane when the direct lane has
-// expired, or when it has answered a probe (it receives) and nothing has
-// been heard from the direct lane for MoveSilence (the ship moved). A
+// expired, or once it has answered a probe (it receives) and either nothing
+// has been heard from the direct lane for MoveSilence (the ship moved) or
+// the direct lane left ProvenFailures requests unanswered that the
+// challenger, sent the same ones, answered (the direct lane is not the
+// ship: a spoofer's, learned first). A
 // direct lane that keeps talking keeps its place, and both are sent
 // traffic meanwhile. It returns how many route changes that made. It
 // touches rt only, so a plan can run it on a copy.
@@ -1159,7 +1174,7 @@ func settle(rt *route, now time.Duration, cfg *Config, clock *laneClock) uint64 
 		*c = path{}
 		return 0
 	}
-	if directFresh(rt, now, cfg) {
+	if directFresh(rt, now, cfg) && (!c.proven || int(rt.chalWins) < cfg.ProvenFailures) {
 		if !c.proven || now-rt.chalSince < cfg.MoveSilence ||
 			clock.heardSince(rt.direct.lane, now-cfg.MoveSilence) || now-rt.direct.heard < cfg.MoveSilence {
 			return 0
@@ -1178,6 +1193,17 @@ func settle(rt *route, now time.Duration, cfg *Config, clock *laneClock) uint64 
 // CandidateFailures. It returns how many route changes that made. It
 // touches rt only, so a plan can run it on a copy.
 func expireProbes(rt *route, now time.Duration, cfg *Config, clock *laneClock) (changes uint64) {
+	// A direct lane's probe out for ProbeTimeout, unanswered, that the
+	// challenger answered meanwhile, counts for the challenger (settle).
+	// The probe is closed here even for a kept lane, so it counts once.
+	if d := &rt.direct; d.valid() && d.waiting != 0 && now-d.waiting >= cfg.ProbeTimeout {
+		if rt.chal.valid() && rt.chal.proven && rt.chalAnswered >= d.waiting && rt.chalWins < 255 {
+			rt.chalWins++
+		}
+		if d.kept {
+			d.waiting = 0
+		}
+	}
 	// A challenger must answer: hearing from its lane does not excuse an
 	// unanswered probe (anyone can send from a lane they do not receive
 	// on), and it is dropped and held as bad after CandidateFailures, or
