@@ -82,6 +82,7 @@ type relayCollector struct {
 	packetsIn, packetsOut, drops, fromShipDropped            *prometheus.Desc
 	events                                                   []eventDesc // one per relay.Event, then the deprecated names
 	pendingEntries, pendingOps, routes, routeChanges         *prometheus.Desc
+	routesSourceRefused                                      *prometheus.Desc
 	readBatches, readDatagrams, readErrors, writeErrors      *prometheus.Desc
 	kernelDrops, reloads, galaxyLanes, pinnedLanes, buildInf *prometheus.Desc
 	bytesIn, bytesOut, fromShipBytes                         *prometheus.Desc
@@ -149,25 +150,27 @@ func newRelayCollector(srv *relay.Server, ops *opsStats, version, revision strin
 	}
 	c := &relayCollector{
 		srv: srv, ops: ops, version: version, revision: revision,
-		packetsIn:        d("packets_in_total", "Datagrams read, by kind (peek, poke, page, ames, stun, other).", "kind"),
-		packetsOut:       d("packets_out_total", "Datagrams sent, by kind.", "kind"),
-		bytesIn:          d("bytes_received_total", "Bytes (UDP payload) of the datagrams read, by kind.", "kind"),
-		bytesOut:         d("bytes_sent_total", "Bytes (UDP payload) of the datagrams sent, by kind, as sent (next-hops and origins included).", "kind"),
-		fromShipBytes:    d("from_ship_sent_bytes_total", "Bytes of the datagrams the fronted ship sent that were sent on (fronting mode; not in bytes_sent_total)."),
-		pendingCapacity:  d("pending_capacity", "Most entries the pending-request table holds (--max-pending, whole per shard)."),
-		routesCapacity:   d("routes_capacity", "Most ships the route table keeps state for; past it the least recently used is dropped."),
-		sockRecv:         d("socket_receive_buffer_bytes", "Receive buffer the kernel granted the public sockets (the smallest), in the units of the request."),
-		sockSend:         d("socket_send_buffer_bytes", "Send buffer the kernel granted the public sockets (the smallest), in the units of the request."),
-		sockRecvAsked:    d("socket_receive_buffer_requested_bytes", "Receive buffer requested for each public socket."),
-		sockSendAsked:    d("socket_send_buffer_requested_bytes", "Send buffer requested for each public socket."),
-		lastReloadOK:     d("config_last_reload_successful", "1 if the last config load (at start or on SIGHUP) was applied, 0 if it failed."),
-		lastReloadAt:     d("config_last_reload_success_timestamp_seconds", "Unix time of the last config load applied (at start or on SIGHUP)."),
-		drops:            d("drops_total", "Datagrams dropped, by reason.", "reason"),
-		fromShipDropped:  d("from_ship_dropped_total", "Datagrams the fronted ship sent that were not sent on, by reason.", "reason"),
-		pendingEntries:   d("pending_entries", "Live entries in the pending-request table."),
-		pendingOps:       d("pending_operations_total", "Pending-table operations, by result.", "op"),
-		routes:           d("routes", "Ships with learned routing state (direct lanes, next-hop hints)."),
-		routeChanges:     d("route_changes_total", "Times a ship's best route changed."),
+		packetsIn:       d("packets_in_total", "Datagrams read, by kind (peek, poke, page, ames, stun, other).", "kind"),
+		packetsOut:      d("packets_out_total", "Datagrams sent, by kind.", "kind"),
+		bytesIn:         d("bytes_received_total", "Bytes (UDP payload) of the datagrams read, by kind.", "kind"),
+		bytesOut:        d("bytes_sent_total", "Bytes (UDP payload) of the datagrams sent, by kind, as sent (next-hops and origins included).", "kind"),
+		fromShipBytes:   d("from_ship_sent_bytes_total", "Bytes of the datagrams the fronted ship sent that were sent on (fronting mode; not in bytes_sent_total)."),
+		pendingCapacity: d("pending_capacity", "Most entries the pending-request table holds (--max-pending, whole per shard)."),
+		routesCapacity:  d("routes_capacity", "Most ships the route table keeps state for; past it the least recently used is dropped."),
+		sockRecv:        d("socket_receive_buffer_bytes", "Receive buffer the kernel granted the public sockets (the smallest), in the units of the request."),
+		sockSend:        d("socket_send_buffer_bytes", "Send buffer the kernel granted the public sockets (the smallest), in the units of the request."),
+		sockRecvAsked:   d("socket_receive_buffer_requested_bytes", "Receive buffer requested for each public socket."),
+		sockSendAsked:   d("socket_send_buffer_requested_bytes", "Send buffer requested for each public socket."),
+		lastReloadOK:    d("config_last_reload_successful", "1 if the last config load (at start or on SIGHUP) was applied, 0 if it failed."),
+		lastReloadAt:    d("config_last_reload_success_timestamp_seconds", "Unix time of the last config load applied (at start or on SIGHUP)."),
+		drops:           d("drops_total", "Datagrams dropped, by reason.", "reason"),
+		fromShipDropped: d("from_ship_dropped_total", "Datagrams the fronted ship sent that were not sent on, by reason.", "reason"),
+		pendingEntries:  d("pending_entries", "Live entries in the pending-request table."),
+		pendingOps:      d("pending_operations_total", "Pending-table operations, by result.", "op"),
+		routes:          d("routes", "Ships with learned routing state (direct lanes, next-hop hints)."),
+		routeChanges:    d("route_changes_total", "Times a ship's best route changed."),
+		routesSourceRefused: d("routes_source_refused_total",
+			"Routes not created because the source address asking for them held its share of the route table (max-routes/16)."),
 		readBatches:      d("read_batches_total", "Socket reads (recvmmsg calls that returned datagrams)."),
 		readDatagrams:    d("read_batch_datagrams_total", "Datagrams over all read batches; divided by read_batches_total, the mean batch size."),
 		readErrors:       d("read_errors_total", "Failed socket reads, other than at shutdown."),
@@ -204,7 +207,7 @@ var pendingOpNames = []string{"added", "retransmit", "aggregated", "joined", "re
 func (c *relayCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.packetsIn, c.packetsOut, c.drops, c.fromShipDropped, c.bytesIn, c.bytesOut, c.fromShipBytes,
-		c.pendingEntries, c.pendingOps, c.pendingCapacity, c.routes, c.routesCapacity, c.routeChanges,
+		c.pendingEntries, c.pendingOps, c.pendingCapacity, c.routes, c.routesCapacity, c.routeChanges, c.routesSourceRefused,
 		c.readBatches, c.readDatagrams, c.readErrors, c.writeErrors, c.kernelDrops,
 		c.sockRecv, c.sockSend, c.sockRecvAsked, c.sockSendAsked, c.serviceTime, c.buildInf,
 	} {
@@ -265,6 +268,7 @@ func (c *relayCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.routes, float64(r.Routes().Len()))
 	gauge(c.routesCapacity, float64(r.Routes().Cap()))
 	counter(c.routeChanges, r.Routes().Changes())
+	counter(c.routesSourceRefused, r.Routes().SourceRefused())
 
 	batches, datagrams := c.srv.BatchStats()
 	counter(c.readBatches, batches)

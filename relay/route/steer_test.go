@@ -1,0 +1,280 @@
+package route
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/urbit-relay/relay/lane"
+)
+
+// The rules that keep the wire from steering the table (Table's comment):
+// challengers, answers only from where requests went, allowed hints,
+// per-source caps, configured lanes.
+
+var (
+	evilKey  = key("198.51.100.66:6666")
+	otherKey = key("198.51.100.67:6667")
+	movedKey = key("203.0.113.41:8001")
+)
+
+func info(t *testing.T, rt *Table, s lane.Ship) Info {
+	t.Helper()
+	i, _ := rt.Info(s)
+	return i
+}
+
+// TestChallengerFailsWithoutAnswering: a lane heard for a ship whose direct
+// lane works is a challenger, first come; it is probed one request at a
+// time, dropped and held as bad after CandidateFailures unanswered probes
+// (hearing from it does not excuse them), and the direct lane carries
+// every request meanwhile.
+func TestChallengerFailsWithoutAnswering(t *testing.T) {
+	rt := newTable(t)
+	now := sec
+	rt.Contacted(planet, planetKey, now)
+	rt.Contacted(planet, evilKey, now)
+	rt.Contacted(planet, otherKey, now) // a later claimant waits its turn
+	if i := info(t, rt, planet); i.Direct != planetKey || i.Challenger != evilKey {
+		t.Fatalf("direct %v challenger %v; want %v, %v", i.Direct.AddrPort(), i.Challenger.AddrPort(), planetKey.AddrPort(), evilKey.AddrPort())
+	}
+	for probe := 0; probe < DefaultCandidateFailures; probe++ {
+		wantLanes(t, "probe", rt.Select(planet, alice, now), evilKey, planetKey)
+		wantLanes(t, "probe outstanding", rt.Select(planet, alice, now+1), planetKey)
+		rt.Contacted(planet, evilKey, now+2) // heard, not answering
+		rt.Arrived(evilKey, now+2)
+		now += DefaultProbeTimeout
+	}
+	wantLanes(t, "challenger failed", rt.Select(planet, alice, now), planetKey)
+	if i := info(t, rt, planet); i.Challenger.IsValid() || i.Direct != planetKey {
+		t.Fatalf("after %d unanswered probes: %+v", DefaultCandidateFailures, i)
+	}
+	rt.Contacted(planet, evilKey, now)
+	if i := info(t, rt, planet); i.Challenger.IsValid() {
+		t.Fatal("a lane held as bad became the challenger again")
+	}
+	rt.Contacted(planet, otherKey, now)
+	if i := info(t, rt, planet); i.Challenger != otherKey {
+		t.Fatalf("challenger %v, want the next claimant %v", i.Challenger.AddrPort(), otherKey.AddrPort())
+	}
+}
+
+// TestChallengerFollowsAMove: a challenger that answers is proven and sent
+// every request beside the direct lane; it replaces a direct lane that
+// went silent (the ship moved), which also leaves those requests
+// unanswered, and never one that keeps talking and answering.
+func TestChallengerFollowsAMove(t *testing.T) {
+	for _, oldTalks := range []bool{false, true} {
+		rt := newTable(t)
+		now := sec
+		rt.Contacted(planet, planetKey, now)
+		rt.Contacted(planet, movedKey, now)
+		wantLanes(t, "probe", rt.Select(planet, alice, now), movedKey, planetKey)
+		rt.Answered(planet, movedKey, lane.Key{}, false, now+1)
+		if i := info(t, rt, planet); !i.ChallengerProven || i.Direct != planetKey {
+			t.Fatalf("after its answer: %+v", i)
+		}
+		for end := now + DefaultMoveSilence + sec; now < end; now += sec {
+			rt.Contacted(planet, movedKey, now)
+			if oldTalks {
+				rt.Contacted(planet, planetKey, now)
+			}
+			got := rt.Select(planet, alice, now)
+			promoted := !oldTalks && got.N == 1 && got.Lanes[0] == movedKey
+			if got.N != 2 && !promoted {
+				t.Fatalf("oldTalks %v at %v: lanes %v; want the challenger beside the direct lane", oldTalks, now, lanes(got))
+			}
+			rt.Answered(planet, movedKey, lane.Key{}, false, now+1) // the ship, at its new lane
+			if oldTalks {
+				rt.Answered(planet, planetKey, lane.Key{}, false, now+1)
+			}
+		}
+		i := info(t, rt, planet)
+		switch {
+		case oldTalks && i.Direct != planetKey:
+			t.Errorf("a direct lane that keeps talking was replaced by %v", i.Direct.AddrPort())
+		case !oldTalks && i.Direct != movedKey:
+			t.Errorf("after %v of silence the direct lane is %v, want %v", DefaultMoveSilence, i.Direct.AddrPort(), movedKey.AddrPort())
+		}
+	}
+}
+
+// TestChallengerBeatsAMuteDirectLane: a direct lane learned first from a
+// spoofer answers nothing; the ship's own lane, challenging it, answers
+// the same requests, and after ProvenFailures of them takes its place.
+// A direct lane that answers too keeps it.
+func TestChallengerBeatsAMuteDirectLane(t *testing.T) {
+	for _, directAnswers := range []bool{false, true} {
+		rt := newTable(t)
+		now := sec
+		rt.Contacted(planet, evilKey, now)
+		rt.Contacted(planet, planetKey, now)
+		for i := 0; i < 2*DefaultProvenFailures+1; i++ {
+			rt.Contacted(planet, evilKey, now) // the spoofer keeps claiming
+			got := rt.Select(planet, alice, now)
+			for _, k := range lanes(got) {
+				switch k {
+				case planetKey:
+					rt.Answered(planet, planetKey, lane.Key{}, false, now+1)
+				case evilKey:
+					if directAnswers {
+						rt.Answered(planet, evilKey, lane.Key{}, false, now+1)
+					}
+				}
+			}
+			now += DefaultProbeTimeout
+		}
+		rt.Select(planet, alice, now)
+		d := info(t, rt, planet).Direct
+		if !directAnswers && d != planetKey {
+			t.Errorf("the ship's answering lane did not replace a mute one: direct %v", d.AddrPort())
+		}
+		if directAnswers && d != evilKey {
+			t.Errorf("a direct lane that answers was replaced: direct %v", d.AddrPort())
+		}
+	}
+}
+
+// TestLateAnswerTeachesOnlyFromWhereTheRequestWent: a page that matched no
+// pending request answers a probe on its lane, and takes a next-hop from a
+// lane on the ship's route; from anywhere else it teaches nothing.
+func TestLateAnswerTeachesOnlyFromWhereTheRequestWent(t *testing.T) {
+	rt := newTable(t)
+	if rt.LateAnswer(planet, evilKey, hintKey, false, true, sec) {
+		t.Fatal("a page from a lane nobody asked was taken")
+	}
+	if _, ok := rt.Info(planet); ok {
+		t.Fatal("it created a route")
+	}
+	// From the galaxy the request went to, with a next-hop: taken.
+	wantLanes(t, "up the chain", rt.Select(planet, alice, sec), necKey)
+	if !rt.LateAnswer(planet, necKey, hintKey, false, true, sec) {
+		t.Fatal("the slower copy from the galaxy was not taken")
+	}
+	wantLanes(t, "hint", rt.Select(planet, alice, sec), hintKey, necKey)
+	if !rt.LateAnswer(planet, hintKey, lane.Key{}, true, false, sec+1) {
+		t.Fatal("the hint's late answer was not taken")
+	}
+	if i := info(t, rt, planet); i.Direct != hintKey || !i.DirectProven {
+		t.Fatalf("a hop-0 late answer from the probed hint: %+v", i)
+	}
+}
+
+// TestHintsOnlyFromTheRoute: a page offering a next-hop teaches it only if
+// it came through a lane requests for the ship go to, and only once a
+// dead hint's FailedHintHold is over.
+func TestHintsOnlyFromTheRoute(t *testing.T) {
+	rt := newTable(t)
+	rt.Answered(planet, evilKey, hintKey, true, sec)
+	if _, ok := rt.Info(planet); ok {
+		t.Fatal("a page through a lane off the route offered a hint")
+	}
+	now := sec
+	rt.Answered(planet, necKey, hintKey, true, now)
+	for probe := 0; probe < DefaultCandidateFailures; probe++ {
+		wantLanes(t, "probe", rt.Select(planet, alice, now), hintKey, necKey)
+		wantLanes(t, "one probe at a time", rt.Select(planet, alice, now+1), necKey)
+		now += DefaultProbeTimeout
+	}
+	wantLanes(t, "dead hint", rt.Select(planet, alice, now), necKey)
+	rt.Answered(planet, necKey, otherKey, true, now)
+	wantLanes(t, "held after a dead hint", rt.Select(planet, alice, now), necKey)
+	now += DefaultFailedHintHold
+	rt.Answered(planet, necKey, otherKey, true, now)
+	wantLanes(t, "after the hold", rt.Select(planet, alice, now), otherKey, necKey)
+}
+
+// TestHintAllowed: the public internet and declared networks, never port
+// 0, this process, or loopback at a wildcard-listened port.
+func TestHintAllowed(t *testing.T) {
+	rt, err := New(self, nil, Config{HintNets: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16"), netip.MustParsePrefix("127.0.0.0/8")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.AddSelf(key("203.0.113.1:13337"))
+	rt.AddSelfPort(13337)
+	for _, c := range []struct {
+		k    string
+		want bool
+	}{
+		{"203.0.113.9:4000", true},
+		{"10.1.2.3:4000", true},
+		{"127.0.0.1:4000", true},
+		{"10.2.0.1:4000", false},
+		{"192.168.1.1:4000", false},
+		{"169.254.0.1:4000", false},
+		{"224.0.0.1:4000", false},
+		{"203.0.113.9:0", false},
+		{"203.0.113.1:13337", false},
+		{"127.0.0.1:13337", false},
+		{"127.9.9.9:13337", false},
+		{"[2001:db8::1]:4000", true},
+		{"[fe80::1]:4000", false},
+	} {
+		if got := rt.HintAllowed(key(c.k)); got != c.want {
+			t.Errorf("HintAllowed(%s) = %v, want %v", c.k, got, c.want)
+		}
+	}
+	if rt.HintAllowed(lane.Key{}) {
+		t.Error("the zero lane allowed")
+	}
+}
+
+// TestRoutesPerSource: one source address (its ports alike) creates at
+// most MaxRoutes/SourceDivisor routes; an evicted route gives its share
+// back; another source is unaffected.
+func TestRoutesPerSource(t *testing.T) {
+	rt, err := New(self, nil, Config{MaxRoutes: 64, SourceDivisor: 4, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := func(a byte, port uint16) lane.Key {
+		return lane.KeyOf(netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 51, 100, a}), port))
+	}
+	for i := 0; i < 100; i++ {
+		rt.Contacted(lane.ShipFromUint64(uint64(0x1_0000_0000+i)), from(1, uint16(1000+i)), sec)
+	}
+	if n, refused := rt.Len(), rt.SourceRefused(); n != 16 || refused != 84 {
+		t.Fatalf("one source: %d routes, %d refused; want 16, 84", n, refused)
+	}
+	// Others fill the table, evicting the first source's routes...
+	for a := byte(2); a < 10; a++ {
+		for i := 0; i < 16; i++ {
+			rt.Contacted(lane.ShipFromUint64(uint64(a)<<40|uint64(i)), from(a, 2000), sec)
+		}
+	}
+	// ...which gives its share back.
+	before := rt.Len()
+	rt.Contacted(lane.ShipFromUint64(0x2_0000_0000), from(1, 3000), sec)
+	if rt.SourceRefused() != 84 {
+		t.Fatalf("refused %d after the source's routes were evicted (table %d)", rt.SourceRefused(), before)
+	}
+	// The same seed puts a source in the same slot.
+	rt2, _ := New(self, nil, Config{MaxRoutes: 64, SourceDivisor: 4, Seed: 7})
+	if rt.srcSlot(from(1, 1)) != rt2.srcSlot(from(1, 9)) {
+		t.Error("a seeded table's source slots differ")
+	}
+}
+
+// TestConfiguredWins: with ConfiguredWins (a relay), a configured lane is
+// the ship's only route and nothing learned about the ship is kept;
+// without it (an endpoint), learned lanes come first.
+func TestConfiguredWins(t *testing.T) {
+	for _, wins := range []bool{true, false} {
+		rt, err := New(self, nil, Config{ConfiguredWins: wins})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt.SetStatic(map[lane.Ship]lane.Key{nec: necKey})
+		rt.Contacted(nec, evilKey, sec)
+		rt.Vouch(nec, evilKey, sec)
+		got := rt.Select(nec, alice, sec)
+		if wins {
+			wantLanes(t, "configured", got, necKey)
+			if _, ok := rt.Info(nec); ok {
+				t.Error("a route was kept for a configured ship")
+			}
+		} else {
+			wantLanes(t, "learned first", got, evilKey)
+		}
+	}
+}
