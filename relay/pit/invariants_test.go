@@ -48,19 +48,34 @@ func checkShardLocked(tb testing.TB, si int, s *shard) {
 		fail("%d live slots, n = %d", live, s.n)
 	}
 	// Per-source counts: each live entry is counted once, at its first
-	// requester's slot.
+	// requester's slot; each chunk in use once, at its first lane's slot;
+	// no slot beyond the caps that gate its increments.
 	if s.sources != nil {
-		want := make([]uint32, len(s.sources))
+		want := make([]sourceCount, len(s.sources))
 		for i := range s.entries {
-			if s.entries[i].nreq > 0 {
-				want[s.sourceSlot(s.entries[i].first)]++
+			e := &s.entries[i]
+			if e.nreq == 0 {
+				continue
+			}
+			want[s.sourceSlot(e.first)].entries++
+			for c := e.chunk; c != nilIdx; c = s.chunks[c].next {
+				want[s.sourceSlot(s.chunks[c].lanes[0])].chunks++
 			}
 		}
 		for slot := range want {
-			if want[slot] != s.sources[slot] {
-				fail("source slot %d counts %d, live entries %d", slot, s.sources[slot], want[slot])
+			got := s.sources[slot]
+			if want[slot] != got {
+				fail("source slot %d counts %+v, live entries and chunks %+v", slot, got, want[slot])
+			}
+			if s.p.sourceCap > 0 && got.entries > s.p.sourceCap {
+				fail("source slot %d holds %d entries, cap %d", slot, got.entries, s.p.sourceCap)
+			}
+			if s.p.chunkShare > 0 && got.chunks > s.p.chunkShare {
+				fail("source slot %d holds %d chunks, share %d", slot, got.chunks, s.p.chunkShare)
 			}
 		}
+	} else if s.p.counted() {
+		fail("per-source rules on but no counters")
 	}
 	free := 0
 	for i := s.freeEntry; i != nilIdx; i = s.entries[i].next {
