@@ -103,6 +103,14 @@ type Config struct {
 	// FullPolicy says what to do with a new name when its shard is full.
 	// Default (zero) ShedOldest.
 	FullPolicy FullPolicy
+
+	// Seed seeds the hash that counts sources into their slots
+	// (SourceSlotsPerShard). Zero, the default, draws a random seed in
+	// New, which is what a relay must do: a known seed lets an attacker
+	// pick addresses that share an honest source's slot, and so its
+	// shares. Tests set it to reproduce a run exactly, collisions
+	// included.
+	Seed uint64
 }
 
 // withDefaults returns c with zero fields replaced by their defaults.
