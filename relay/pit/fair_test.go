@@ -1,6 +1,7 @@
 package pit
 
 import (
+	"errors"
 	"net/netip"
 	"testing"
 	"time"
@@ -266,4 +267,31 @@ func TestFairPathsAllocateNothing(t *testing.T) {
 		t.Errorf("the run never reached the shares: %+v", st)
 	}
 	checkInvariants(t, tb)
+}
+
+// TestOverflowShareConfig: the share's default, its off switch and its
+// bound.
+func TestOverflowShareConfig(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want uint32 // chunks per shard
+	}{
+		{Config{Shards: 1, MaxEntries: 1200}, 10},                           // 300 lanes of the pool, a tenth: 30 lanes
+		{Config{Shards: 4, MaxEntries: 1200}, 3},                            // 30 lanes over 4 shards: 8 each, 3 chunks
+		{Config{Shards: 1, MaxEntries: 1200, MaxOverflowPerSource: 1}, 1},   // at least one chunk
+		{Config{Shards: 1, MaxEntries: 1200, MaxOverflowPerSource: -1}, 0},  // off
+		{Config{Shards: 1, MaxEntries: 1200, MaxOverflowPerSource: 31}, 11}, // rounded up to whole chunks
+	} {
+		tb := mustNew(t, tc.cfg)
+		if got := tb.shards[0].p.chunkShare; got != tc.want {
+			t.Errorf("%+v: chunk share %d, want %d", tc.cfg, got, tc.want)
+		}
+	}
+	limit := MaxEntriesPerShard * lanesPerChunk
+	if _, err := New(Config{Shards: 1, MaxEntries: 1, MaxOverflowPerSource: limit - 1}); err != nil {
+		t.Errorf("MaxOverflowPerSource %d: %v", limit-1, err)
+	}
+	if _, err := New(Config{Shards: 1, MaxEntries: 1, MaxOverflowPerSource: limit}); !errors.Is(err, errConfig) {
+		t.Errorf("MaxOverflowPerSource %d: %v, want a config error", limit, err)
+	}
 }
