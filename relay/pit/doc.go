@@ -72,8 +72,8 @@
 //
 //	entry (56 B): hash u64 | expiry u32 | sched u32 | fwdMs u32 |
 //	              next u32 | prev u32 | chunk u32 | first lane.Key (18 B) |
-//	              nreq u8 | pad
-//	chunk (60 B): 3 × lane.Key | next u32
+//	              nreq u8 | pad | src u16 (first's source slot) | pad
+//	chunk (60 B): 3 × lane.Key | src u16 (lanes[0]'s source slot) | next u32
 //	index slot (4 B): tag (hash's top byte) << 24 | entry slot + 1; 0 empty
 //
 // Each shard has an entry slab with a free list; an open-addressing index

@@ -57,9 +57,15 @@ func checkShardLocked(tb testing.TB, si int, s *shard) {
 			if e.nreq == 0 {
 				continue
 			}
-			want[s.sourceSlot(e.first)].entries++
+			if uint32(e.src) != s.sourceSlot(e.first) {
+				fail("entry %d src %d, its first requester's slot %d", i, e.src, s.sourceSlot(e.first))
+			}
+			want[e.src].entries++
 			for c := e.chunk; c != nilIdx; c = s.chunks[c].next {
-				want[s.sourceSlot(s.chunks[c].lanes[0])].chunks++
+				if uint32(s.chunks[c].src) != s.sourceSlot(s.chunks[c].lanes[0]) {
+					fail("chunk %d src %d, its first lane's slot %d", c, s.chunks[c].src, s.sourceSlot(s.chunks[c].lanes[0]))
+				}
+				want[s.chunks[c].src].chunks++
 			}
 		}
 		for slot := range want {

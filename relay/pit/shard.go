@@ -23,13 +23,19 @@ type entry struct {
 	chunk  uint32   // first overflow chunk, or nilIdx
 	first  lane.Key // the first requester
 	nreq   uint8    // requesters: first plus nreq-1 in the chunk list
+	src    uint16   // sourceSlot(first), when the shard counts sources
 }
 
 // chunk holds overflow requesters of one entry: 60 bytes, no pointers.
 type chunk struct {
 	lanes [lanesPerChunk]lane.Key
+	src   uint16 // sourceSlot(lanes[0]), the source charged for the chunk
 	next  uint32 // next chunk of the same entry, or in the free list
 }
+
+// The source slots fit entry.src and chunk.src, kept in the structs'
+// padding so that freeing an entry or chunk needs no hash.
+const _ = uint16(SourceSlotsPerShard - 1)
 
 // sourceCount is one per-source counter slot.
 type sourceCount struct {
@@ -143,13 +149,6 @@ func (s *shard) overShareLocked(slot uint32) bool {
 	return s.sources[slot].entries >= s.p.fullShare
 }
 
-// countSourceLocked adds d to the entry count of r's source.
-func (s *shard) countSourceLocked(r lane.Key, d int32) {
-	if s.sources != nil {
-		s.sources[s.sourceSlot(r)].entries += uint32(d)
-	}
-}
-
 // expired reports whether an entry expiring at tick exp is expired at tick
 // now, comparing modulo 2^32.
 func expired(exp, now uint32) bool { return int32(now-exp) >= 0 }
@@ -174,15 +173,16 @@ func (s *shard) addLocked(h uint64, r lane.Key, nowTick, expTick, nowMs uint32) 
 			// wheel link (sched <= old expiry < new expiry) stays valid.
 			s.c.expired.Add(1)
 			if s.sources != nil {
-				from, to := s.sourceSlot(e.first), s.sourceSlot(r)
-				if from != to && s.sourceFullLocked(to) {
+				to := s.sourceSlot(r)
+				if uint32(e.src) != to && s.sourceFullLocked(to) {
 					s.unlinkLocked(i)
 					s.dropLocked(pos, i)
 					s.c.sourceCapped.Add(1)
 					return VerdictSourceCapped, false
 				}
-				s.sources[from].entries--
+				s.sources[e.src].entries--
 				s.sources[to].entries++
+				e.src = uint16(to)
 			}
 			s.freeChunksLocked(e)
 			e.first = r
@@ -198,7 +198,7 @@ func (s *shard) addLocked(h uint64, r lane.Key, nowTick, expTick, nowMs uint32) 
 			s.c.retransmits.Add(1)
 			return VerdictForwardRetransmit, false
 		}
-		if e.nreq >= s.p.maxReq || s.overflowShareUsedLocked(e, r) || !s.appendRequesterLocked(i, r) {
+		if e.nreq >= s.p.maxReq || !s.appendRequesterLocked(i, r) {
 			s.c.requesterCapped.Add(1)
 			e = &s.entries[i]
 			if int32(nowMs-e.fwdMs) >= s.p.windowMs {
@@ -257,6 +257,7 @@ func (s *shard) addLocked(h uint64, r lane.Key, nowTick, expTick, nowMs uint32) 
 		chunk:  nilIdx,
 		first:  r,
 		nreq:   1,
+		src:    uint16(slot),
 	}
 	s.slots[pos] = uint32(h>>56)<<24 | (i + 1)
 	s.n++
@@ -322,35 +323,31 @@ func (s *shard) hasRequesterLocked(e *entry, r lane.Key) bool {
 	return false
 }
 
-// overflowShareUsedLocked reports whether adding r to e would open a chunk
-// that r's source may not be charged (Config.MaxOverflowPerSource), and
-// counts it.
-func (s *shard) overflowShareUsedLocked(e *entry, r lane.Key) bool {
-	if s.p.chunkShare == 0 || (int(e.nreq)-1)%lanesPerChunk != 0 {
-		return false
-	}
-	if s.sources[s.sourceSlot(r)].chunks < s.p.chunkShare {
-		return false
-	}
-	s.c.overflowShareCapped.Add(1)
-	return true
-}
-
 // appendRequesterLocked adds r to entry i's requesters, taking a chunk from
 // the pool when the last one is full and charging it to r's source. It
-// reports false, changing nothing, when the pool is exhausted.
+// reports false, changing nothing, when the pool is exhausted or r's
+// source holds its share of it (Config.MaxOverflowPerSource; counted).
 func (s *shard) appendRequesterLocked(i uint32, r lane.Key) bool {
 	e := &s.entries[i]
 	k := int(e.nreq) - 1 // overflow requesters already held
 	if k%lanesPerChunk == 0 {
+		var slot uint32
+		if s.sources != nil {
+			slot = s.sourceSlot(r)
+			if s.p.chunkShare > 0 && s.sources[slot].chunks >= s.p.chunkShare {
+				s.c.overflowShareCapped.Add(1)
+				return false
+			}
+		}
 		c, ok := s.allocChunkLocked()
 		if !ok {
 			return false
 		}
 		s.chunks[c].lanes[0] = r
+		s.chunks[c].src = uint16(slot)
 		s.chunks[c].next = nilIdx
 		if s.sources != nil {
-			s.sources[s.sourceSlot(r)].chunks++
+			s.sources[slot].chunks++
 		}
 		if k == 0 {
 			e.chunk = c
@@ -384,7 +381,7 @@ func (s *shard) freeChunksLocked(e *entry) {
 	for {
 		s.nChunks--
 		if s.sources != nil {
-			s.sources[s.sourceSlot(s.chunks[tail].lanes[0])].chunks--
+			s.sources[s.chunks[tail].src].chunks--
 		}
 		if s.chunks[tail].next == nilIdx {
 			break
@@ -442,7 +439,9 @@ func (s *shard) dropLocked(pos int, i uint32) {
 	s.deleteSlotLocked(pos)
 	e := &s.entries[i]
 	s.freeChunksLocked(e)
-	s.countSourceLocked(e.first, -1)
+	if s.sources != nil {
+		s.sources[e.src].entries--
+	}
 	e.nreq = 0
 	e.next = s.freeEntry
 	s.freeEntry = i
