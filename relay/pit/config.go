@@ -199,13 +199,14 @@ type params struct {
 	// there is no reserve.
 	reserveAt int
 	fullShare uint32
-	seed      uint64 // seeds the source hash
+	// countEntries is set when a rule needs entries counted by source:
+	// sourceCap or the reserve.
+	countEntries bool
+	seed         uint64 // seeds the source hash
 }
 
 // counted reports whether shards keep per-source counters.
-func (p *params) counted() bool {
-	return p.sourceCap > 0 || p.chunkShare > 0 || p.reserveAt < p.entryCap
-}
+func (p *params) counted() bool { return p.countEntries || p.chunkShare > 0 }
 
 func newParams(c Config) params {
 	ttlTicks := (c.TTL + c.Tick - 1) / c.Tick
@@ -238,5 +239,7 @@ func newParams(c Config) params {
 		chunkShare: chunkShare,
 		reserveAt:  reserveAt,
 		fullShare:  uint32(max(1, entryCap/FullShareDivisor)),
+
+		countEntries: c.MaxEntriesPerSource > 0 || reserveAt < entryCap,
 	}
 }

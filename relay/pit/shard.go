@@ -23,13 +23,13 @@ type entry struct {
 	chunk  uint32   // first overflow chunk, or nilIdx
 	first  lane.Key // the first requester
 	nreq   uint8    // requesters: first plus nreq-1 in the chunk list
-	src    uint16   // sourceSlot(first), when the shard counts sources
+	src    uint16   // sourceSlot(first), when the shard counts entries by source
 }
 
 // chunk holds overflow requesters of one entry: 60 bytes, no pointers.
 type chunk struct {
 	lanes [lanesPerChunk]lane.Key
-	src   uint16 // sourceSlot(lanes[0]), the source charged for the chunk
+	src   uint16 // sourceSlot(lanes[0]), the source charged, when chunks are
 	next  uint32 // next chunk of the same entry, or in the free list
 }
 
@@ -93,7 +93,10 @@ type shard struct {
 	started bool
 
 	// sources are the per-source counters (SourceSlotsPerShard slots, by
-	// sourceSlot); nil when no per-source rule is on. Guarded by mu.
+	// sourceSlot); nil when no per-source rule is on. Their entries are
+	// kept only if p.countEntries, their chunks only if p.chunkShare > 0
+	// (otherwise they stay 0), so that a rule's cost is paid only when it
+	// is on. Guarded by mu.
 	sources []sourceCount
 
 	// c are the shard's counters, written with mu held, read anywhere.
@@ -172,7 +175,7 @@ func (s *shard) addLocked(h uint64, r lane.Key, nowTick, expTick, nowMs uint32) 
 			// A dead entry not yet reached by the wheel: restart it. Its
 			// wheel link (sched <= old expiry < new expiry) stays valid.
 			s.c.expired.Add(1)
-			if s.sources != nil {
+			if s.p.countEntries {
 				to := s.sourceSlot(r)
 				if uint32(e.src) != to && s.sourceFullLocked(to) {
 					s.unlinkLocked(i)
@@ -219,7 +222,7 @@ func (s *shard) addLocked(h uint64, r lane.Key, nowTick, expTick, nowMs uint32) 
 	}
 
 	var slot uint32
-	if s.sources != nil {
+	if s.p.countEntries {
 		slot = s.sourceSlot(r)
 		if s.sourceFullLocked(slot) {
 			s.c.sourceCapped.Add(1)
@@ -261,7 +264,7 @@ func (s *shard) addLocked(h uint64, r lane.Key, nowTick, expTick, nowMs uint32) 
 	}
 	s.slots[pos] = uint32(h>>56)<<24 | (i + 1)
 	s.n++
-	if s.sources != nil {
+	if s.p.countEntries {
 		s.sources[slot].entries++
 	}
 	s.scheduleLocked(i, expTick)
@@ -332,9 +335,9 @@ func (s *shard) appendRequesterLocked(i uint32, r lane.Key) bool {
 	k := int(e.nreq) - 1 // overflow requesters already held
 	if k%lanesPerChunk == 0 {
 		var slot uint32
-		if s.sources != nil {
+		if s.p.chunkShare > 0 {
 			slot = s.sourceSlot(r)
-			if s.p.chunkShare > 0 && s.sources[slot].chunks >= s.p.chunkShare {
+			if s.sources[slot].chunks >= s.p.chunkShare {
 				s.c.overflowShareCapped.Add(1)
 				return false
 			}
@@ -346,7 +349,7 @@ func (s *shard) appendRequesterLocked(i uint32, r lane.Key) bool {
 		s.chunks[c].lanes[0] = r
 		s.chunks[c].src = uint16(slot)
 		s.chunks[c].next = nilIdx
-		if s.sources != nil {
+		if s.p.chunkShare > 0 {
 			s.sources[slot].chunks++
 		}
 		if k == 0 {
@@ -380,7 +383,7 @@ func (s *shard) freeChunksLocked(e *entry) {
 	tail := e.chunk
 	for {
 		s.nChunks--
-		if s.sources != nil {
+		if s.p.chunkShare > 0 {
 			s.sources[s.chunks[tail].src].chunks--
 		}
 		if s.chunks[tail].next == nilIdx {
@@ -439,7 +442,7 @@ func (s *shard) dropLocked(pos int, i uint32) {
 	s.deleteSlotLocked(pos)
 	e := &s.entries[i]
 	s.freeChunksLocked(e)
-	if s.sources != nil {
+	if s.p.countEntries {
 		s.sources[e.src].entries--
 	}
 	e.nreq = 0
