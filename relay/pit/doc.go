@@ -91,8 +91,9 @@
 // by default), are allocated in New: 32 KiB a shard.
 //
 // Measured with the defaults (1M entries, 16 shards, one requester each):
-// 64.6 bytes of heap per live entry (56 for the entry, 8.4 for the index at
-// its final 0.48 load, the rest wheel buckets), against ~1300 B in ndnd. A
+// 65.2 bytes of heap per live entry (56 for the entry, 8.4 for the index at
+// its final 0.48 load, 0.5 for the per-source slots, the rest wheel
+// buckets), against ~1300 B in ndnd. A
 // Go map[uint64]uint32 as the index measured 37.7 B per entry alone, so the
 // open-addressing index saves ~30 B per entry, and is faster under churn.
 // Overflow requesters cost 60 B per 3 and are bounded by
