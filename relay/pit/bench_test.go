@@ -28,18 +28,7 @@ func fillTable(tb *Table, n int, now time.Duration) {
 func BenchmarkAddTake(b *testing.B) {
 	for _, live := range []int{0, 100_000, 1_000_000} {
 		b.Run(fmt.Sprintf("live=%d", live), func(b *testing.B) {
-			tb := mustNew(b, Config{MaxEntries: 2_000_000})
-			now := time.Second
-			fillTable(tb, live, now)
-			dst := make([]lane.Key, 0, DefaultMaxRequestersPerEntry)
-			r := laneN(7)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := range uint64(b.N) {
-				k := benchKey(2, i)
-				tb.Add(k, r, now)
-				dst, _ = tb.Take(k, dst[:0], now)
-			}
+			benchAddTake(b, Config{MaxEntries: 2_000_000}, live)
 		})
 	}
 }
@@ -47,7 +36,51 @@ func BenchmarkAddTake(b *testing.B) {
 // BenchmarkAggregateTake: four requesters on one name (a new entry, two
 // aggregated, one retransmission), then the response, at 1M in flight.
 func BenchmarkAggregateTake(b *testing.B) {
-	tb := mustNew(b, Config{MaxEntries: 2_000_000})
+	benchAggregateTake(b, Config{MaxEntries: 2_000_000})
+}
+
+// relayBenchConfig is the table as relay.New configures it by default: a
+// per-source cap of a tenth of the table (relay's
+// DefaultPendingSourceDivisor), so that the per-source paths are measured
+// as a relay runs them.
+var relayBenchConfig = Config{MaxEntries: 2_000_000, MaxEntriesPerSource: 200_000}
+
+// BenchmarkAddTakeRelayConfig is BenchmarkAddTake under relayBenchConfig.
+func BenchmarkAddTakeRelayConfig(b *testing.B) {
+	for _, live := range []int{0, 1_000_000} {
+		b.Run(fmt.Sprintf("live=%d", live), func(b *testing.B) {
+			benchAddTake(b, relayBenchConfig, live)
+		})
+	}
+}
+
+// BenchmarkAggregateTakeRelayConfig is BenchmarkAggregateTake under
+// relayBenchConfig.
+func BenchmarkAggregateTakeRelayConfig(b *testing.B) {
+	benchAggregateTake(b, relayBenchConfig)
+}
+
+// benchAddTake runs BenchmarkAddTake's cycle on a table configured by cfg
+// with live entries in flight.
+func benchAddTake(b *testing.B, cfg Config, live int) {
+	tb := mustNew(b, cfg)
+	now := time.Second
+	fillTable(tb, live, now)
+	dst := make([]lane.Key, 0, DefaultMaxRequestersPerEntry)
+	r := laneN(7)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range uint64(b.N) {
+		k := benchKey(2, i)
+		tb.Add(k, r, now)
+		dst, _ = tb.Take(k, dst[:0], now)
+	}
+}
+
+// benchAggregateTake runs BenchmarkAggregateTake's cycle on a table
+// configured by cfg.
+func benchAggregateTake(b *testing.B, cfg Config) {
+	tb := mustNew(b, cfg)
 	now := time.Second
 	fillTable(tb, 1_000_000, now)
 	dst := make([]lane.Key, 0, DefaultMaxRequestersPerEntry)

@@ -18,7 +18,12 @@ const (
 	// anyway.
 	ShedOldest FullPolicy = iota
 	// RefuseNew refuses the new name (VerdictRefused) and keeps every
-	// existing entry.
+	// existing entry. So that a flood from one source cannot keep the
+	// table full for everyone, the last part of each shard (see
+	// FullReserveDivisor) is kept for sources holding less than their fair
+	// share (FullShareDivisor): a source at or above it is refused once
+	// the shard is that full, while others are refused only when the
+	// shard is full.
 	RefuseNew
 )
 
@@ -54,6 +59,20 @@ type Config struct {
 	// its existing entries are refused as VerdictRequesterCapped.
 	MaxOverflowRequesters int
 
+	// MaxOverflowPerSource caps the overflow requesters one source (an IP
+	// address, any port; an IPv6 /64) may hold, so that one source on many
+	// ports cannot use up the pool. Default
+	// MaxOverflowRequesters/DefaultOverflowSourceDivisor (rounded up);
+	// negative means no cap. Like the pool it is enforced per shard, as
+	// MaxOverflowPerSource/Shards rounded up to whole chunks of 3, and it
+	// counts chunks: a chunk is charged to the source of the requester that
+	// opened it (an entry's 2nd, 5th, 8th... requester), so the charges add
+	// up to the pool's use however requesters mix. A requester needing a
+	// new chunk while its source holds its share is refused as
+	// VerdictRequesterCapped (or VerdictCappedForward); one joining a chunk
+	// already open is not, since it costs the pool nothing.
+	MaxOverflowPerSource int
+
 	// TTL is how long an entry lives after the last Add that bumped it;
 	// expiry is rounded up to a whole Tick. Default DefaultTTL; at least
 	// Tick and at most MaxTTLTicks ticks.
@@ -84,6 +103,14 @@ type Config struct {
 	// FullPolicy says what to do with a new name when its shard is full.
 	// Default (zero) ShedOldest.
 	FullPolicy FullPolicy
+
+	// Seed seeds the hash that counts sources into their slots
+	// (SourceSlotsPerShard). Zero, the default, draws a random seed in
+	// New, which is what a relay must do: a known seed lets an attacker
+	// pick addresses that share an honest source's slot, and so its
+	// shares. Tests set it to reproduce a run exactly, collisions
+	// included.
+	Seed uint64
 }
 
 // withDefaults returns c with zero fields replaced by their defaults.
@@ -96,6 +123,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxOverflowRequesters == 0 && c.MaxEntries > 0 {
 		c.MaxOverflowRequesters = (c.MaxEntries + DefaultOverflowDivisor - 1) / DefaultOverflowDivisor
+	}
+	if c.MaxOverflowPerSource == 0 {
+		c.MaxOverflowPerSource = (c.MaxOverflowRequesters + DefaultOverflowSourceDivisor - 1) / DefaultOverflowSourceDivisor
 	}
 	if c.TTL == 0 {
 		c.TTL = DefaultTTL
@@ -132,6 +162,8 @@ func (c Config) validate() error {
 		return bad("MaxOverflowRequesters %d is negative", c.MaxOverflowRequesters)
 	case c.MaxOverflowRequesters/c.Shards/lanesPerChunk >= MaxEntriesPerShard:
 		return bad("MaxOverflowRequesters %d too large", c.MaxOverflowRequesters)
+	case c.MaxOverflowPerSource/c.Shards/lanesPerChunk >= MaxEntriesPerShard:
+		return bad("MaxOverflowPerSource %d too large", c.MaxOverflowPerSource)
 	case c.Tick < MinTick:
 		return bad("Tick %v below %v", c.Tick, MinTick)
 	case c.TTL < c.Tick:
@@ -160,8 +192,21 @@ type params struct {
 	maxReq    uint8  // MaxRequestersPerEntry
 	policy    FullPolicy
 	sourceCap uint32 // MaxEntriesPerSource per shard; 0 for none
-	seed      uint64 // seeds the source hash
+	// chunkShare is MaxOverflowPerSource per shard in chunks; 0 for none.
+	chunkShare uint32
+	// reserveAt is the entry count from which a new name is refused to a
+	// source holding fullShare entries or more (RefuseNew); entryCap when
+	// there is no reserve.
+	reserveAt int
+	fullShare uint32
+	// countEntries is set when a rule needs entries counted by source:
+	// sourceCap or the reserve.
+	countEntries bool
+	seed         uint64 // seeds the source hash
 }
+
+// counted reports whether shards keep per-source counters.
+func (p *params) counted() bool { return p.countEntries || p.chunkShare > 0 }
 
 func newParams(c Config) params {
 	ttlTicks := (c.TTL + c.Tick - 1) / c.Tick
@@ -170,15 +215,31 @@ func newParams(c Config) params {
 	// from the one being processed.
 	buckets := uint32(1) << bits.Len32(uint32(ttlTicks)+1)
 	overflowPerShard := (c.MaxOverflowRequesters + c.Shards - 1) / c.Shards
+	entryCap := c.MaxEntries / c.Shards
+	var chunkShare uint32
+	if c.MaxOverflowPerSource > 0 {
+		perShard := (c.MaxOverflowPerSource + c.Shards - 1) / c.Shards
+		chunkShare = uint32((perShard + lanesPerChunk - 1) / lanesPerChunk)
+	}
+	reserveAt := entryCap
+	if c.FullPolicy == RefuseNew {
+		reserveAt -= entryCap / FullReserveDivisor
+	}
 	return params{
 		tickNs:    int64(c.Tick),
 		ttlNs:     int64(c.TTL),
 		windowMs:  int32(c.SuppressWindow / time.Millisecond),
 		wheelMask: buckets - 1,
-		entryCap:  c.MaxEntries / c.Shards,
+		entryCap:  entryCap,
 		chunkCap:  (overflowPerShard + lanesPerChunk - 1) / lanesPerChunk,
 		maxReq:    uint8(c.MaxRequestersPerEntry),
 		policy:    c.FullPolicy,
 		sourceCap: uint32((c.MaxEntriesPerSource + c.Shards - 1) / c.Shards),
+
+		chunkShare: chunkShare,
+		reserveAt:  reserveAt,
+		fullShare:  uint32(max(1, entryCap/FullShareDivisor)),
+
+		countEntries: c.MaxEntriesPerSource > 0 || reserveAt < entryCap,
 	}
 }

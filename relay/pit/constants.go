@@ -67,11 +67,52 @@ const (
 	// to the next power of two at or above the socket count on bigger hosts.
 	DefaultShards = 16
 
-	// SourceSlotsPerShard is the number of per-source entry counters each
-	// shard keeps for Config.MaxEntriesPerSource. Sources are counted by
-	// a seeded hash of their IP address into these slots, so two sources
-	// may share a counter (and a cap) with probability 1/4096 per pair;
-	// the seed keeps an attacker from choosing which. 16 KiB per shard.
+	// DefaultOverflowSourceDivisor sets the default per-source share of the
+	// overflow pool (Config.MaxOverflowPerSource) to
+	// MaxOverflowRequesters/DefaultOverflowSourceDivisor, the same tenth
+	// the relay gives one source of the table (DefaultPendingSourceDivisor
+	// in relay). Without a share, one address joining many entries from
+	// many ports (each port is a distinct requester lane) used up the pool,
+	// and honest subscribers of any other name were refused once its first
+	// requester was in. With it, one address holds at most a tenth of each
+	// shard's overflow chunks and nine tenths stay for everyone else; it
+	// takes ten addresses at their share to use the pool up, as it takes
+	// ten to fill the table.
+	DefaultOverflowSourceDivisor = 10
+
+	// FullReserveDivisor sets the part of each shard kept, under the
+	// RefuseNew policy, for sources below their fair share:
+	// the last (MaxEntries/Shards)/FullReserveDivisor entries of a shard
+	// (an eighth) are given only to a new name whose source holds fewer
+	// than FullShare entries in the shard. A flood from one address, or
+	// from a few, fills the rest and is then refused, while a requester
+	// with few entries still gets in, because no existing entry is shed
+	// (RefuseNew's promise) but room is kept. An eighth is a few seconds
+	// of honest arrivals at any table size (at the defaults 7,800 entries
+	// a shard) and costs a large source an eighth of the table only while
+	// the table is that full. 0 entries (no reserve) below 8 per shard.
+	FullReserveDivisor = 8
+
+	// FullShareDivisor sets the fair share used with the reserve:
+	// a source holding (MaxEntries/Shards)/FullShareDivisor entries of a
+	// shard (at least one) or more may not take the reserve's entries.
+	// 1/64 of a shard is far above what one honest requester has pending
+	// (a ship has tens of requests in flight, spread over the shards) and
+	// far below what a flood from one address holds once the table is
+	// full; a flood from N addresses, each held under the share, needs
+	// N above FullShareDivisor (64 at any table size) to fill the reserve.
+	FullShareDivisor = 64
+
+	// SourceSlotsPerShard is the number of per-source counters each shard
+	// keeps (entries created, for Config.MaxEntriesPerSource and the
+	// RefuseNew reserve; overflow chunks opened, for
+	// Config.MaxOverflowPerSource). A source is an IP address, any port;
+	// an IPv6 source is its /64 (what one host or customer is routed,
+	// RFC 6177), since a host picks any address in its /64 at will.
+	// Sources are counted by a seeded hash into these slots, so two
+	// sources may share a counter (and a cap) with probability 1/4096 per
+	// pair; the seed keeps an attacker from choosing which. 32 KiB per
+	// shard.
 	SourceSlotsPerShard = 4096
 
 	// MaxShards bounds Config.Shards; more shards than this only add fixed

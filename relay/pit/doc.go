@@ -23,8 +23,12 @@
 //     expiry bumped. Forward (the earlier copy may have been lost).
 //   - VerdictRequesterCapped: a new requester on an entry already holding
 //     MaxRequestersPerEntry requesters (or when the shard's overflow pool is
-//     used up). Not recorded, entry unchanged. Drop.
-//   - VerdictRefused: a new name, its shard full, policy RefuseNew. Drop.
+//     used up, or its source's share of it). Not recorded, entry
+//     unchanged. Drop.
+//   - VerdictRefused: a new name, its shard full, policy RefuseNew (or
+//     within the shard's reserve, its source over its fair share). Drop.
+//   - VerdictSourceCapped: a new name from a source at
+//     MaxEntriesPerSource. Drop.
 //
 // Every forwarding verdict sets the entry's last-forward time. With the
 // default policy ShedOldest, a new name arriving at a full shard evicts the
@@ -35,6 +39,32 @@
 // reports true; an absent or expired entry gives false. Expire(now) deletes
 // what has expired.
 //
+// # Sources and their shares
+//
+// A source is an IP address, whatever the port (a host has 64 Ki of
+// them), or an IPv6 /64 (a host picks any address in its /64). Three rules
+// keep one source from starving the others, each enforced per shard and
+// counted in fixed per-source slots (SourceSlotsPerShard, a seeded hash of
+// the source, 8 bytes a slot: entries and chunks):
+//
+//   - MaxEntriesPerSource caps the entries a source creates (the relay
+//     sets a tenth of the table).
+//   - MaxOverflowPerSource caps the overflow chunks a source opens (a
+//     tenth of the pool by default); a chunk is charged to the requester
+//     at its first lane, so the charges add up to the pool's use.
+//   - Under RefuseNew, the last FullReserveDivisor-th of a shard is kept
+//     for sources holding fewer than 1/FullShareDivisor of the shard's
+//     entries: a flood from few sources fills the rest and is refused
+//     there, while others still get in. No entry is shed.
+//
+// What remains: sources share slots with probability 1/4096 per pair (a
+// collision shares the caps too); a flood from many addresses, each under
+// every share (more than ten at the caps' tenths, more than
+// FullShareDivisor for the reserve), fills the table and the pool as
+// before, and under ShedOldest the fresh entries of such a flood shed the
+// oldest, whoever made them. Many honest hosts behind one address
+// (carrier-grade NAT) count as one source.
+//
 // # Memory layout
 //
 // Nothing in a shard's tables holds a pointer, so the garbage collector
@@ -42,8 +72,8 @@
 //
 //	entry (56 B): hash u64 | expiry u32 | sched u32 | fwdMs u32 |
 //	              next u32 | prev u32 | chunk u32 | first lane.Key (18 B) |
-//	              nreq u8 | pad
-//	chunk (60 B): 3 × lane.Key | next u32
+//	              nreq u8 | pad | src u16 (first's source slot) | pad
+//	chunk (60 B): 3 × lane.Key | src u16 (lanes[0]'s source slot) | next u32
 //	index slot (4 B): tag (hash's top byte) << 24 | entry slot + 1; 0 empty
 //
 // Each shard has an entry slab with a free list; an open-addressing index
@@ -56,11 +86,14 @@
 // from bits 32 up of the hash, the index position from its low bits, the tag
 // from its top byte. Slabs and index start small and double on demand up to
 // the shard's caps (MaxEntries/Shards entries, the shard's share of
-// MaxOverflowRequesters); once grown, operations allocate nothing.
+// MaxOverflowRequesters); once grown, operations allocate nothing. The
+// per-source slots, when any per-source rule is on (the overflow share is
+// by default), are allocated in New: 32 KiB a shard.
 //
 // Measured with the defaults (1M entries, 16 shards, one requester each):
-// 64.6 bytes of heap per live entry (56 for the entry, 8.4 for the index at
-// its final 0.48 load, the rest wheel buckets), against ~1300 B in ndnd. A
+// 65.2 bytes of heap per live entry (56 for the entry, 8.4 for the index at
+// its final 0.48 load, 0.5 for the per-source slots, the rest wheel
+// buckets), against ~1300 B in ndnd. A
 // Go map[uint64]uint32 as the index measured 37.7 B per entry alone, so the
 // open-addressing index saves ~30 B per entry, and is faster under churn.
 // Overflow requesters cost 60 B per 3 and are bounded by

@@ -48,19 +48,46 @@ func checkShardLocked(tb testing.TB, si int, s *shard) {
 		fail("%d live slots, n = %d", live, s.n)
 	}
 	// Per-source counts: each live entry is counted once, at its first
-	// requester's slot.
+	// requester's slot; each chunk in use once, at its first lane's slot;
+	// no slot beyond the caps that gate its increments; a count no rule
+	// needs stays 0.
 	if s.sources != nil {
-		want := make([]uint32, len(s.sources))
+		want := make([]sourceCount, len(s.sources))
 		for i := range s.entries {
-			if s.entries[i].nreq > 0 {
-				want[s.sourceSlot(s.entries[i].first)]++
+			e := &s.entries[i]
+			if e.nreq == 0 {
+				continue
+			}
+			if s.p.countEntries {
+				if uint32(e.src) != s.sourceSlot(e.first) {
+					fail("entry %d src %d, its first requester's slot %d", i, e.src, s.sourceSlot(e.first))
+				}
+				want[e.src].entries++
+			}
+			if s.p.chunkShare == 0 {
+				continue
+			}
+			for c := e.chunk; c != nilIdx; c = s.chunks[c].next {
+				if uint32(s.chunks[c].src) != s.sourceSlot(s.chunks[c].lanes[0]) {
+					fail("chunk %d src %d, its first lane's slot %d", c, s.chunks[c].src, s.sourceSlot(s.chunks[c].lanes[0]))
+				}
+				want[s.chunks[c].src].chunks++
 			}
 		}
 		for slot := range want {
-			if want[slot] != s.sources[slot] {
-				fail("source slot %d counts %d, live entries %d", slot, s.sources[slot], want[slot])
+			got := s.sources[slot]
+			if want[slot] != got {
+				fail("source slot %d counts %+v, live entries and chunks %+v", slot, got, want[slot])
+			}
+			if s.p.sourceCap > 0 && got.entries > s.p.sourceCap {
+				fail("source slot %d holds %d entries, cap %d", slot, got.entries, s.p.sourceCap)
+			}
+			if s.p.chunkShare > 0 && got.chunks > s.p.chunkShare {
+				fail("source slot %d holds %d chunks, share %d", slot, got.chunks, s.p.chunkShare)
 			}
 		}
+	} else if s.p.counted() {
+		fail("per-source rules on but no counters")
 	}
 	free := 0
 	for i := s.freeEntry; i != nilIdx; i = s.entries[i].next {

@@ -11,13 +11,17 @@ import (
 )
 
 // model is a map-based reference implementation of the Table's semantics,
-// including per-shard caps, the overflow pool and the coarse clock. It keeps
-// time as int64 nanoseconds and ticks, never wrapping, so it also checks
-// the Table's modulo-2^32 arithmetic.
+// including per-shard caps, the overflow pool, the per-source rules and the
+// coarse clock. It keeps time as int64 nanoseconds and ticks, never
+// wrapping, so it also checks the Table's modulo-2^32 arithmetic. Sources
+// are told apart by the Table's own seeded hash (source), so that the
+// model shares its collisions; it counts a source's entries and chunks
+// afresh from the entries on every question, never keeping a counter.
 type model struct {
 	cfg     Config // defaulted
 	p       params
 	shardOf func(key uint64) int
+	source  func(r lane.Key) uint32
 	entries map[uint64]*modelEntry // present (possibly expired, not yet deleted)
 	stats   Stats
 }
@@ -28,15 +32,44 @@ type modelEntry struct {
 	reqs  []lane.Key
 }
 
-func newModel(cfg Config) *model {
+func newModel(cfg Config, t *Table) *model {
 	cfg = cfg.withDefaults()
 	mask := uint64(cfg.Shards - 1)
 	return &model{
 		cfg:     cfg,
 		p:       newParams(cfg),
 		shardOf: func(key uint64) int { return int((mix(key) >> 32) & mask) },
+		source:  t.shards[0].sourceSlot,
 		entries: map[uint64]*modelEntry{},
 	}
+}
+
+// held returns how many entries of shard si the source of r created (is
+// the first requester of) and how many overflow chunks of them it opened
+// (holds the overflow lane 0, 3, 6, ... of).
+func (m *model) held(si int, r lane.Key) (entries, chunks int) {
+	src := m.source(r)
+	for k, e := range m.entries {
+		if m.shardOf(k) != si {
+			continue
+		}
+		if m.source(e.reqs[0]) == src {
+			entries++
+		}
+		for j := 1; j < len(e.reqs); j += lanesPerChunk {
+			if m.source(e.reqs[j]) == src {
+				chunks++
+			}
+		}
+	}
+	return entries, chunks
+}
+
+// overShare reports whether r's source holds its fair share of shard si
+// (the RefuseNew reserve's rule).
+func (m *model) overShare(si int, r lane.Key) bool {
+	n, _ := m.held(si, r)
+	return n >= int(m.p.fullShare)
 }
 
 func (m *model) tick(now time.Duration) int64 { return int64(now) / int64(m.cfg.Tick) }
@@ -76,6 +109,13 @@ func (m *model) add(key uint64, r lane.Key, now time.Duration) (Verdict, []uint6
 	if e, ok := m.entries[key]; ok {
 		if e.exp <= nt {
 			m.stats.Expired++
+			if m.p.sourceCap > 0 && m.source(r) != m.source(e.reqs[0]) {
+				if n, _ := m.held(m.shardOf(key), r); n >= int(m.p.sourceCap) {
+					delete(m.entries, key)
+					m.stats.SourceCapped++
+					return VerdictSourceCapped, nil
+				}
+			}
 			m.stats.Added++
 			*e = modelEntry{exp: m.expTick(now), fwdMs: nowMs, reqs: []lane.Key{r}}
 			return VerdictForwardNew, nil
@@ -88,7 +128,14 @@ func (m *model) add(key uint64, r lane.Key, now time.Duration) (Verdict, []uint6
 		}
 		_, chunks := m.inShard(m.shardOf(key))
 		needChunk := (len(e.reqs)-1)%lanesPerChunk == 0
-		if len(e.reqs) >= m.cfg.MaxRequestersPerEntry || needChunk && chunks >= m.p.chunkCap {
+		capped := len(e.reqs) >= m.cfg.MaxRequestersPerEntry
+		if !capped && needChunk && m.p.chunkShare > 0 {
+			if _, held := m.held(m.shardOf(key), r); held >= int(m.p.chunkShare) {
+				capped = true
+				m.stats.OverflowShareCapped++
+			}
+		}
+		if capped || needChunk && chunks >= m.p.chunkCap {
 			m.stats.RequesterCapped++
 			if nowMs-e.fwdMs >= int64(m.p.windowMs) {
 				e.fwdMs = nowMs
@@ -107,8 +154,12 @@ func (m *model) add(key uint64, r lane.Key, now time.Duration) (Verdict, []uint6
 		return VerdictForwardJoined, nil
 	}
 	si := m.shardOf(key)
+	if n, _ := m.held(si, r); m.p.sourceCap > 0 && n >= int(m.p.sourceCap) {
+		m.stats.SourceCapped++
+		return VerdictSourceCapped, nil
+	}
 	var victims []uint64
-	if n, _ := m.inShard(si); n >= m.p.entryCap {
+	if n, _ := m.inShard(si); n >= m.p.entryCap || m.cfg.FullPolicy == RefuseNew && n >= m.p.reserveAt && m.overShare(si, r) {
 		// The Table first expires the whole shard.
 		for k, e := range m.entries {
 			if m.shardOf(k) == si && e.exp <= nt {
@@ -116,7 +167,13 @@ func (m *model) add(key uint64, r lane.Key, now time.Duration) (Verdict, []uint6
 				m.stats.Expired++
 			}
 		}
-		if n, _ := m.inShard(si); n >= m.p.entryCap {
+		n, _ := m.inShard(si)
+		if n < m.p.entryCap && n >= m.p.reserveAt && m.overShare(si, r) {
+			m.stats.Refused++
+			m.stats.RefusedShare++
+			return VerdictRefused, nil
+		}
+		if n >= m.p.entryCap {
 			if m.cfg.FullPolicy == RefuseNew {
 				m.stats.Refused++
 				return VerdictRefused, nil
@@ -199,16 +256,29 @@ func (s *byteSource) next(n int) (int, bool) {
 
 // runModel drives a Table and the model with the same operations from src,
 // starting at clock start, comparing every result, the stats and (every few
-// operations) the structural invariants.
-func runModel(t testing.TB, cfg Config, start time.Duration, src opSource) {
+// operations) the structural invariants, and returns the final stats.
+func runModel(t testing.TB, mc modelConfig, src opSource) Stats {
 	t.Helper()
+	cfg, start := mc.cfg, mc.start
 	tb, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := newModel(cfg)
-	const keys, lanes = 48, 10
-	lk := func(i int) lane.Key { return lane.Key{IP: [16]byte{15: byte(i)}, Port: uint16(1000 + i)} }
+	m := newModel(cfg, tb)
+	const keys = 48
+	lanes := max(mc.lanes, 10)
+	// The first ten lanes come from five sources: three IPv4 addresses on
+	// several ports and two IPv6 addresses in one /64; any further lanes
+	// each from its own IPv4 address.
+	lk := func(i int) lane.Key {
+		if i >= 10 {
+			return lane.Key{IP: [16]byte{10: 0xff, 11: 0xff, 12: 10, 14: 1, 15: byte(i)}, Port: 2000}
+		}
+		if i >= 8 {
+			return lane.Key{IP: [16]byte{0x20, 0x01, 0x0d, 0xb8, 15: byte(i)}, Port: uint16(1000 + i)}
+		}
+		return lane.Key{IP: [16]byte{10: 0xff, 11: 0xff, 12: 10, 15: byte(i % 3)}, Port: uint16(1000 + i)}
+	}
 	now := start
 	var dst []lane.Key
 	for step := 0; ; step++ {
@@ -271,33 +341,60 @@ func runModel(t testing.TB, cfg Config, start time.Duration, src opSource) {
 	if st != m.stats {
 		t.Fatalf("stats %+v; model %+v", st, m.stats)
 	}
+	return st
+}
+
+// modelConfig is one configuration of the model runs: the table's config,
+// the clock's start, and the number of requester lanes (at least 10).
+type modelConfig struct {
+	name  string
+	cfg   Config
+	start time.Duration
+	lanes int
 }
 
 // modelConfigs are the configurations the model runs use: one shard with
 // tight caps (eviction, the overflow pool and the requester cap all bite),
 // several shards, the refuse policy, and a 1 ms tick whose counters wrap.
-var modelConfigs = []struct {
-	name  string
-	cfg   Config
-	start time.Duration
-}{
+var modelConfigs = []modelConfig{
 	{"one-shard-tight", Config{Shards: 1, MaxEntries: 12, MaxRequestersPerEntry: 5, MaxOverflowRequesters: 7,
-		TTL: 2 * time.Second, Tick: 100 * time.Millisecond, SuppressWindow: 500 * time.Millisecond}, 0},
+		TTL: 2 * time.Second, Tick: 100 * time.Millisecond, SuppressWindow: 500 * time.Millisecond}, 0, 0},
 	{"four-shards", Config{Shards: 4, MaxEntries: 40, MaxRequestersPerEntry: 8, MaxOverflowRequesters: 30,
-		TTL: 3 * time.Second, Tick: 250 * time.Millisecond, SuppressWindow: time.Second}, time.Hour},
+		TTL: 3 * time.Second, Tick: 250 * time.Millisecond, SuppressWindow: time.Second}, time.Hour, 0},
 	{"refuse", Config{Shards: 2, MaxEntries: 10, MaxRequestersPerEntry: 3, TTL: time.Second,
-		Tick: 100 * time.Millisecond, SuppressWindow: 200 * time.Millisecond, FullPolicy: RefuseNew}, 0},
+		Tick: 100 * time.Millisecond, SuppressWindow: 200 * time.Millisecond, FullPolicy: RefuseNew}, 0, 0},
 	{"ms-wrap", Config{Shards: 1, MaxEntries: 20, MaxRequestersPerEntry: 4, MaxOverflowRequesters: 12,
 		TTL: 700 * time.Millisecond, Tick: time.Millisecond, SuppressWindow: 50 * time.Millisecond},
-		(1<<32 - 3000) * time.Millisecond},
-	{"large", Config{Shards: 8, MaxEntries: 10_000, TTL: 5 * time.Second}, 0},
+		(1<<32 - 3000) * time.Millisecond, 0},
+	{"large", Config{Shards: 8, MaxEntries: 10_000, TTL: 5 * time.Second}, 0, 0},
+	{"per-source", Config{Shards: 2, MaxEntries: 30, MaxRequestersPerEntry: 10, MaxOverflowRequesters: 40,
+		MaxEntriesPerSource: 16, MaxOverflowPerSource: 12, TTL: 2 * time.Second, Tick: 100 * time.Millisecond}, 0, 0},
+	{"refuse-reserve", Config{Shards: 1, MaxEntries: 24, MaxRequestersPerEntry: 6, MaxOverflowRequesters: 30,
+		MaxOverflowPerSource: -1, TTL: 3 * time.Second, Tick: 100 * time.Millisecond, FullPolicy: RefuseNew}, 0, 40},
+	{"refuse-reserve-capped", Config{Shards: 2, MaxEntries: 40, MaxEntriesPerSource: 14, TTL: 3 * time.Second,
+		Tick: 100 * time.Millisecond, FullPolicy: RefuseNew}, 0, 0},
 }
 
 func TestModel(t *testing.T) {
+	// The rules each configuration is there to exercise: the runs must
+	// reach them, or the comparison proves nothing about them.
+	reach := map[string]func(Stats) bool{
+		"per-source":            func(s Stats) bool { return s.SourceCapped > 0 && s.OverflowShareCapped > 0 },
+		"refuse-reserve":        func(s Stats) bool { return s.RefusedShare > 0 && s.Refused > s.RefusedShare },
+		"refuse-reserve-capped": func(s Stats) bool { return s.RefusedShare > 0 && s.SourceCapped > 0 },
+	}
 	for _, mc := range modelConfigs {
 		t.Run(mc.name, func(t *testing.T) {
+			var sum Stats
 			for seed := range uint64(20) {
-				runModel(t, mc.cfg, mc.start, &randSource{r: rand.New(rand.NewPCG(seed, 7)), left: 3 * 4000})
+				st := runModel(t, mc, &randSource{r: rand.New(rand.NewPCG(seed, 7)), left: 3 * 4000})
+				sum.SourceCapped += st.SourceCapped
+				sum.OverflowShareCapped += st.OverflowShareCapped
+				sum.Refused += st.Refused
+				sum.RefusedShare += st.RefusedShare
+			}
+			if ok := reach[mc.name]; ok != nil && !ok(sum) {
+				t.Errorf("the runs never reached the rules under test: %+v", sum)
 			}
 		})
 	}
@@ -319,6 +416,6 @@ func FuzzModel(f *testing.F) {
 			return
 		}
 		mc := modelConfigs[int(data[0])%len(modelConfigs)]
-		runModel(t, mc.cfg, mc.start, &byteSource{b: data[1:]})
+		runModel(t, mc, &byteSource{b: data[1:]})
 	})
 }

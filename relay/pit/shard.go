@@ -23,12 +23,27 @@ type entry struct {
 	chunk  uint32   // first overflow chunk, or nilIdx
 	first  lane.Key // the first requester
 	nreq   uint8    // requesters: first plus nreq-1 in the chunk list
+	src    uint16   // sourceSlot(first), when the shard counts entries by source
 }
 
 // chunk holds overflow requesters of one entry: 60 bytes, no pointers.
 type chunk struct {
 	lanes [lanesPerChunk]lane.Key
+	src   uint16 // sourceSlot(lanes[0]), the source charged, when chunks are
 	next  uint32 // next chunk of the same entry, or in the free list
+}
+
+// The source slots fit entry.src and chunk.src, kept in the structs'
+// padding so that freeing an entry or chunk needs no hash.
+const _ = uint16(SourceSlotsPerShard - 1)
+
+// sourceCount is one per-source counter slot.
+type sourceCount struct {
+	// entries counts the live entries whose first requester hashes here.
+	entries uint32
+	// chunks counts the overflow chunks in use whose first lane (the
+	// requester that opened the chunk) hashes here.
+	chunks uint32
 }
 
 // shard is an independently locked part of the table.
@@ -77,10 +92,12 @@ type shard struct {
 	// started is false until the first operation sets done. Guarded by mu.
 	started bool
 
-	// sources counts live entries by the hashed IP of their first
-	// requester (SourceSlotsPerShard slots); nil when there is no
-	// per-source cap. Guarded by mu.
-	sources []uint32
+	// sources are the per-source counters (SourceSlotsPerShard slots, by
+	// sourceSlot); nil when no per-source rule is on. Their entries are
+	// kept only if p.countEntries, their chunks only if p.chunkShare > 0
+	// (otherwise they stay 0), so that a rule's cost is paid only when it
+	// is on. Guarded by mu.
+	sources []sourceCount
 
 	// c are the shard's counters, written with mu held, read anywhere.
 	c counters
@@ -92,8 +109,8 @@ func (s *shard) init(p params) {
 	s.p = p
 	s.freeEntry = nilIdx
 	s.freeChunk = nilIdx
-	if p.sourceCap > 0 {
-		s.sources = make([]uint32, SourceSlotsPerShard)
+	if p.counted() {
+		s.sources = make([]sourceCount, SourceSlotsPerShard)
 	}
 	s.heads = make([]uint32, p.wheelMask+1)
 	s.tails = make([]uint32, p.wheelMask+1)
@@ -107,23 +124,32 @@ func (s *shard) init(p params) {
 // independent even for non-random keys.
 func mix(k uint64) uint64 { return lane.Mix64(k) }
 
-// sourceSlot returns r's per-source counter slot: a seeded hash of its IP.
+// v4MappedLo is the low 32 bits of the second half of an IPv4-mapped
+// address read little-endian: bytes 8..11 are 00 00 ff ff.
+const v4MappedLo = 0xffff0000
+
+// sourceSlot returns the per-source counter slot of r's source: a seeded
+// hash of its IPv4 address, or of its IPv6 address's /64 (the port never
+// counts).
 func (s *shard) sourceSlot(r lane.Key) uint32 {
 	lo := binary.LittleEndian.Uint64(r.IP[:8])
 	hi := binary.LittleEndian.Uint64(r.IP[8:])
+	if lo != 0 || uint32(hi) != v4MappedLo {
+		hi = 0 // IPv6: the interface identifier is the host's to choose
+	}
 	return uint32(mix(mix(lo^s.p.seed)^hi) & (SourceSlotsPerShard - 1))
 }
 
-// sourceFullLocked reports whether r may create no more entries.
-func (s *shard) sourceFullLocked(r lane.Key) bool {
-	return s.sources != nil && s.sources[s.sourceSlot(r)] >= s.p.sourceCap
+// sourceFullLocked reports whether the source hashing to slot may create
+// no more entries (Config.MaxEntriesPerSource).
+func (s *shard) sourceFullLocked(slot uint32) bool {
+	return s.p.sourceCap > 0 && s.sources[slot].entries >= s.p.sourceCap
 }
 
-// countSourceLocked adds d to r's per-source count.
-func (s *shard) countSourceLocked(r lane.Key, d int32) {
-	if s.sources != nil {
-		s.sources[s.sourceSlot(r)] += uint32(d)
-	}
+// overShareLocked reports whether the source hashing to slot holds its
+// fair share of entries, and so may not take the reserve (RefuseNew).
+func (s *shard) overShareLocked(slot uint32) bool {
+	return s.sources[slot].entries >= s.p.fullShare
 }
 
 // expired reports whether an entry expiring at tick exp is expired at tick
@@ -149,15 +175,19 @@ func (s *shard) addLocked(h uint64, r lane.Key, nowTick, expTick, nowMs uint32) 
 			// A dead entry not yet reached by the wheel: restart it. Its
 			// wheel link (sched <= old expiry < new expiry) stays valid.
 			s.c.expired.Add(1)
-			if r != e.first && s.sourceFullLocked(r) {
-				s.unlinkLocked(i)
-				s.dropLocked(pos, i)
-				s.c.sourceCapped.Add(1)
-				return VerdictSourceCapped, false
+			if s.p.countEntries {
+				to := s.sourceSlot(r)
+				if uint32(e.src) != to && s.sourceFullLocked(to) {
+					s.unlinkLocked(i)
+					s.dropLocked(pos, i)
+					s.c.sourceCapped.Add(1)
+					return VerdictSourceCapped, false
+				}
+				s.sources[e.src].entries--
+				s.sources[to].entries++
+				e.src = uint16(to)
 			}
 			s.freeChunksLocked(e)
-			s.countSourceLocked(e.first, -1)
-			s.countSourceLocked(r, 1)
 			e.first = r
 			e.nreq = 1
 			e.expiry = expTick
@@ -191,19 +221,30 @@ func (s *shard) addLocked(h uint64, r lane.Key, nowTick, expTick, nowMs uint32) 
 		return VerdictForwardJoined, false
 	}
 
-	if s.sourceFullLocked(r) {
-		s.c.sourceCapped.Add(1)
-		return VerdictSourceCapped, false
+	var slot uint32
+	if s.p.countEntries {
+		slot = s.sourceSlot(r)
+		if s.sourceFullLocked(slot) {
+			s.c.sourceCapped.Add(1)
+			return VerdictSourceCapped, false
+		}
 	}
 	evicted := false
-	if s.n >= s.p.entryCap {
+	// reserveAt < entryCap only under RefuseNew with a reserve, and then
+	// s.sources is kept.
+	if s.n >= s.p.reserveAt && (s.n >= s.p.entryCap || s.overShareLocked(slot)) {
 		s.c.expired.Add(uint64(s.expireLocked(nowTick)))
-		if s.n >= s.p.entryCap {
+		switch {
+		case s.n >= s.p.entryCap:
 			if s.p.policy == RefuseNew {
 				s.c.refused.Add(1)
 				return VerdictRefused, false
 			}
 			evicted = s.evictLocked(nowTick)
+		case s.n >= s.p.reserveAt && s.overShareLocked(slot):
+			s.c.refused.Add(1)
+			s.c.refusedShare.Add(1)
+			return VerdictRefused, false
 		}
 		// Removals may have moved the insertion point.
 		pos, _, _ = s.findLocked(h)
@@ -219,10 +260,13 @@ func (s *shard) addLocked(h uint64, r lane.Key, nowTick, expTick, nowMs uint32) 
 		chunk:  nilIdx,
 		first:  r,
 		nreq:   1,
+		src:    uint16(slot),
 	}
 	s.slots[pos] = uint32(h>>56)<<24 | (i + 1)
 	s.n++
-	s.countSourceLocked(r, 1)
+	if s.p.countEntries {
+		s.sources[slot].entries++
+	}
 	s.scheduleLocked(i, expTick)
 	s.c.added.Add(1)
 	return VerdictForwardNew, evicted
@@ -283,18 +327,31 @@ func (s *shard) hasRequesterLocked(e *entry, r lane.Key) bool {
 }
 
 // appendRequesterLocked adds r to entry i's requesters, taking a chunk from
-// the pool when the last one is full. It reports false, changing nothing,
-// when the pool is exhausted.
+// the pool when the last one is full and charging it to r's source. It
+// reports false, changing nothing, when the pool is exhausted or r's
+// source holds its share of it (Config.MaxOverflowPerSource; counted).
 func (s *shard) appendRequesterLocked(i uint32, r lane.Key) bool {
 	e := &s.entries[i]
 	k := int(e.nreq) - 1 // overflow requesters already held
 	if k%lanesPerChunk == 0 {
+		var slot uint32
+		if s.p.chunkShare > 0 {
+			slot = s.sourceSlot(r)
+			if s.sources[slot].chunks >= s.p.chunkShare {
+				s.c.overflowShareCapped.Add(1)
+				return false
+			}
+		}
 		c, ok := s.allocChunkLocked()
 		if !ok {
 			return false
 		}
 		s.chunks[c].lanes[0] = r
+		s.chunks[c].src = uint16(slot)
 		s.chunks[c].next = nilIdx
+		if s.p.chunkShare > 0 {
+			s.sources[slot].chunks++
+		}
 		if k == 0 {
 			e.chunk = c
 		} else {
@@ -316,17 +373,23 @@ func (s *shard) appendRequesterLocked(i uint32, r lane.Key) bool {
 	return true
 }
 
-// freeChunksLocked returns e's overflow chunks to the pool and leaves e with
-// no overflow requesters.
+// freeChunksLocked returns e's overflow chunks to the pool, and their
+// charges to the sources that opened them, and leaves e with no overflow
+// requesters.
 func (s *shard) freeChunksLocked(e *entry) {
 	if e.chunk == nilIdx {
 		return
 	}
 	tail := e.chunk
-	s.nChunks--
-	for s.chunks[tail].next != nilIdx {
-		tail = s.chunks[tail].next
+	for {
 		s.nChunks--
+		if s.p.chunkShare > 0 {
+			s.sources[s.chunks[tail].src].chunks--
+		}
+		if s.chunks[tail].next == nilIdx {
+			break
+		}
+		tail = s.chunks[tail].next
 	}
 	s.chunks[tail].next = s.freeChunk
 	s.freeChunk = e.chunk
@@ -379,7 +442,9 @@ func (s *shard) dropLocked(pos int, i uint32) {
 	s.deleteSlotLocked(pos)
 	e := &s.entries[i]
 	s.freeChunksLocked(e)
-	s.countSourceLocked(e.first, -1)
+	if s.p.countEntries {
+		s.sources[e.src].entries--
+	}
 	e.nreq = 0
 	e.next = s.freeEntry
 	s.freeEntry = i

@@ -95,3 +95,16 @@ func TestSourceCountsUnderRandomOps(t *testing.T) {
 		t.Error("the random load never reached a source cap; the test is too weak")
 	}
 }
+
+// TestSourceCapRestartFromAnotherPort: a source at its cap restarting its
+// own expired entry from another port keeps its count (the entry passes
+// from one of its lanes to another), so it is not refused.
+func TestSourceCapRestartFromAnotherPort(t *testing.T) {
+	tb := mustNew(t, Config{Shards: 1, MaxEntries: 100, MaxEntriesPerSource: 1})
+	a := laneN(1)
+	wantAdd(t, tb, 1, a, 0, VerdictForwardNew)
+	later := DefaultTTL + time.Second
+	wantAdd(t, tb, 1, port(a, 4242), later, VerdictForwardNew)
+	wantAdd(t, tb, 2, a, later, VerdictSourceCapped)
+	checkInvariants(t, tb)
+}

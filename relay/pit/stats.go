@@ -16,26 +16,34 @@ type Stats struct {
 	Aggregated      uint64 // VerdictAggregated
 	Joined          uint64 // VerdictForwardJoined
 	RequesterCapped uint64 // VerdictRequesterCapped and VerdictCappedForward
-	Refused         uint64 // VerdictRefused
-	SourceCapped    uint64 // VerdictSourceCapped
-	Evicted         uint64 // live entries shed to make room (ShedOldest)
-	Expired         uint64 // entries deleted because their TTL ran out
-	Taken           uint64 // entries answered and deleted by Take
+	// OverflowShareCapped counts the RequesterCapped whose source held its
+	// share of the overflow pool (Config.MaxOverflowPerSource).
+	OverflowShareCapped uint64
+	Refused             uint64 // VerdictRefused
+	// RefusedShare counts the Refused whose source held its fair share of
+	// a shard within its reserve (FullReserveDivisor, FullShareDivisor).
+	RefusedShare uint64
+	SourceCapped uint64 // VerdictSourceCapped
+	Evicted      uint64 // live entries shed to make room (ShedOldest)
+	Expired      uint64 // entries deleted because their TTL ran out
+	Taken        uint64 // entries answered and deleted by Take
 }
 
 // counters are one shard's statistics. Written only with the shard's mu held;
 // read by Stats and Len from any goroutine without the lock, hence atomics.
 type counters struct {
-	added           atomic.Uint64
-	retransmits     atomic.Uint64
-	aggregated      atomic.Uint64
-	joined          atomic.Uint64
-	requesterCapped atomic.Uint64
-	refused         atomic.Uint64
-	sourceCapped    atomic.Uint64
-	evicted         atomic.Uint64
-	expired         atomic.Uint64
-	taken           atomic.Uint64
+	added               atomic.Uint64
+	retransmits         atomic.Uint64
+	aggregated          atomic.Uint64
+	joined              atomic.Uint64
+	requesterCapped     atomic.Uint64
+	overflowShareCapped atomic.Uint64
+	refused             atomic.Uint64
+	refusedShare        atomic.Uint64
+	sourceCapped        atomic.Uint64
+	evicted             atomic.Uint64
+	expired             atomic.Uint64
+	taken               atomic.Uint64
 }
 
 // live returns the shard's live entry count from its counters. The removal
@@ -54,7 +62,9 @@ func (c *counters) addTo(s *Stats) {
 	s.Aggregated += c.aggregated.Load()
 	s.Joined += c.joined.Load()
 	s.RequesterCapped += c.requesterCapped.Load()
+	s.OverflowShareCapped += c.overflowShareCapped.Load()
 	s.Refused += c.refused.Load()
+	s.RefusedShare += c.refusedShare.Load()
 	s.SourceCapped += c.sourceCapped.Load()
 	s.Evicted += c.evicted.Load()
 	s.Expired += c.expired.Load()

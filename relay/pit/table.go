@@ -36,11 +36,14 @@ func New(cfg Config) (*Table, error) {
 		return nil, err
 	}
 	p := newParams(cfg)
-	var seed [8]byte
-	if _, err := rand.Read(seed[:]); err != nil {
-		return nil, fmt.Errorf("pit: seed: %w", err)
+	p.seed = cfg.Seed
+	for p.seed == 0 {
+		var seed [8]byte
+		if _, err := rand.Read(seed[:]); err != nil {
+			return nil, fmt.Errorf("pit: seed: %w", err)
+		}
+		p.seed = binary.LittleEndian.Uint64(seed[:])
 	}
-	p.seed = binary.LittleEndian.Uint64(seed[:])
 	t := &Table{
 		shards:    make([]shard, cfg.Shards),
 		shardMask: uint64(cfg.Shards - 1),

@@ -29,7 +29,9 @@ const (
 
 	// VerdictRequesterCapped: a new requester for a live entry that already
 	// has MaxRequestersPerEntry requesters (or whose shard has used its
-	// share of MaxOverflowRequesters). Not recorded, expiry not bumped, the
+	// share of MaxOverflowRequesters, or whose source, needing a new
+	// overflow chunk, holds its MaxOverflowPerSource; Stats counts these
+	// as OverflowShareCapped too). Not recorded, expiry not bumped, the
 	// entry is unchanged; drop the request: a response could not be sent
 	// back to it. The requester will retransmit and be served by a later
 	// round.
@@ -43,7 +45,9 @@ const (
 	VerdictCappedForward
 
 	// VerdictRefused: a new name whose shard is full of live entries under
-	// the RefuseNew policy. Nothing recorded; drop the request.
+	// the RefuseNew policy, or whose source holds its fair share of a shard
+	// filled into its reserve (FullReserveDivisor; Stats counts these as
+	// RefusedShare too). Nothing recorded; drop the request.
 	VerdictRefused
 
 	// VerdictSourceCapped: a new name from a source IP that already has
