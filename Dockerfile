@@ -34,9 +34,12 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=dev
+# REVISION (git rev-parse HEAD) is relay_build_info's revision: the build
+# context has no .git, so Go records none itself.
+ARG REVISION=
 # cmd/relay/docker_test.go (TestDockerfileBuild) also runs this line with
 # plain go build and checks the result is static; keep it a single RUN.
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/relay ./cmd/relay
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION} -X main.revision=${REVISION}" -o /out/relay ./cmd/relay
 
 FROM ${BASE_IMAGE}
 ARG VERSION=dev

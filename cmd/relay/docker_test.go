@@ -99,7 +99,7 @@ func TestDockerfileBuild(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "relay")
 	cmd := exec.Command("sh", "-c", strings.Replace(build, "-o "+imageOut, "-o "+bin, 1))
 	cmd.Dir = moduleRoot
-	cmd.Env = append(os.Environ(), "VERSION=v0.0.0-dockertest")
+	cmd.Env = append(os.Environ(), "VERSION=v0.0.0-dockertest", "REVISION=0123456789abcdef")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", build, err, out)
 	}
@@ -118,7 +118,7 @@ func TestDockerfileBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"relay v0.0.0-dockertest\n", "CGO_ENABLED=0\n", "-trimpath=true\n"} {
+	for _, want := range []string{"relay v0.0.0-dockertest\n", "revision 0123456789abcdef\n", "CGO_ENABLED=0\n", "-trimpath=true\n"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("relay version lacks %q:\n%s", want, out)
 		}

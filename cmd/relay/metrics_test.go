@@ -306,7 +306,7 @@ func TestVersionCommand(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	lines := strings.Split(stdout.String(), "\n")
-	if lines[0] != "relay "+version || !strings.HasPrefix(lines[1], "go "+runtime.Version()) {
+	if lines[0] != "relay "+version || lines[1] != "revision "+buildRevision() || !strings.HasPrefix(lines[2], "go "+runtime.Version()) {
 		t.Errorf("output %q", stdout.String())
 	}
 }

@@ -62,6 +62,7 @@ func runVersion(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	fmt.Fprintf(stdout, "relay %s\n", version)
+	fmt.Fprintf(stdout, "revision %s\n", buildRevision())
 	fmt.Fprintf(stdout, "go %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
