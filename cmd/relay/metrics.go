@@ -82,7 +82,7 @@ type relayCollector struct {
 	packetsIn, packetsOut, drops, fromShipDropped            *prometheus.Desc
 	events                                                   []eventDesc // one per relay.Event, then the deprecated names
 	pendingEntries, pendingOps, routes, routeChanges         *prometheus.Desc
-	routesSourceRefused                                      *prometheus.Desc
+	routesSourceRefused, pendingShareRefusals                *prometheus.Desc
 	readBatches, readDatagrams, readErrors, writeErrors      *prometheus.Desc
 	kernelDrops, reloads, galaxyLanes, pinnedLanes, buildInf *prometheus.Desc
 	bytesIn, bytesOut, fromShipBytes                         *prometheus.Desc
@@ -167,8 +167,10 @@ func newRelayCollector(srv *relay.Server, ops *opsStats, version, revision strin
 		fromShipDropped: d("from_ship_dropped_total", "Datagrams the fronted ship sent that were not sent on, by reason.", "reason"),
 		pendingEntries:  d("pending_entries", "Live entries in the pending-request table."),
 		pendingOps:      d("pending_operations_total", "Pending-table operations, by result.", "op"),
-		routes:          d("routes", "Ships with learned routing state (direct lanes, next-hop hints)."),
-		routeChanges:    d("route_changes_total", "Times a ship's best route changed."),
+		pendingShareRefusals: d("pending_share_refusals_total",
+			"Of the requester_capped (share=\"overflow\") and refused (share=\"full\") pending operations, those refused because the source held its share of the overflow pool or of a full refuse-when-full table.", "share"),
+		routes:       d("routes", "Ships with learned routing state (direct lanes, next-hop hints)."),
+		routeChanges: d("route_changes_total", "Times a ship's best route changed."),
 		routesSourceRefused: d("routes_source_refused_total",
 			"Routes not created because the source address asking for them held its share of the route table (max-routes/16)."),
 		readBatches:      d("read_batches_total", "Socket reads (recvmmsg calls that returned datagrams)."),
@@ -207,7 +209,7 @@ var pendingOpNames = []string{"added", "retransmit", "aggregated", "joined", "re
 func (c *relayCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.packetsIn, c.packetsOut, c.drops, c.fromShipDropped, c.bytesIn, c.bytesOut, c.fromShipBytes,
-		c.pendingEntries, c.pendingOps, c.pendingCapacity, c.routes, c.routesCapacity, c.routeChanges, c.routesSourceRefused,
+		c.pendingEntries, c.pendingOps, c.pendingCapacity, c.routes, c.routesCapacity, c.routeChanges, c.routesSourceRefused, c.pendingShareRefusals,
 		c.readBatches, c.readDatagrams, c.readErrors, c.writeErrors, c.kernelDrops,
 		c.sockRecv, c.sockSend, c.sockRecvAsked, c.sockSendAsked, c.serviceTime, c.buildInf,
 	} {
@@ -265,6 +267,8 @@ func (c *relayCollector) Collect(ch chan<- prometheus.Metric) {
 	for i, v := range []uint64{ps.Added, ps.Retransmits, ps.Aggregated, ps.Joined, ps.RequesterCapped, ps.Refused, ps.SourceCapped, ps.Evicted, ps.Expired, ps.Taken} {
 		counter(c.pendingOps, v, pendingOpNames[i])
 	}
+	counter(c.pendingShareRefusals, ps.OverflowShareCapped, "overflow")
+	counter(c.pendingShareRefusals, ps.RefusedShare, "full")
 	gauge(c.routes, float64(r.Routes().Len()))
 	gauge(c.routesCapacity, float64(r.Routes().Cap()))
 	counter(c.routeChanges, r.Routes().Changes())
