@@ -1004,8 +1004,12 @@ func (r *Table) planLocked(p *Plan, q Query, now time.Duration) {
 	configured := func() {
 		if k, ok := r.static[s]; ok {
 			add(candidate{lane: k, proven: true})
-		} else if k, ok := r.relays[s]; ok {
-			add(candidate{lane: k, proven: true})
+			return
+		}
+		if len(r.relays) > 0 { // usually none: skip the lookup
+			if k, ok := r.relays[s]; ok {
+				add(candidate{lane: k, proven: true})
+			}
 		}
 	}
 	if s != r.self && r.cfg.ConfiguredWins {
