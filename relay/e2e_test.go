@@ -275,7 +275,9 @@ func testAggregation(t *testing.T, n netw) {
 	relayConn := n.listen(t)
 	r, err := relay.New(relay.Config{HintNets: loopbackNets,
 		Ship: zod, ShipLane: shipBehind(t, n, zod), Self: []netip.AddrPort{relayConn.LocalAddr()},
-		Pending: pit.Config{MaxRequestersPerEntry: requesters},
+		// The requesters stand for 40 hosts but share 127.0.0.1: no
+		// per-source share of an entry.
+		Pending: pit.Config{MaxRequestersPerEntry: requesters, MaxRequestersPerSource: -1},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -81,6 +81,51 @@ func TestFairOverflowHeldSubscription(t *testing.T) {
 	}
 }
 
+// TestFairEntryShareHeldSubscription is the same row with the flood aimed
+// at the subscription's own name: one address on 64 ports joining the
+// entry the six subscribers wait on would take its 64 requester slots. A
+// source holds at most MaxRequestersPerSource (48 of 64) of one entry's
+// requesters, so the others keep a quarter.
+func TestFairEntryShareHeldSubscription(t *testing.T) {
+	// At the default table size, whose overflow pool is large enough that
+	// its per-source share does not bind first.
+	f := newFixture(t, func(c *relay.Config) { c.Pending.Seed = fairSeed })
+	const ports, rounds = 64, 600 // 38,400 peeks in 1 s
+	path := "notify/held/sub"
+	pkt := peek(t, "~nec", path, 0)
+	step := time.Second / (ports * rounds)
+	for r := range rounds {
+		for p := range ports {
+			f.handle(pkt, netip.AddrPortFrom(attackerAddr, uint16(40000+p)))
+			f.now += step
+		}
+		if r == 0 {
+			// The subscribers ask while the flood goes on.
+			for i := range 6 {
+				f.handle(pkt, honestLane(i))
+			}
+		}
+	}
+	st := f.r.Pending().Stats()
+	got := map[netip.AddrPort]int{}
+	for _, s := range f.handle(page(t, "~nec", path, 0, netip.AddrPort{}), necLane) {
+		got[s.To]++
+	}
+	reached := 0
+	for i := range 6 {
+		if got[honestLane(i)] == 1 {
+			reached++
+		}
+	}
+	t.Logf("38,400 peeks for the subscription's name from one address over 64 ports: %d of 6 subscribers reached, %d requesters refused for the entry share", reached, st.EntryShareCapped)
+	if reached != 6 {
+		t.Errorf("the page reached %d of 6 subscribers", reached)
+	}
+	if st.EntryShareCapped == 0 {
+		t.Error("the flood never met its share of the entry; the test does not reproduce the attack")
+	}
+}
+
 // TestFairRefuseWhenFull: with --refuse-when-full a 20,000-entry table was
 // held full by a flood of 1,000 new names a second, and 0 of 200 honest
 // requests were answered. The per-source cap (a tenth of the table by

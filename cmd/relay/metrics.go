@@ -168,7 +168,7 @@ func newRelayCollector(srv *relay.Server, ops *opsStats, version, revision strin
 		pendingEntries:  d("pending_entries", "Live entries in the pending-request table."),
 		pendingOps:      d("pending_operations_total", "Pending-table operations, by result.", "op"),
 		pendingShareRefusals: d("pending_share_refusals_total",
-			"Of the requester_capped (share=\"overflow\") and refused (share=\"full\") pending operations, those refused because the source held its share of the overflow pool or of a full refuse-when-full table.", "share"),
+			"Of the requester_capped (share=\"overflow\", share=\"entry\") and refused (share=\"full\") pending operations, those refused because the source held its share of the overflow pool, of one entry's requesters, or of a full refuse-when-full table.", "share"),
 		routes:       d("routes", "Ships with learned routing state (direct lanes, next-hop hints)."),
 		routeChanges: d("route_changes_total", "Times a ship's best route changed."),
 		routesSourceRefused: d("routes_source_refused_total",
@@ -268,6 +268,7 @@ func (c *relayCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.pendingOps, v, pendingOpNames[i])
 	}
 	counter(c.pendingShareRefusals, ps.OverflowShareCapped, "overflow")
+	counter(c.pendingShareRefusals, ps.EntryShareCapped, "entry")
 	counter(c.pendingShareRefusals, ps.RefusedShare, "full")
 	gauge(c.routes, float64(r.Routes().Len()))
 	gauge(c.routesCapacity, float64(r.Routes().Cap()))

@@ -61,7 +61,9 @@ func startRelay(t *testing.T) (*relay.Relay, netip.AddrPort) {
 	t.Cleanup(func() { sink.Close() })
 	r, err := relay.New(relay.Config{HintNets: loopbackNets,
 		Ship: ship, ShipLane: sink.LocalAddr(), Self: []netip.AddrPort{c.LocalAddr()},
-		Pending: pit.Config{MaxRequestersPerEntry: pit.MaxRequestersLimit},
+		// Every lane of the fixture is on 127.0.0.1 here: no per-source
+		// share of an entry's requesters.
+		Pending: pit.Config{MaxRequestersPerEntry: pit.MaxRequestersLimit, MaxRequestersPerSource: -1},
 		Dup:     relay.DupConfig{Window: -1},
 	})
 	if err != nil {

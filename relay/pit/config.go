@@ -73,6 +73,15 @@ type Config struct {
 	// already open is not, since it costs the pool nothing.
 	MaxOverflowPerSource int
 
+	// MaxRequestersPerSource caps the requester lanes one source (an IP
+	// address, any port; an IPv6 /64) holds on one entry, so that a source
+	// on many ports asking for a name (a subscription's, say) cannot take
+	// every requester slot of its entry. Default MaxRequestersPerEntry -
+	// MaxRequestersPerEntry/DefaultEntrySourceDivisor (48 of 64: a quarter
+	// is left to the others); negative means no cap beyond
+	// MaxRequestersPerEntry.
+	MaxRequestersPerSource int
+
 	// TTL is how long an entry lives after the last Add that bumped it;
 	// expiry is rounded up to a whole Tick. Default DefaultTTL; at least
 	// Tick and at most MaxTTLTicks ticks.
@@ -126,6 +135,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxOverflowPerSource == 0 {
 		c.MaxOverflowPerSource = (c.MaxOverflowRequesters + DefaultOverflowSourceDivisor - 1) / DefaultOverflowSourceDivisor
+	}
+	if c.MaxRequestersPerSource == 0 {
+		c.MaxRequestersPerSource = c.MaxRequestersPerEntry - c.MaxRequestersPerEntry/DefaultEntrySourceDivisor
 	}
 	if c.TTL == 0 {
 		c.TTL = DefaultTTL
@@ -190,6 +202,8 @@ type params struct {
 	entryCap  int    // MaxEntries / Shards
 	chunkCap  int    // overflow chunks per shard
 	maxReq    uint8  // MaxRequestersPerEntry
+	// maxReqSrc is MaxRequestersPerSource when below maxReq; 0 for none.
+	maxReqSrc uint8
 	policy    FullPolicy
 	sourceCap uint32 // MaxEntriesPerSource per shard; 0 for none
 	// chunkShare is MaxOverflowPerSource per shard in chunks; 0 for none.
@@ -221,6 +235,10 @@ func newParams(c Config) params {
 		perShard := (c.MaxOverflowPerSource + c.Shards - 1) / c.Shards
 		chunkShare = uint32((perShard + lanesPerChunk - 1) / lanesPerChunk)
 	}
+	var maxReqSrc uint8
+	if c.MaxRequestersPerSource > 0 && c.MaxRequestersPerSource < c.MaxRequestersPerEntry {
+		maxReqSrc = uint8(c.MaxRequestersPerSource)
+	}
 	reserveAt := entryCap
 	if c.FullPolicy == RefuseNew {
 		reserveAt -= entryCap / FullReserveDivisor
@@ -233,6 +251,7 @@ func newParams(c Config) params {
 		entryCap:  entryCap,
 		chunkCap:  (overflowPerShard + lanesPerChunk - 1) / lanesPerChunk,
 		maxReq:    uint8(c.MaxRequestersPerEntry),
+		maxReqSrc: maxReqSrc,
 		policy:    c.FullPolicy,
 		sourceCap: uint32((c.MaxEntriesPerSource + c.Shards - 1) / c.Shards),
 

@@ -80,6 +80,13 @@ const (
 	// ten to fill the table.
 	DefaultOverflowSourceDivisor = 10
 
+	// DefaultEntrySourceDivisor sets the default MaxRequestersPerSource:
+	// one source may hold all but MaxRequestersPerEntry/4 of an entry's
+	// requester slots, so that a source on many ports joining a popular
+	// name (a subscription everyone waits on) leaves a quarter of them, 16
+	// of 64, to everyone else.
+	DefaultEntrySourceDivisor = 4
+
 	// FullReserveDivisor sets the part of each shard kept, under the
 	// RefuseNew policy, for sources below their fair share:
 	// the last (MaxEntries/Shards)/FullReserveDivisor entries of a shard

@@ -42,10 +42,11 @@
 // # Sources and their shares
 //
 // A source is an IP address, whatever the port (a host has 64 Ki of
-// them), or an IPv6 /64 (a host picks any address in its /64). Three rules
-// keep one source from starving the others, each enforced per shard and
-// counted in fixed per-source slots (SourceSlotsPerShard, a seeded hash of
-// the source, 8 bytes a slot: entries and chunks):
+// them), or an IPv6 /64 (a host picks any address in its /64). Four rules
+// keep one source from starving the others; the first three are enforced
+// per shard and counted in fixed per-source slots (SourceSlotsPerShard, a
+// seeded hash of the source, 8 bytes a slot: entries and chunks), the
+// fourth by counting an entry's requesters as it is joined:
 //
 //   - MaxEntriesPerSource caps the entries a source creates (the relay
 //     sets a tenth of the table).
@@ -56,6 +57,10 @@
 //     for sources holding fewer than 1/FullShareDivisor of the shard's
 //     entries: a flood from few sources fills the rest and is refused
 //     there, while others still get in. No entry is shed.
+//   - MaxRequestersPerSource caps the requesters one source holds on one
+//     entry (all but a DefaultEntrySourceDivisor-th of
+//     MaxRequestersPerEntry), so that a source on many ports joining the
+//     name everyone waits on (a subscription's) leaves room for them.
 //
 // What remains: sources share slots with probability 1/4096 per pair (a
 // collision shares the caps too); a flood from many addresses, each under

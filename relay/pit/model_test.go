@@ -129,6 +129,18 @@ func (m *model) add(key uint64, r lane.Key, now time.Duration) (Verdict, []uint6
 		_, chunks := m.inShard(m.shardOf(key))
 		needChunk := (len(e.reqs)-1)%lanesPerChunk == 0
 		capped := len(e.reqs) >= m.cfg.MaxRequestersPerEntry
+		if !capped && m.p.maxReqSrc != 0 {
+			same := 0
+			for _, q := range e.reqs {
+				if modelSameSource(q, r) {
+					same++
+				}
+			}
+			if same >= int(m.p.maxReqSrc) {
+				capped = true
+				m.stats.EntryShareCapped++
+			}
+		}
 		if !capped && needChunk && m.p.chunkShare > 0 {
 			if _, held := m.held(m.shardOf(key), r); held >= int(m.p.chunkShare) {
 				capped = true
@@ -361,6 +373,8 @@ var modelConfigs = []modelConfig{
 		TTL: 2 * time.Second, Tick: 100 * time.Millisecond, SuppressWindow: 500 * time.Millisecond}, 0, 0},
 	{"four-shards", Config{Shards: 4, MaxEntries: 40, MaxRequestersPerEntry: 8, MaxOverflowRequesters: 30,
 		TTL: 3 * time.Second, Tick: 250 * time.Millisecond, SuppressWindow: time.Second}, time.Hour, 0},
+	{"entry-share", Config{Shards: 1, MaxEntries: 16, MaxRequestersPerEntry: 8, MaxRequestersPerSource: 2,
+		MaxOverflowRequesters: 40, TTL: 2 * time.Second, Tick: 100 * time.Millisecond, SuppressWindow: 500 * time.Millisecond}, 0, 0},
 	{"refuse", Config{Shards: 2, MaxEntries: 10, MaxRequestersPerEntry: 3, TTL: time.Second,
 		Tick: 100 * time.Millisecond, SuppressWindow: 200 * time.Millisecond, FullPolicy: RefuseNew}, 0, 0},
 	{"ms-wrap", Config{Shards: 1, MaxEntries: 20, MaxRequestersPerEntry: 4, MaxOverflowRequesters: 12,
@@ -382,6 +396,7 @@ func TestModel(t *testing.T) {
 		"per-source":            func(s Stats) bool { return s.SourceCapped > 0 && s.OverflowShareCapped > 0 },
 		"refuse-reserve":        func(s Stats) bool { return s.RefusedShare > 0 && s.Refused > s.RefusedShare },
 		"refuse-reserve-capped": func(s Stats) bool { return s.RefusedShare > 0 && s.SourceCapped > 0 },
+		"entry-share":           func(s Stats) bool { return s.EntryShareCapped > 0 },
 	}
 	for _, mc := range modelConfigs {
 		t.Run(mc.name, func(t *testing.T) {
@@ -392,6 +407,7 @@ func TestModel(t *testing.T) {
 				sum.OverflowShareCapped += st.OverflowShareCapped
 				sum.Refused += st.Refused
 				sum.RefusedShare += st.RefusedShare
+				sum.EntryShareCapped += st.EntryShareCapped
 			}
 			if ok := reach[mc.name]; ok != nil && !ok(sum) {
 				t.Errorf("the runs never reached the rules under test: %+v", sum)
@@ -418,4 +434,16 @@ func FuzzModel(f *testing.F) {
 		mc := modelConfigs[int(data[0])%len(modelConfigs)]
 		runModel(t, mc, &byteSource{b: data[1:]})
 	})
+}
+
+// modelSameSource is the model's notion of one source: the same IPv4
+// address, or the same IPv6 /64.
+func modelSameSource(a, b lane.Key) bool {
+	x, y := a.AddrPort().Addr(), b.AddrPort().Addr()
+	if x.Is4() || y.Is4() {
+		return x == y
+	}
+	px, _ := x.Prefix(64)
+	py, _ := y.Prefix(64)
+	return px == py
 }

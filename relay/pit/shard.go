@@ -195,13 +195,18 @@ func (s *shard) addLocked(h uint64, r lane.Key, nowTick, expTick, nowMs uint32) 
 			s.c.added.Add(1)
 			return VerdictForwardNew, false
 		}
-		if s.hasRequesterLocked(e, r) {
+		has, same := s.scanRequestersLocked(e, r)
+		if has {
 			s.bump(e, expTick)
 			e.fwdMs = nowMs
 			s.c.retransmits.Add(1)
 			return VerdictForwardRetransmit, false
 		}
-		if e.nreq >= s.p.maxReq || !s.appendRequesterLocked(i, r) {
+		shareFull := s.p.maxReqSrc != 0 && same >= int(s.p.maxReqSrc) && e.nreq < s.p.maxReq
+		if shareFull {
+			s.c.entryShareCapped.Add(1)
+		}
+		if shareFull || e.nreq >= s.p.maxReq || !s.appendRequesterLocked(i, r) {
 			s.c.requesterCapped.Add(1)
 			e = &s.entries[i]
 			if int32(nowMs-e.fwdMs) >= s.p.windowMs {
@@ -309,21 +314,53 @@ func (s *shard) takeLocked(h uint64, dst []lane.Key, nowTick uint32) ([]lane.Key
 
 // hasRequesterLocked reports whether r is among e's requesters.
 func (s *shard) hasRequesterLocked(e *entry, r lane.Key) bool {
-	if e.first == r {
-		return true
+	has, _ := s.scanRequestersLocked(e, r)
+	return has
+}
+
+// scanRequestersLocked reports whether r is one of e's requesters and, when
+// the table caps requesters per source (maxReqSrc), how many of them are
+// r's source (sameSource).
+func (s *shard) scanRequestersLocked(e *entry, r lane.Key) (has bool, same int) {
+	count := s.p.maxReqSrc != 0
+	look := func(k lane.Key) bool {
+		if k == r {
+			return true
+		}
+		if count && sameSource(k, r) {
+			same++
+		}
+		return false
+	}
+	if look(e.first) {
+		return true, same
 	}
 	left := int(e.nreq) - 1
 	for c := e.chunk; left > 0; c = s.chunks[c].next {
 		ch := &s.chunks[c]
 		n := min(left, lanesPerChunk)
 		for k := range n {
-			if ch.lanes[k] == r {
-				return true
+			if look(ch.lanes[k]) {
+				return true, same
 			}
 		}
 		left -= n
 	}
-	return false
+	return false, same
+}
+
+// sameSource reports whether lanes a and b are one source: the same IPv4
+// address, or the same IPv6 /64 (the rule of the per-source counters).
+func sameSource(a, b lane.Key) bool {
+	if isV4(a) {
+		return isV4(b) && a.IP == b.IP
+	}
+	return [8]byte(a.IP[:8]) == [8]byte(b.IP[:8]) && !isV4(b)
+}
+
+// isV4 reports whether k is an IPv4 lane (stored IPv4-mapped).
+func isV4(k lane.Key) bool {
+	return k.IP[10] == 0xff && k.IP[11] == 0xff && [10]byte(k.IP[:10]) == [10]byte{}
 }
 
 // appendRequesterLocked adds r to entry i's requesters, taking a chunk from

@@ -19,7 +19,10 @@ type Stats struct {
 	// OverflowShareCapped counts the RequesterCapped whose source held its
 	// share of the overflow pool (Config.MaxOverflowPerSource).
 	OverflowShareCapped uint64
-	Refused             uint64 // VerdictRefused
+	// EntryShareCapped counts the RequesterCapped whose source held its
+	// share of the entry's requesters (Config.MaxRequestersPerSource).
+	EntryShareCapped uint64
+	Refused          uint64 // VerdictRefused
 	// RefusedShare counts the Refused whose source held its fair share of
 	// a shard within its reserve (FullReserveDivisor, FullShareDivisor).
 	RefusedShare uint64
@@ -38,6 +41,7 @@ type counters struct {
 	joined              atomic.Uint64
 	requesterCapped     atomic.Uint64
 	overflowShareCapped atomic.Uint64
+	entryShareCapped    atomic.Uint64
 	refused             atomic.Uint64
 	refusedShare        atomic.Uint64
 	sourceCapped        atomic.Uint64
@@ -63,6 +67,7 @@ func (c *counters) addTo(s *Stats) {
 	s.Joined += c.joined.Load()
 	s.RequesterCapped += c.requesterCapped.Load()
 	s.OverflowShareCapped += c.overflowShareCapped.Load()
+	s.EntryShareCapped += c.entryShareCapped.Load()
 	s.Refused += c.refused.Load()
 	s.RefusedShare += c.refusedShare.Load()
 	s.SourceCapped += c.sourceCapped.Load()
