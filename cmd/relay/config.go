@@ -106,6 +106,7 @@ type runFlags struct {
 	domain                             string
 	refresh                            time.Duration
 	maxPending, maxReq, maxPerSource   int
+	maxReqPerSource, maxOverflowPerSrc int
 	ttl, suppress                      time.Duration
 	refuse                             bool
 	maxRoutes                          int
@@ -175,6 +176,8 @@ func defineRunFlags() *runFlags {
 	fs.IntVar(&f.maxPending, "max-pending", pit.DefaultMaxEntries, "pending-request table capacity (entries)")
 	fs.IntVar(&f.maxPerSource, "max-pending-per-source", 0, "pending entries one source IP may hold; 0 means max-pending/10, negative no cap")
 	fs.IntVar(&f.maxReq, "max-requesters", pit.DefaultMaxRequestersPerEntry, "requester lanes kept per pending entry")
+	fs.IntVar(&f.maxReqPerSource, "max-requesters-per-source", 0, "requester lanes one source IP may hold on one pending entry; 0 means three quarters of max-requesters, negative no cap")
+	fs.IntVar(&f.maxOverflowPerSrc, "max-overflow-per-source", 0, "requester lanes beyond each entry's first one source IP may hold in all; 0 means a tenth of the pool (max-pending/4), negative no cap")
 	fs.DurationVar(&f.ttl, "pending-ttl", pit.DefaultTTL, "pending entry lifetime, bumped by every repeat")
 	fs.DurationVar(&f.suppress, "suppress-window", pit.DefaultSuppressWindow, "a new requester within this of the last forward is aggregated, not forwarded")
 	fs.BoolVar(&f.refuse, "refuse-when-full", false, "when the pending table is full, refuse new requests instead of shedding the oldest entry")
@@ -586,6 +589,7 @@ func (f *runFlags) validate() (runConfig, error) {
 		Pending: pit.Config{
 			MaxEntries: f.maxPending, MaxRequestersPerEntry: f.maxReq, TTL: f.ttl,
 			SuppressWindow: f.suppress, FullPolicy: policy, MaxEntriesPerSource: f.maxPerSource,
+			MaxRequestersPerSource: f.maxReqPerSource, MaxOverflowPerSource: f.maxOverflowPerSrc,
 		},
 		Routes: route.Config{MaxRoutes: f.maxRoutes, DirectLaneExpiry: f.laneExpiry},
 		Amp:    relay.AmpConfig{Factor: f.ampFactor, Rate: f.ampRate, Burst: f.ampBurst, NetFactor: f.ampNetFactor},
