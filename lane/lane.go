@@ -32,6 +32,23 @@ func (k Key) AddrPort() netip.AddrPort {
 // IsValid reports whether k is a usable lane (not the zero Key).
 func (k Key) IsValid() bool { return k != Key{} }
 
+// Is4 reports whether k is an IPv4 lane (stored IPv4-mapped).
+func (k Key) Is4() bool {
+	return k.IP[10] == 0xff && k.IP[11] == 0xff && [10]byte(k.IP[:10]) == [10]byte{}
+}
+
+// Source returns what stands for k's sender in per-source caps and shares:
+// its IPv4 address, or the /64 of its IPv6 address (a host picks any
+// address in its /64), with the rest zero; the port never counts.
+func (k Key) Source() [16]byte {
+	if k.Is4() {
+		return k.IP
+	}
+	var s [16]byte
+	copy(s[:8], k.IP[:8])
+	return s
+}
+
 // Canon returns the canonical form of a lane: an IPv4-mapped IPv6 address
 // becomes plain IPv4 and any IPv6 zone is dropped, so that the same peer
 // always compares equal (and equals KeyOf(ap).AddrPort()). An invalid ap is

@@ -191,3 +191,27 @@ func TestPublic4MatchesPrefixes(t *testing.T) {
 		}
 	}
 }
+
+// TestKeySource: an IPv4 lane's source is its address, an IPv6 lane's its
+// /64; the port never counts.
+func TestKeySource(t *testing.T) {
+	k := func(s string) Key { return KeyOf(netip.MustParseAddrPort(s)) }
+	for _, c := range []struct {
+		a, b string
+		same bool
+	}{
+		{"198.51.100.1:1000", "198.51.100.1:2000", true},
+		{"198.51.100.1:1000", "198.51.100.2:1000", false},
+		{"[2001:db8:1:2::1]:1000", "[2001:db8:1:2:ffff::9]:2000", true},
+		{"[2001:db8:1:2::1]:1000", "[2001:db8:1:3::1]:1000", false},
+		{"[::ffff:198.51.100.1]:1000", "198.51.100.1:1000", true},
+		{"[::198.51.100.1]:1000", "198.51.100.1:1000", false}, // IPv4-compatible is IPv6
+	} {
+		if got := k(c.a).Source() == k(c.b).Source(); got != c.same {
+			t.Errorf("%s and %s one source: %v, want %v", c.a, c.b, got, c.same)
+		}
+	}
+	if !k("198.51.100.1:1").Is4() || k("[2001:db8::1]:1").Is4() || k("[::198.51.100.1]:1").Is4() {
+		t.Error("Is4 wrong")
+	}
+}

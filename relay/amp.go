@@ -202,7 +202,7 @@ func (a *ampTable) network(ip [16]byte) [16]byte {
 	hi := binary.BigEndian.Uint64(ip[:8])
 	lo := binary.BigEndian.Uint64(ip[8:])
 	m := &a.mask6
-	if hi == 0 && lo>>32 == 0xffff {
+	if (lane.Key{IP: ip}).Is4() {
 		m = &a.mask4
 	}
 	var n [16]byte

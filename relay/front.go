@@ -259,20 +259,5 @@ func (r *Relay) scrubOrigin(c *counterBlock, b []byte) bool {
 }
 
 // hintOK reports whether lane ap may be sent to or named to others as a
-// next-hop or origin: a valid address and port, on the public internet or
-// in a network the operator declared (Config.HintNets).
-func (r *Relay) hintOK(ap netip.AddrPort) bool {
-	if !ap.IsValid() || ap.Port() == 0 {
-		return false
-	}
-	a := ap.Addr().Unmap()
-	if lane.PublicAddr(a) {
-		return true
-	}
-	for _, n := range r.hintNets {
-		if n.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
+// next-hop or origin (route.Table.TargetAllowed, with Config.HintNets).
+func (r *Relay) hintOK(ap netip.AddrPort) bool { return r.routes.TargetAllowed(ap) }

@@ -131,7 +131,6 @@ type Relay struct {
 
 	front      bool
 	publicLane netip.AddrPort
-	hintNets   []netip.Prefix
 	pings      pingTable // front mode: pings handed to the ship, by lane
 	stuns      stunTable // front mode: the ship's STUN transactions
 }
@@ -185,10 +184,9 @@ func New(cfg Config) (*Relay, error) {
 	}
 	// The operator's lanes outrank the wire's.
 	cfg.Routes.ConfiguredWins = true
-	if cfg.Routes.HintNets == nil {
-		// Next-hops may name what the relay's own hints may name.
-		cfg.Routes.HintNets = slices.Clone(cfg.HintNets)
-	}
+	// One rule for what a lane may be: the table's, with the relay's
+	// declared networks.
+	cfg.Routes.HintNets = slices.Clone(cfg.HintNets)
 	rt, err := route.New(cfg.Ship, cfg.Sponsors, cfg.Routes)
 	if err != nil {
 		return nil, fmt.Errorf("relay: %w", err)
@@ -208,7 +206,6 @@ func New(cfg Config) (*Relay, error) {
 		routes:     rt,
 		front:      cfg.Front,
 		publicLane: lane.Canon(cfg.PublicLane),
-		hintNets:   slices.Clone(cfg.HintNets),
 	}
 	if r.shipLane.IsValid() {
 		r.shipKey = lane.KeyOf(r.shipLane)
@@ -774,14 +771,13 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 		return
 	}
 	var origin [scry.AmesOriginLen]byte
-	insert := false
+	insert, scrubbed := false, false
 	if !fromShip && scry.NeedsOrigin(a) {
 		ap := from
 		if !r.hintOK(from) {
 			// A sender on a private network is named by our public
 			// lane, or not at all: answers then come back through us.
-			ap = r.publicLane
-			out.c.add(EventHintsScrubbed, 1)
+			ap, scrubbed = r.publicLane, true
 		}
 		origin, insert = lane.EncodeShort(ap)
 		insert = insert && ap.IsValid()
@@ -803,6 +799,9 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 		}
 		r.dropUnrouted(out.c, &plan.Targets)
 		return
+	}
+	if scrubbed {
+		out.c.add(EventHintsScrubbed, 1)
 	}
 	if insert {
 		if nb, err := scry.InsertOrigin(b, origin); err == nil {

@@ -124,19 +124,13 @@ func (s *shard) init(p params) {
 // independent even for non-random keys.
 func mix(k uint64) uint64 { return lane.Mix64(k) }
 
-// v4MappedLo is the low 32 bits of the second half of an IPv4-mapped
-// address read little-endian: bytes 8..11 are 00 00 ff ff.
-const v4MappedLo = 0xffff0000
-
-// sourceSlot returns the per-source counter slot of r's source: a seeded
-// hash of its IPv4 address, or of its IPv6 address's /64 (the port never
-// counts).
+// sourceSlot returns the per-source counter slot of r's source
+// (lane.Key.Source: its IPv4 address, or its IPv6 address's /64), by a
+// seeded hash.
 func (s *shard) sourceSlot(r lane.Key) uint32 {
-	lo := binary.LittleEndian.Uint64(r.IP[:8])
-	hi := binary.LittleEndian.Uint64(r.IP[8:])
-	if lo != 0 || uint32(hi) != v4MappedLo {
-		hi = 0 // IPv6: the interface identifier is the host's to choose
-	}
+	src := r.Source()
+	lo := binary.LittleEndian.Uint64(src[:8])
+	hi := binary.LittleEndian.Uint64(src[8:])
 	return uint32(mix(mix(lo^s.p.seed)^hi) & (SourceSlotsPerShard - 1))
 }
 
@@ -312,22 +306,20 @@ func (s *shard) takeLocked(h uint64, dst []lane.Key, nowTick uint32) ([]lane.Key
 	return dst, true
 }
 
-// hasRequesterLocked reports whether r is among e's requesters.
-func (s *shard) hasRequesterLocked(e *entry, r lane.Key) bool {
-	has, _ := s.scanRequestersLocked(e, r)
-	return has
-}
-
 // scanRequestersLocked reports whether r is one of e's requesters and, when
 // the table caps requesters per source (maxReqSrc), how many of them are
-// r's source (sameSource).
+// r's source (lane.Key.Source).
 func (s *shard) scanRequestersLocked(e *entry, r lane.Key) (has bool, same int) {
 	count := s.p.maxReqSrc != 0
+	var src [16]byte
+	if count {
+		src = r.Source()
+	}
 	look := func(k lane.Key) bool {
 		if k == r {
 			return true
 		}
-		if count && sameSource(k, r) {
+		if count && k.Source() == src {
 			same++
 		}
 		return false
@@ -347,20 +339,6 @@ func (s *shard) scanRequestersLocked(e *entry, r lane.Key) (has bool, same int) 
 		left -= n
 	}
 	return false, same
-}
-
-// sameSource reports whether lanes a and b are one source: the same IPv4
-// address, or the same IPv6 /64 (the rule of the per-source counters).
-func sameSource(a, b lane.Key) bool {
-	if isV4(a) {
-		return isV4(b) && a.IP == b.IP
-	}
-	return [8]byte(a.IP[:8]) == [8]byte(b.IP[:8]) && !isV4(b)
-}
-
-// isV4 reports whether k is an IPv4 lane (stored IPv4-mapped).
-func isV4(k lane.Key) bool {
-	return k.IP[10] == 0xff && k.IP[11] == 0xff && [10]byte(k.IP[:10]) == [10]byte{}
 }
 
 // appendRequesterLocked adds r to entry i's requesters, taking a chunk from

@@ -391,10 +391,19 @@ func (r *Table) AddSelfPort(port uint16) {
 // link-local, multicast, broadcast or reserved space) or in a network the
 // operator declared (Config.HintNets).
 func (r *Table) HintAllowed(k lane.Key) bool {
-	if !k.IsValid() || k.Port == 0 || r.IsSelf(k) {
+	return k.IsValid() && !r.IsSelf(k) && r.TargetAllowed(k.AddrPort())
+}
+
+// TargetAllowed reports whether ap's address and port may be sent to or
+// named to others as a next-hop or origin: a valid address with a nonzero
+// port, on the public internet (lane.PublicAddr) or in a network the
+// operator declared (Config.HintNets). HintAllowed adds that it is not
+// this process.
+func (r *Table) TargetAllowed(ap netip.AddrPort) bool {
+	if !ap.IsValid() || ap.Port() == 0 {
 		return false
 	}
-	a := netip.AddrFrom16(k.IP).Unmap()
+	a := ap.Addr().Unmap()
 	if lane.PublicAddr(a) {
 		return true
 	}
@@ -414,16 +423,12 @@ func (r *Table) SourceRefused() uint64 {
 	return r.srcRefused
 }
 
-// srcSlot returns the per-source counter slot of k's address: the whole
-// address for IPv4, its /64 for IPv6 (one subscriber's allocation).
+// srcSlot returns the per-source counter slot of k's source
+// (lane.Key.Source: the whole address for IPv4, its /64 for IPv6).
 func (r *Table) srcSlot(k lane.Key) uint32 {
-	var w uint64
-	if k.IP[10] == 0xff && k.IP[11] == 0xff && binary.LittleEndian.Uint64(k.IP[0:8]) == 0 {
-		w = uint64(binary.LittleEndian.Uint32(k.IP[12:16]))
-	} else {
-		w = binary.LittleEndian.Uint64(k.IP[0:8]) ^ 1<<63
-	}
-	return uint32(lane.Mix64(w^r.srcSeed) & uint64(len(r.srcCount)-1))
+	src := k.Source()
+	w := lane.Mix64(binary.LittleEndian.Uint64(src[:8])^r.srcSeed) ^ binary.LittleEndian.Uint64(src[8:])
+	return uint32(lane.Mix64(w) & uint64(len(r.srcCount)-1))
 }
 
 // configuredLocked reports whether s has an operator-configured lane (a
@@ -715,7 +720,8 @@ func (r *Table) answeredLocked(s lane.Ship, from, next lane.Key, relayed bool, n
 	// request went, and only if it may be a target.
 	hint := !r.cfg.NoHints && next.IsValid() && next != from && r.HintAllowed(next)
 	rt := r.getLocked(s, false, from)
-	if rt == nil && hint && r.onRouteLocked(s, nil, from, now) {
+	hint = hint && r.onRouteLocked(s, rt, from, now)
+	if rt == nil && hint {
 		rt = r.getLocked(s, true, from)
 	}
 	if rt == nil {
@@ -748,7 +754,7 @@ func (r *Table) answeredLocked(s lane.Ship, from, next lane.Key, relayed bool, n
 	}
 	if !hint || next == rt.direct.lane || next == rt.hint.lane || next == rt.base.lane ||
 		next == rt.chal.lane || now < rt.hintHold ||
-		(next == rt.bad && now < rt.badUntil) || !r.onRouteLocked(s, rt, from, now) {
+		(next == rt.bad && now < rt.badUntil) {
 		return
 	}
 	switch {
