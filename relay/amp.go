@@ -11,106 +11,126 @@ import (
 	"github.com/urbit-relay/relay/lane"
 )
 
-// AmpConfig bounds amplification: the bytes of answers the relay sends to
-// an IP address (pages, STUN responses, legacy ames forwards to lanes it
-// learned), against the bytes of requests it heard from that address.
+// AmpConfig bounds what a forged source can aim at a victim through the
+// relay: the bytes of answers (pages, STUN responses, legacy ames forwards
+// to lanes it learned) sent to one IP address, and to one network (its
+// IPv4 /Net4Bits or IPv6 /Net6Bits prefix), per second.
 //
-// A spoofed request makes the relay send the response to the victim whose
-// address was forged: a 40-byte peek can fetch a 1,472-byte page. The
-// pending table already allows at most one page per request; this budget
-// further limits each address to Factor bytes of pages per byte of
-// requests, plus Rate bytes per second, banked up to Burst. An address the
-// relay has not heard from recently starts with Initial bytes. So a victim
-// address receives at most Factor*q + Rate bytes per second from an
-// attacker sending q bytes per second of requests in its name.
+// The relay adds no amplification of its own beyond the protocol's: the
+// pending table sends at most one page per request, which is what the
+// publisher itself would send the requester. A spoofed request still makes
+// the relay send that page to the victim whose address was forged, so the
+// budget bounds it in absolute terms, with no byte ratio: an honest mesa
+// download is one peek of tens of bytes for each page of up to 1.5 KB (24
+// to 33 times its bytes) and a legacy transfer is mostly one-way, so any
+// ratio below the protocol's throttles every real download.
 //
-// The per-address bound alone does not bound the ratio: Rate is free, so a
-// slow attacker (q small) gets up to page/request (about 36x for mesa), and
-// an attacker spreading forged requests over many addresses of one network
-// gets Rate for each (64 addresses of a /24 at 100 peeks/s each: 86.6x
-// into the /24). So every send also needs the budget of its address's
-// network (its IPv4 /Net4Bits or IPv6 /Net6Bits prefix), which has no
-// time-based rate: a network earns NetFactor bytes per byte of requests
-// heard from any of its addresses, banked up to NetBurst, plus NetInitial
-// once when its slot is made. A network therefore receives at most
-// NetFactor*Q + NetInitial bytes for Q bytes of requests in the names of
-// its addresses, for every attack rate and every spread over it: with the
-// defaults, 8x plus a one-off 16 pages. (A network's slot is made again
-// only when another network hashing to it takes it over, which an
-// attacker cannot aim at without the seed: about NetSlots networks'
-// requests per re-grant.) A send needs both budgets, and one that either
-// refuses takes nothing from the other.
+// Each address is a token bucket of Rate bytes a second, banked up to
+// Burst; each network one of NetRate, banked up to NetBurst. A send needs
+// both. When its network's bucket is empty (its addresses together took
+// NetRate), a send may instead take from its address's light allowance,
+// LightRate a second banked up to LightBurst, so that a neighbour of a
+// heavy user in its network gets what a host elsewhere gets: a /24 of
+// flooders cannot withhold a neighbour's few pages. So with the defaults a
+// victim address receives at most Burst + Rate*t bytes in t seconds, and a
+// network at most NetBurst + NetRate*t plus, for each of its A addresses
+// in use, LightBurst + LightRate*t (an IPv4 /24 has A <= 256).
 //
-// What this costs honest traffic: a requester whose pages are larger than
-// NetFactor times its requests (mesa peeks are 40-100 bytes, full pages
-// 1,472) gets pages beyond NetInitial at the rate its requests earn them:
-// a requester peeking 1,472-byte pages with 80-byte peeks gets the first
-// 16 pages and then about 8*80/1472 = 43% of the rest at the first ask;
-// the rest arrive when it asks again, each ask earning more (mesa and
-// ames retransmit an unanswered request). TestHonestRequesterUnderNetworkBudget
-// measures it. A requester whose route tightens past the relay (the
-// next-hop on every page) stops costing anything after the first pages.
-// Legacy ames forwards to learned lanes are budgeted the same way (Relay's
-// ames): honest legacy traffic that sends at least 1/NetFactor of the
-// bytes it receives through the relay is unaffected; a one-way transfer
-// to a lane the relay learned, whose acks are about 1/15 of its fragments,
-// stalls once NetInitial is spent (TestHonestLegacyTrafficUnthrottled: 46
-// of 1,000 fragments). A negative NetFactor lifts that, and the bound.
+// Return routability. Every vere ship answers a STUN binding request with
+// a response that repeats its transaction id (io/ames.c, _ames_hear and
+// _stun_on_request, for any ship; io/mesa.c hands it every datagram that
+// is not a mesa packet), and an off-path attacker forging a victim's
+// address never sees the relay's request. So once a lane has been sent
+// ProbeAfter bytes below its address's full bucket, the relay sends it a
+// 28-byte binding request with a random transaction id (never more than
+// one a ProbeInterval per lane); a response from that lane with that id
+// proves the lane answers at its address, and a proven lane is exempt from
+// both budgets for ProofLifetime (renewed by further probes while it is
+// busy). What that stops: aiming pages at any address that is not a live
+// STUN-answering host at that port (a web server, a resolver, a home
+// router, an unused address), which stays held to the budget. What it
+// cannot: aiming pages at a live vere ship's own lane, which proves itself;
+// that victim gets one page per forged request, exactly what the attacker
+// gets by sending the same requests to the publisher directly (the relay
+// is then no better a reflector than the publisher itself), and an
+// on-path attacker can answer the probe for a lane it sees.
 //
-// Addresses and networks are tracked in Slots and NetSlots fixed slots by
-// a seeded hash, with no allocation: one whose slot is taken by another
-// starts over from Initial (NetInitial), which is small so that churning
-// slots gains an attacker little. Each table's slots are guarded by 64
-// locks, each over a stripe of Slots/64 of them, so that readers on
-// different sockets budgeting different addresses do not contend;
-// striping changes which lock guards a slot, not which slot an address
-// gets, so the bound (Slots addresses in all) and the eviction rule are
-// those of one table. No call holds two locks.
+// Addresses, networks and proofs are tracked in fixed tables of slots
+// (Slots, NetSlots, ProofSlots) indexed by a seeded hash of all 16 bytes
+// of the address (the network's masked address; the lane), with no
+// allocation. A slot taken over by another address keeps the tokens its
+// last holder left (brought up to date), so alternating addresses that
+// share a slot, or churning slots, gains nothing: only a slot never used
+// starts full. Each table is guarded by 64 striped locks, each over a run
+// of slots; no call holds two locks.
 type AmpConfig struct {
-	Factor  int // page bytes allowed per request byte; negative disables the budget
-	Rate    int // page bytes per second allowed regardless of requests
-	Burst   int // most bytes an address can bank
-	Initial int // budget of an address not tracked yet
-	Slots   int // tracked addresses, a power of two
+	Rate  int // bytes a second an address may receive; negative disables the budget
+	Burst int // most bytes an address banks; a slot never used starts with them
 
-	// The per-network budget; NetFactor negative disables it (the
+	// The per-network budget; NetRate negative disables it (the
 	// per-address budget then stands alone).
-	NetFactor  int // answer bytes a network may receive per byte of requests from it
-	NetBurst   int // most bytes a network can bank
-	NetInitial int // budget of a network not tracked yet, granted once
-	NetSlots   int // tracked networks, a power of two
-	Net4Bits   int // IPv4 prefix length of a network, 1-32
-	Net6Bits   int // IPv6 prefix length of a network, 1-128
+	NetRate    int // bytes a second a network may receive
+	NetBurst   int // most bytes a network banks
+	LightRate  int // bytes a second an address may take past an empty network budget
+	LightBurst int // most bytes of light allowance an address banks
+
+	Slots    int // tracked addresses, a power of two
+	NetSlots int // tracked networks, a power of two
+	Net4Bits int // IPv4 prefix length of a network, 1-32
+	Net6Bits int // IPv6 prefix length of a network, 1-128
+
+	// Return routability; ProofLifetime negative disables probing.
+	ProofLifetime time.Duration // how long a lane that answered a probe is exempt
+	ProbeInterval time.Duration // least time between two probes of one lane
+	ProbeAfter    int           // bytes below its address's full bucket after which a lane is probed
+	ProofSlots    int           // tracked lanes being probed or proven, a power of two
 }
 
 // fill gives each zero field its default (so the zero AmpConfig is the
-// default budget) and checks the rest. A negative Factor disables the
-// budget, a negative NetFactor its per-network part.
+// default budget) and checks the rest. A negative Rate disables the
+// budget, a negative NetRate its per-network part, a negative
+// ProofLifetime the probes.
 func (c *AmpConfig) fill() error {
-	if c.Factor < 0 {
+	if c.Rate < 0 {
 		return nil
 	}
-	if c.Rate < 0 || c.Burst < 0 || c.Initial < 0 || c.Slots < 0 ||
-		c.NetBurst < 0 || c.NetInitial < 0 || c.NetSlots < 0 || c.Net4Bits < 0 || c.Net6Bits < 0 {
+	if c.Burst < 0 || c.Slots < 0 || c.NetBurst < 0 || c.LightRate < 0 || c.LightBurst < 0 ||
+		c.NetSlots < 0 || c.Net4Bits < 0 || c.Net6Bits < 0 || c.ProbeInterval < 0 || c.ProbeAfter < 0 || c.ProofSlots < 0 {
 		return fmt.Errorf("relay: negative amplification setting %+v", *c)
 	}
 	for _, f := range []struct {
 		v   *int
 		def int
-	}{{&c.Factor, DefaultAmpFactor}, {&c.Rate, DefaultAmpRate}, {&c.Burst, DefaultAmpBurst},
-		{&c.Initial, DefaultAmpInitial}, {&c.Slots, DefaultAmpSlots},
-		{&c.NetFactor, DefaultAmpNetFactor}, {&c.NetBurst, DefaultAmpNetBurst},
-		{&c.NetInitial, DefaultAmpNetInitial}, {&c.NetSlots, DefaultAmpNetSlots},
-		{&c.Net4Bits, DefaultAmpNet4Bits}, {&c.Net6Bits, DefaultAmpNet6Bits}} {
+	}{{&c.Rate, DefaultAmpRate}, {&c.Burst, DefaultAmpBurst}, {&c.Slots, DefaultAmpSlots},
+		{&c.NetRate, DefaultAmpNetRate}, {&c.NetBurst, DefaultAmpNetBurst},
+		{&c.LightRate, DefaultAmpLightRate}, {&c.LightBurst, DefaultAmpLightBurst},
+		{&c.NetSlots, DefaultAmpNetSlots},
+		{&c.Net4Bits, DefaultAmpNet4Bits}, {&c.Net6Bits, DefaultAmpNet6Bits},
+		{&c.ProbeAfter, DefaultProbeAfter}, {&c.ProofSlots, DefaultProofSlots}} {
 		if *f.v == 0 {
 			*f.v = f.def
 		}
 	}
+	if c.ProofLifetime == 0 {
+		c.ProofLifetime = DefaultProofLifetime
+	}
+	if c.ProbeInterval == 0 {
+		c.ProbeInterval = DefaultProbeInterval
+	}
+	if c.Rate > MaxAmpRate || c.NetRate > MaxAmpRate || c.LightRate > MaxAmpRate {
+		return fmt.Errorf("relay: amplification rate over %d bytes a second", MaxAmpRate)
+	}
+	if c.Burst > MaxAmpBurst || c.NetBurst > MaxAmpBurst || c.LightBurst > MaxAmpBurst {
+		return fmt.Errorf("relay: amplification burst over %d bytes", MaxAmpBurst)
+	}
 	if bits.OnesCount(uint(c.Slots)) != 1 {
 		return fmt.Errorf("relay: amplification slots %d is not a power of two", c.Slots)
 	}
-	if c.NetFactor >= 0 && bits.OnesCount(uint(c.NetSlots)) != 1 {
+	if c.NetRate >= 0 && bits.OnesCount(uint(c.NetSlots)) != 1 {
 		return fmt.Errorf("relay: amplification network slots %d is not a power of two", c.NetSlots)
+	}
+	if c.ProofLifetime > 0 && bits.OnesCount(uint(c.ProofSlots)) != 1 {
+		return fmt.Errorf("relay: proof slots %d is not a power of two", c.ProofSlots)
 	}
 	if c.Net4Bits > 32 || c.Net6Bits > 128 {
 		return fmt.Errorf("relay: network prefix /%d (IPv4) or /%d (IPv6) too long", c.Net4Bits, c.Net6Bits)
@@ -118,22 +138,56 @@ func (c *AmpConfig) fill() error {
 	return nil
 }
 
-// ampTable is the amplification budget: per address, and (net) per
-// network. It is safe for concurrent use. The network budget is an
-// ampTable of its own, keyed by the network's masked address, with Rate 0.
+// ampTable is the amplification budget: per address, per network (net)
+// and the proven lanes (proofs). It is safe for concurrent use.
 type ampTable struct {
 	// First, so that the last stripe's padding keeps the locks off the
 	// cache line of the static fields every call reads.
 	stripes [ampStripes]ampStripe
 
-	cfg   AmpConfig // static
-	seed  uint64    // static
-	shift uint      // static: log2 of the slots per stripe
-	slots []ampSlot // static slice; slot i guarded by stripes[i>>shift].mu
+	addr   bucketParams // static
+	light  bucketParams // static: the light allowance, in the address's slot
+	seed   uint64       // static
+	shift  uint         // static: log2 of the slots per stripe
+	slots  []ampSlot    // static slice; slot i guarded by stripes[i>>shift].mu
+	probes int64        // static: ProbeAfter in token units
 
-	net          *ampTable // static: the per-network budget; nil if disabled or this is it
-	mask4, mask6 [2]uint64 // static: a network's prefix, over the address's 128 bits
+	net          *ampTable   // static: the per-network budget; nil if disabled or this is it
+	mask4, mask6 [2]uint64   // static: a network's prefix, over the address's 128 bits
+	proofs       *proofTable // static: nil when probing is disabled
 }
+
+// bucketParams are a token bucket's rate and size. Tokens are kept in
+// nanobytes (bytes times 1e9), so that a refill of rate bytes a second
+// over dt nanoseconds is rate*dt exactly, however often it is brought up
+// to date.
+type bucketParams struct {
+	rate     int64         // bytes a second
+	burst    int64         // nanobytes
+	fullFrom time.Duration // a bucket idle this long is full: burst/rate
+}
+
+func newBucketParams(rate, burst int) bucketParams {
+	p := bucketParams{rate: int64(rate), burst: int64(burst) * nanobytes}
+	if rate > 0 {
+		p.fullFrom = time.Duration(p.burst / p.rate)
+	}
+	return p
+}
+
+// refill returns tokens brought up dt nanoseconds later.
+func (p *bucketParams) refill(tokens int64, dt time.Duration) int64 {
+	if dt <= 0 || p.rate == 0 {
+		return tokens
+	}
+	if dt >= p.fullFrom {
+		return p.burst
+	}
+	return min(p.burst, tokens+p.rate*int64(dt)) // rate*dt < burst: no overflow
+}
+
+// nanobytes is the unit of a bucket's tokens: 1e9 a byte.
+const nanobytes = int64(time.Second)
 
 // ampStripe is the lock of one stripe of slots, padded so that
 // neighbouring stripes' locks do not share a cache line.
@@ -144,41 +198,65 @@ type ampStripe struct {
 
 type ampSlot struct {
 	ip     [16]byte
-	tokens int64         // bytes of pages allowed now
-	last   time.Duration // when tokens was last brought up to date
+	tokens int64         // nanobytes allowed now
+	light  int64         // nanobytes of light allowance (an address's slot)
+	last   time.Duration // when tokens were last brought up to date; 0: never used
+	// proven is when the latest proof recorded for a lane of this
+	// address ends (an address's slot): until then a send looks the lane
+	// up in the proof table.
+	proven time.Duration
 }
 
 // newAmpTable returns the budget for cfg (filled), or nil when disabled.
 func newAmpTable(cfg AmpConfig) (*ampTable, error) {
-	if cfg.Factor < 0 {
+	if cfg.Rate < 0 {
 		return nil, nil
 	}
-	a, err := newAmpBank(cfg)
-	if err != nil || cfg.NetFactor < 0 {
-		return a, err
+	a, err := newAmpBank(newBucketParams(cfg.Rate, cfg.Burst), cfg.Slots)
+	if err != nil {
+		return nil, err
+	}
+	a.light = newBucketParams(cfg.LightRate, cfg.LightBurst)
+	if cfg.ProofLifetime > 0 {
+		a.probes = int64(cfg.ProbeAfter) * nanobytes
+		if a.proofs, err = newProofTable(cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.NetRate < 0 {
+		return a, nil
 	}
 	// An IPv4 address is IPv4-mapped in a lane.Key's 16 bytes: its
 	// prefix counts from bit 96.
 	a.mask4, a.mask6 = prefixMask(96+cfg.Net4Bits), prefixMask(cfg.Net6Bits)
-	a.net, err = newAmpBank(AmpConfig{Factor: cfg.NetFactor, Burst: cfg.NetBurst,
-		Initial: cfg.NetInitial, Slots: cfg.NetSlots})
+	a.net, err = newAmpBank(newBucketParams(cfg.NetRate, cfg.NetBurst), cfg.NetSlots)
 	return a, err
 }
 
-// newAmpBank returns one table of slots for cfg, with no network budget.
-func newAmpBank(cfg AmpConfig) (*ampTable, error) {
-	var seed [8]byte
-	if _, err := rand.Read(seed[:]); err != nil {
-		return nil, fmt.Errorf("relay: seed: %w", err)
+// newAmpBank returns one table of n slots of bucket p.
+func newAmpBank(p bucketParams, n int) (*ampTable, error) {
+	seed, err := randomSeed()
+	if err != nil {
+		return nil, err
 	}
-	// Slots/ampStripes slots a stripe, or one each (and some stripes
-	// unused) when there are fewer slots than stripes.
-	per := max(cfg.Slots/ampStripes, 1)
+	// n/ampStripes slots a stripe, or one each (and some stripes unused)
+	// when there are fewer slots than stripes.
+	per := max(n/ampStripes, 1)
 	return &ampTable{
-		cfg: cfg, seed: binary.LittleEndian.Uint64(seed[:]),
+		addr: p, seed: seed,
 		shift: uint(bits.TrailingZeros(uint(per))),
-		slots: make([]ampSlot, cfg.Slots),
+		slots: make([]ampSlot, n),
 	}, nil
+}
+
+// randomSeed returns a seed from crypto/rand: a seed an attacker does not
+// know keeps it from choosing addresses that share a slot.
+func randomSeed() (uint64, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return 0, fmt.Errorf("relay: seed: %w", err)
+	}
+	return binary.LittleEndian.Uint64(b[:]), nil
 }
 
 // prefixMask returns the mask of the first n of 128 bits, as the
@@ -211,103 +289,254 @@ func (a *ampTable) network(ip [16]byte) [16]byte {
 	return n
 }
 
-// index returns ip's slot, by the seeded hash.
+// index returns ip's slot: a seeded hash of all 16 bytes, each half mixed
+// in whole (lane.Mix64 is a bijection with full avalanche), so that the
+// addresses of one network spread over the slots like any others.
 func (a *ampTable) index(ip [16]byte) uint64 {
-	lo := binary.LittleEndian.Uint64(ip[:8])
-	hi := binary.LittleEndian.Uint64(ip[8:])
-	h := (lo ^ a.seed) * 0x9e3779b97f4a7c15
-	h = (h ^ hi ^ h>>29) * 0xbf58476d1ce4e5b9
-	return (h ^ h>>32) & uint64(len(a.slots)-1)
+	return hash16(a.seed, ip) & uint64(len(a.slots)-1)
+}
+
+// hash16 is the seeded hash of 16 bytes the budget's tables index by.
+func hash16(seed uint64, b [16]byte) uint64 {
+	h := lane.Mix64(seed ^ binary.LittleEndian.Uint64(b[:8]))
+	return lane.Mix64(h ^ binary.LittleEndian.Uint64(b[8:]))
 }
 
 // stripe returns the lock guarding slot i.
 func (a *ampTable) stripe(i uint64) *sync.Mutex { return &a.stripes[(i>>a.shift)%ampStripes].mu }
 
-// slotLocked returns slot i, ip's, brought up to date at now; a slot held
-// by another address is taken over. Its stripe must be locked.
+// slotLocked returns slot i, ip's, brought up to date at now. A slot never
+// used starts full; a slot held by another address is taken over with the
+// tokens its holder left, so that taking it over gains nothing. Its stripe
+// must be locked.
 func (a *ampTable) slotLocked(i uint64, ip [16]byte, now time.Duration) *ampSlot {
 	s := &a.slots[i]
-	if s.ip != ip || s.last == 0 {
-		*s = ampSlot{ip: ip, tokens: int64(a.cfg.Initial), last: now}
-		if now == 0 {
-			s.last = 1 // keep "never used" distinct from a real time
-		}
+	if s.last == 0 {
+		*s = ampSlot{ip: ip, tokens: a.addr.burst, light: a.light.burst, last: max(now, 1)}
 		return s
 	}
 	if dt := now - s.last; dt > 0 {
-		s.tokens = min(int64(a.cfg.Burst), s.tokens+int64(a.cfg.Rate)*int64(dt)/int64(time.Second))
+		s.tokens = a.addr.refill(s.tokens, dt)
+		s.light = a.light.refill(s.light, dt)
 		s.last = now
+	}
+	if s.ip != ip {
+		s.ip, s.proven = ip, 0
 	}
 	return s
 }
 
-// credit records n bytes of requests heard from k's address (and its
-// network).
-func (a *ampTable) credit(k lane.Key, n int, now time.Duration) {
+// spend takes n bytes from the budgets of lane k's address and of its
+// network, reporting whether the send may go (taking nothing when it may
+// not), and whether k should be probed (a lane not proven whose address
+// has been sent ProbeAfter bytes below its full bucket, or refused). A
+// proven lane takes nothing.
+func (a *ampTable) spend(k lane.Key, n int, now time.Duration) (ok, probe bool) {
 	if a == nil {
-		return
+		return true, false
 	}
-	a.add(k.IP, int64(a.cfg.Factor)*int64(n), now)
-	if a.net != nil {
-		a.net.add(a.network(k.IP), int64(a.net.cfg.Factor)*int64(n), now)
+	need := int64(n) * nanobytes
+	i := a.index(k.IP)
+	mu := a.stripe(i)
+	mu.Lock()
+	s := a.slotLocked(i, k.IP, now)
+	if s.proven > now {
+		mu.Unlock()
+		if ok, renew := a.proofs.proven(k, now); ok {
+			return true, renew
+		}
+		mu.Lock()
+		s = a.slotLocked(i, k.IP, now)
 	}
-}
-
-// spend takes n bytes from the budgets of k's address and of its network,
-// reporting false (and taking nothing) if either does not have them.
-func (a *ampTable) spend(k lane.Key, n int, now time.Duration) bool {
-	if a == nil {
-		return true
+	if s.tokens < need {
+		mu.Unlock()
+		return false, a.proofs != nil
 	}
-	// The network first: without a free rate it is the budget an attack
-	// runs out of, and a spend it refuses then costs one lock, not three.
-	if a.net == nil {
-		return a.take(k.IP, n, now)
+	s.tokens -= need
+	probe = a.proofs != nil && s.tokens < a.addr.burst-a.probes
+	mu.Unlock()
+	if a.net == nil || a.net.take(a.network(k.IP), need, now) {
+		return true, probe
 	}
-	netIP := a.network(k.IP)
-	if !a.net.take(netIP, n, now) {
-		return false
+	// The network's bucket is empty: the address's light allowance, or
+	// its tokens back.
+	mu.Lock()
+	s = a.slotLocked(i, k.IP, now)
+	if s.light >= need {
+		s.light -= need
+		mu.Unlock()
+		return true, probe
 	}
-	if !a.take(k.IP, n, now) {
-		a.net.add(netIP, int64(n), now) // the network's back: nothing was sent
-		return false
-	}
-	return true
+	s.tokens = min(a.addr.burst, s.tokens+need)
+	mu.Unlock()
+	return false, a.proofs != nil
 }
 
 // refund gives back n bytes a spend for k took, for a send that did not
-// happen after all.
+// happen after all. (A spend the light allowance paid is refunded to the
+// network, which then holds what the send did not use: bounded by
+// NetBurst, and only ever for a send refused after spend.)
 func (a *ampTable) refund(k lane.Key, n int, now time.Duration) {
 	if a == nil {
 		return
 	}
-	a.add(k.IP, int64(n), now)
+	need := int64(n) * nanobytes
+	a.add(k.IP, need, now)
 	if a.net != nil {
-		a.net.add(a.network(k.IP), int64(n), now)
+		a.net.add(a.network(k.IP), need, now)
 	}
 }
 
-// add banks n bytes in ip's slot, up to Burst.
+// add banks n nanobytes in ip's slot, up to the burst.
 func (a *ampTable) add(ip [16]byte, n int64, now time.Duration) {
 	i := a.index(ip)
 	mu := a.stripe(i)
 	mu.Lock()
 	s := a.slotLocked(i, ip, now)
-	s.tokens = min(int64(a.cfg.Burst), s.tokens+n)
+	s.tokens = min(a.addr.burst, s.tokens+n)
 	mu.Unlock()
 }
 
-// take takes n bytes from ip's slot, reporting false (and taking nothing)
-// if it does not have them.
-func (a *ampTable) take(ip [16]byte, n int, now time.Duration) bool {
+// take takes n nanobytes from ip's slot, reporting false (and taking
+// nothing) if it does not have them.
+func (a *ampTable) take(ip [16]byte, n int64, now time.Duration) bool {
 	i := a.index(ip)
 	mu := a.stripe(i)
 	mu.Lock()
 	s := a.slotLocked(i, ip, now)
-	ok := s.tokens >= int64(n)
+	ok := s.tokens >= n
 	if ok {
-		s.tokens -= int64(n)
+		s.tokens -= n
 	}
 	mu.Unlock()
 	return ok
+}
+
+// probing reports whether the relay probes lanes (AmpConfig).
+func (a *ampTable) probing() bool { return a != nil && a.proofs != nil }
+
+// markProven records on k's address slot that a lane of it is proven
+// until `until`, so that spend looks the lane up.
+func (a *ampTable) markProven(k lane.Key, until, now time.Duration) {
+	i := a.index(k.IP)
+	mu := a.stripe(i)
+	mu.Lock()
+	s := a.slotLocked(i, k.IP, now)
+	s.proven = max(s.proven, until)
+	mu.Unlock()
+}
+
+// probe returns the transaction id of a binding request to send lane k,
+// and false when k was probed within ProbeInterval or its slot holds
+// another lane's live probe or proof.
+func (a *ampTable) probe(k lane.Key, now time.Duration) ([12]byte, bool) {
+	if a == nil || a.proofs == nil {
+		return [12]byte{}, false
+	}
+	return a.proofs.start(k, now)
+}
+
+// answer takes a binding response with transaction id tx heard from lane
+// k, reporting whether it answered a probe of k's (the lane is then
+// proven).
+func (a *ampTable) answer(k lane.Key, tx [12]byte, now time.Duration) bool {
+	if a == nil || a.proofs == nil {
+		return false
+	}
+	until, ok := a.proofs.answer(k, tx, now)
+	if ok {
+		a.markProven(k, until, now)
+	}
+	return ok
+}
+
+// proofTable remembers, per lane, the probe last sent to it and until when
+// it is proven. It is safe for concurrent use.
+type proofTable struct {
+	stripes  [ampStripes]ampStripe
+	seed     uint64        // static
+	shift    uint          // static
+	lifetime time.Duration // static: ProofLifetime
+	interval time.Duration // static: ProbeInterval
+	slots    []proofSlot   // static slice; slot i guarded by stripes[i>>shift].mu
+}
+
+// proofSlot is one lane's probe and proof.
+type proofSlot struct {
+	lane   lane.Key
+	tx     [12]byte      // the last probe's transaction id
+	probed time.Duration // when it was sent; 0: never
+	until  time.Duration // proven until
+}
+
+func newProofTable(cfg AmpConfig) (*proofTable, error) {
+	seed, err := randomSeed()
+	if err != nil {
+		return nil, err
+	}
+	per := max(cfg.ProofSlots/ampStripes, 1)
+	return &proofTable{
+		seed: seed, shift: uint(bits.TrailingZeros(uint(per))),
+		lifetime: cfg.ProofLifetime, interval: cfg.ProbeInterval,
+		slots: make([]proofSlot, cfg.ProofSlots),
+	}, nil
+}
+
+// slot returns k's slot and its lock.
+func (t *proofTable) slot(k lane.Key) (*proofSlot, *sync.Mutex) {
+	i := lane.Mix64(hash16(t.seed, k.IP)^uint64(k.Port)) & uint64(len(t.slots)-1)
+	return &t.slots[i], &t.stripes[(i>>t.shift)%ampStripes].mu
+}
+
+// proven reports whether k answered a probe within ProofLifetime, and
+// whether the proof is in its last quarter (renew: k should be probed
+// again, so that a busy lane stays proven).
+func (t *proofTable) proven(k lane.Key, now time.Duration) (ok, renew bool) {
+	s, mu := t.slot(k)
+	mu.Lock()
+	ok = s.lane == k && s.until > now
+	renew = ok && s.until-now < t.lifetime/4
+	mu.Unlock()
+	return ok, renew
+}
+
+// start records a probe of k at now and returns its transaction id, or
+// false: k was probed within ProbeInterval, or the slot holds another
+// lane's proof or a probe still within ProbeInterval (which k must not
+// take: it would cancel an honest lane's probe or proof).
+func (t *proofTable) start(k lane.Key, now time.Duration) ([12]byte, bool) {
+	s, mu := t.slot(k)
+	mu.Lock()
+	defer mu.Unlock()
+	if s.probed != 0 && now-s.probed < t.interval {
+		return [12]byte{}, false
+	}
+	if s.lane != k && s.until > now {
+		return [12]byte{}, false
+	}
+	var tx [12]byte
+	if _, err := rand.Read(tx[:]); err != nil {
+		return tx, false
+	}
+	if s.lane != k {
+		*s = proofSlot{lane: k}
+	}
+	s.tx, s.probed = tx, max(now, 1)
+	return tx, true
+}
+
+// answer takes a response with id tx from lane k: when it repeats the id
+// of k's last probe, sent within ProbeAnswerWindow, k is proven for
+// ProofLifetime from now, and answer returns until when. An id is taken
+// once.
+func (t *proofTable) answer(k lane.Key, tx [12]byte, now time.Duration) (time.Duration, bool) {
+	s, mu := t.slot(k)
+	mu.Lock()
+	defer mu.Unlock()
+	if s.lane != k || s.probed == 0 || now-s.probed > ProbeAnswerWindow || s.tx != tx || tx == ([12]byte{}) {
+		return 0, false
+	}
+	s.tx = [12]byte{}
+	s.until = now + t.lifetime
+	return s.until, true
 }

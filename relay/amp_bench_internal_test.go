@@ -9,9 +9,9 @@ import (
 	"github.com/urbit-relay/relay/lane"
 )
 
-// The amplification table's cost per call, which every request and every
-// page pays: no allocation, and readers on different sockets do not queue
-// on one lock (the table is striped, amp.go).
+// The amplification table's cost per call, which every page pays: no
+// allocation, and readers on different sockets do not queue on one lock
+// (the table is striped, amp.go).
 
 // ampKey returns the lane key of the i'th test address: IPv4-mapped,
 // counting up from 198.18.0.0.
@@ -19,6 +19,7 @@ func ampKey(i uint32) lane.Key {
 	var k lane.Key
 	k.IP[10], k.IP[11] = 0xff, 0xff
 	binary.BigEndian.PutUint32(k.IP[12:], 0xc6120000+i)
+	k.Port = 4444
 	return k
 }
 
@@ -40,25 +41,29 @@ func TestAmpZeroAllocs(t *testing.T) {
 	now := time.Second
 	if n := testing.AllocsPerRun(1000, func() {
 		now += time.Millisecond
-		a.credit(k, 60, now)
 		a.spend(k, 500, now)
 	}); n != 0 {
-		t.Fatalf("%v allocations per credit and spend", n)
+		t.Fatalf("%v allocations per spend", n)
+	}
+	// Probing and proving allocate nothing either.
+	if n := testing.AllocsPerRun(100, func() {
+		now += 2 * DefaultProbeInterval
+		if tx, ok := a.probe(k, now); ok {
+			a.answer(k, tx, now)
+		}
+		a.spend(k, 500, now)
+	}); n != 0 {
+		t.Fatalf("%v allocations per probe, answer and proven spend", n)
 	}
 }
 
-// BenchmarkAmpParallelWithin is BenchmarkAmpParallel with every spend
-// inside both budgets (400 bytes of page per 60-byte request), the
-// honest case: one credit and one spend, each on an address and a
-// network, and no refund.
-func BenchmarkAmpParallelWithin(b *testing.B) { benchAmp(b, 400) }
-
 // BenchmarkAmpParallel is the relay's readers, one per socket, each
-// crediting a request and spending its page for addresses of its own.
+// spending pages for 1,024 addresses of their own: one spend on an
+// address and a network per page.
 func BenchmarkAmpParallel(b *testing.B) { benchAmp(b, 500) }
 
-// benchAmp runs readers each crediting 60-byte requests and spending
-// pages of `page` bytes for 1,024 addresses of their own.
+// benchAmp runs readers each spending pages of `page` bytes for 1,024
+// addresses of their own.
 func benchAmp(b *testing.B, page int) {
 	a := newTestAmp(b, AmpConfig{})
 	var next atomic.Uint32
@@ -71,7 +76,6 @@ func benchAmp(b *testing.B, page int) {
 			k := ampKey(base + i&1023)
 			i++
 			now += time.Microsecond
-			a.credit(k, 60, now)
 			a.spend(k, page, now)
 		}
 	})

@@ -19,7 +19,7 @@ func BenchmarkDecide(b *testing.B) {
 			// A budget no benchmark can exhaust: the amplification check
 			// runs, and never refuses.
 			f := newFixture(b, func(c *relay.Config) {
-				c.Amp = relay.AmpConfig{Factor: 64, Rate: 1 << 30, Burst: 1 << 40, Initial: 1 << 40, NetFactor: 64, NetBurst: 1 << 40, NetInitial: 1 << 40}
+				c.Amp = relay.AmpConfig{Rate: relay.MaxAmpRate, Burst: relay.MaxAmpBurst, NetRate: relay.MaxAmpRate, NetBurst: relay.MaxAmpBurst, ProofLifetime: -1}
 			})
 			out := relay.NewOut(4)
 			buf := make([]byte, 0, 1600)
@@ -72,7 +72,7 @@ func BenchmarkDecideBatch(b *testing.B) {
 	for _, pending := range []int{0, 1_000_000} {
 		for _, pf := range []bool{false, true} {
 			b.Run(fmt.Sprintf("pending=%d/prefetch=%v", pending, pf), func(b *testing.B) {
-				f := newFixture(b, func(c *relay.Config) { c.Amp = relay.AmpConfig{Factor: -1} })
+				f := newFixture(b, func(c *relay.Config) { c.Amp = relay.AmpConfig{Rate: -1} })
 				out := relay.NewOut(2 * batch)
 				buf := make([]byte, 0, 1600)
 				for i := 0; i < pending; i++ {
@@ -133,7 +133,7 @@ func BenchmarkDecideBatch(b *testing.B) {
 // `-mutexprofile` shows which one the goroutines wait on.
 func BenchmarkDecideParallel(b *testing.B) {
 	f := newFixture(b, func(c *relay.Config) {
-		c.Amp = relay.AmpConfig{Factor: 64, Rate: 1 << 30, Burst: 1 << 40, Initial: 1 << 40, NetFactor: 64, NetBurst: 1 << 40, NetInitial: 1 << 40}
+		c.Amp = relay.AmpConfig{Rate: relay.MaxAmpRate, Burst: relay.MaxAmpBurst, NetRate: relay.MaxAmpRate, NetBurst: relay.MaxAmpBurst, ProofLifetime: -1}
 	})
 	var next atomic.Uint32
 	b.ReportAllocs()

@@ -90,53 +90,51 @@ const (
 )
 
 // Amplification budget defaults and caps (AmpConfig, amp.go).
+//
+// The budget is absolute (bytes a second to an address and to its network)
+// and sized above honest peaks, measured through the relay with defaults
+// (relay/honest_test.go, docs/reliability.md "What honest users get"):
+//   - one requester fetching a 2,000-fragment message of 1.4 KB pages with
+//     a window of 32 asks for 2.8 MB within about 0.1 s: under Burst;
+//   - 20 requesters of one /24 fetching 200 such fragments each at once
+//     ask 5.6 MB into their network: under NetBurst;
+//   - 200 ships behind one carrier-grade NAT fetching 5 pages each: 1.4 MB
+//     to one address, under Burst;
+//   - a one-way legacy ames transfer of 1 KB fragments at 500 a second is
+//     500 KB/s to one lane: under Rate.
+//
+// A lane whose traffic outgrows them for long is a live ship's, and every
+// vere ship answers the relay's STUN probe (AmpConfig), after which it is
+// not budgeted at all.
 const (
-	// DefaultAmpFactor lets a requester receive 8 bytes of pages per
-	// byte of requests: a typical 60-100 byte peek then earns a 500-800
-	// byte page, and Rate covers the rest of an honest requester's pages.
-	DefaultAmpFactor = 8
-	// DefaultAmpRate is 256 KiB/s per address regardless of requests:
-	// about 180 full pages a second, ample for a requester whose route
-	// will tighten past the relay within a few round trips, and for a
-	// downstream relay at moderate load.
-	DefaultAmpRate = 256 << 10
-	// DefaultAmpBurst banks up to 512 KiB, about 350 full pages.
-	DefaultAmpBurst = 512 << 10
-	// DefaultAmpInitial is three full pages.
-	DefaultAmpInitial = 3 * scry.MesaMaxPacket
-	// DefaultAmpSlots tracks 64Ki addresses in 2 MiB (32 bytes a slot).
+	// DefaultAmpRate is 1 MiB a second to one address (about 700 full
+	// pages a second): twice the legacy transfer above, and what the
+	// heaviest honest lane takes for the one round trip before its
+	// probe's answer exempts it.
+	DefaultAmpRate = 1 << 20
+	// DefaultAmpBurst banks 8 MiB an address (about 5,700 full pages):
+	// nearly three times the 2,000-fragment download above at once.
+	DefaultAmpBurst = 8 << 20
+	// DefaultAmpSlots tracks 64Ki addresses in 3 MiB (48 bytes a slot).
 	DefaultAmpSlots = 1 << 16
 
-	// ampStripes is how many locks guard the slots, a power of two. Every
-	// received request credits its sender and every page sent spends from
-	// its receiver's budget, so with one lock the relay's readers, one per
-	// socket, serialise on it. A slot's stripe is the high bits of its
-	// index (the seeded hash of the address), so stripe i guards slots
-	// [i*Slots/ampStripes, (i+1)*Slots/ampStripes): Slots/ampStripes
-	// addresses each (1,024 with the default Slots; one each, and some
-	// stripes unused, if Slots is smaller), Slots in all, the same bound
-	// as one lock. Striping changes which lock guards a slot, not which
-	// slot an address gets, so eviction is unchanged. 64 stripes put two
-	// readers on one lock about one call in 64, for 4.5 KiB of locks,
-	// each on its own cache line.
-	ampStripes = 64
-
-	// DefaultAmpNetFactor lets a network (DefaultAmpNet4Bits,
-	// DefaultAmpNet6Bits) receive 8 bytes of answers per byte of
-	// requests heard from any of its addresses, with no time-based rate:
-	// the ratio every attack is held to, whatever its rate and however it
-	// is spread over the network's addresses (AmpConfig). Under 10, the
-	// most the project allows; as the per-address Factor.
-	DefaultAmpNetFactor = 8
-	// DefaultAmpNetBurst banks up to 512 KiB a network, as Burst.
-	DefaultAmpNetBurst = DefaultAmpBurst
-	// DefaultAmpNetInitial is 16 full pages, granted once to a network
-	// the relay starts tracking: a new requester's first pages (a small
-	// message, the first pages of a download before its route tightens
-	// past the relay) are not held to NetFactor. It is the whole of what
-	// an attacker gains beyond NetFactor from one network.
-	DefaultAmpNetInitial = 16 * scry.MesaMaxPacket
-	// DefaultAmpNetSlots tracks 64Ki networks in 2 MiB (32 bytes a slot).
+	// DefaultAmpNetRate is 2 MiB a second into one network
+	// (DefaultAmpNet4Bits, DefaultAmpNet6Bits), whatever the spread over
+	// its addresses: what bounds an attack spread over a /24.
+	DefaultAmpNetRate = 2 << 20
+	// DefaultAmpNetBurst banks 16 MiB a network: nearly three times the
+	// 20-requester /24 above at once.
+	DefaultAmpNetBurst = 16 << 20
+	// DefaultAmpLightRate is 4 KiB a second (about 3 full pages) that
+	// an address may take when its network's budget is empty, so that
+	// the neighbour of a flooder in one /24 still gets its pages. An
+	// attack spread over all 256 addresses of a /24 gains 256 of them:
+	// 1 MiB a second more than NetRate.
+	DefaultAmpLightRate = 4 << 10
+	// DefaultAmpLightBurst banks 64 KiB (about 45 full pages) of light
+	// allowance an address: a neighbour's 25 pages at once.
+	DefaultAmpLightBurst = 64 << 10
+	// DefaultAmpNetSlots tracks 64Ki networks in 3 MiB.
 	DefaultAmpNetSlots = 1 << 16
 	// DefaultAmpNet4Bits: an IPv4 network is a /24, the smallest block
 	// routed on the internet, and what one customer or one data-centre
@@ -146,6 +144,50 @@ const (
 	// delegate to one customer (RIPE-690), so one victim's addresses
 	// share a budget and an attacker cannot spread over its 2^72 of them.
 	DefaultAmpNet6Bits = 56
+
+	// MaxAmpRate bounds every rate of AmpConfig (1 GiB a second), so
+	// that a bucket's refill cannot overflow its nanobyte count.
+	MaxAmpRate = 1 << 30
+	// MaxAmpBurst bounds every burst of AmpConfig (8 GiB): held in
+	// nanobytes, it stays under 2^63.
+	MaxAmpBurst = 8 << 30
+
+	// DefaultProbeAfter: a lane is probed (a STUN binding request, which
+	// every vere ship answers) once its address has been sent 256 KiB
+	// below its full bucket, about 180 full pages: a small message or the
+	// first pages of a download are never probed; a bulk download is,
+	// after a fraction of a second, long before Burst runs out.
+	DefaultProbeAfter = 256 << 10
+	// DefaultProbeInterval is the least time between two probes of one
+	// lane: one 28-byte datagram a second at most, for a lane sent at
+	// least ProbeAfter bytes; a lost probe or answer is tried again after
+	// it.
+	DefaultProbeInterval = time.Second
+	// ProbeAnswerWindow is how long after a probe its answer is taken:
+	// vere answers a binding request at once, so the window only covers
+	// the round trip.
+	ProbeAnswerWindow = 5 * time.Second
+	// DefaultProofLifetime is how long a lane that answered a probe is
+	// exempt from the budget: two minutes, the relay's other lane
+	// lifetimes' order; a busy lane is probed again in the last quarter
+	// so that its proof does not lapse, and a NAT rebinding (a new lane)
+	// needs a proof of its own.
+	DefaultProofLifetime = 2 * time.Minute
+	// DefaultProofSlots tracks 16Ki lanes being probed or proven in 1
+	// MiB: only lanes sent ProbeAfter bytes are probed, so this is the
+	// number of heavy lanes at once, not of requesters.
+	DefaultProofSlots = 1 << 14
+
+	// ampStripes is how many locks guard each table's slots, a power of
+	// two. Every page sent spends from its receiver's budget, so with one
+	// lock the relay's readers, one per socket, serialise on it. A slot's
+	// stripe is the high bits of its index (the seeded hash of the
+	// address), so stripe i guards slots [i*Slots/ampStripes,
+	// (i+1)*Slots/ampStripes); striping changes which lock guards a slot,
+	// not which slot an address gets. 64 stripes put two readers on one
+	// lock about one call in 64, for 4.5 KiB of locks, each on its own
+	// cache line.
+	ampStripes = 64
 
 	// ampStripePad follows each stripe's lock so that neighbouring
 	// stripes' locks do not share a cache line.

@@ -139,7 +139,7 @@ const (
 	EventRetransmits                     // repeats from a requester already on the entry, forwarded again
 	EventAnswered                        // pages sent to requesters
 	EventPagesMatched                    // page datagrams that matched a pending entry
-	EventAmpThrottled                    // pages (and STUN responses) not sent to a requester over its amplification budget
+	EventAmpThrottled                    // pages, STUN responses and legacy forwards not sent to a lane over its address's or network's amplification budget
 	EventSTUNAnswered                    // STUN binding requests answered
 	EventCappedForwards                  // requests forwarded to refresh an entry at its requester cap, requester not recorded
 	EventEvicted                         // pending entries shed to make room
@@ -151,6 +151,8 @@ const (
 	EventHintsScrubbed                   // private next-hops and origins rewritten or removed
 	EventNextHopUnencodable              // pages whose next-hop could not be written (IPv6 lane)
 	EventLateAnswers                     // unsolicited pages that answered a probe outstanding on their lane (counted in drops too)
+	EventProbesSent                      // STUN binding requests the relay sent a lane to prove it answers (AmpConfig)
+	EventLanesProven                     // probes answered from their lane: the lane is exempt from the amplification budget
 	numEvents
 )
 
@@ -174,6 +176,8 @@ var eventNames = [numEvents]string{
 	EventHintsScrubbed:      "hints_scrubbed",
 	EventNextHopUnencodable: "next_hop_unencodable",
 	EventLateAnswers:        "late_answers",
+	EventProbesSent:         "lane_probes_sent",
+	EventLanesProven:        "lanes_proven",
 }
 
 // String returns the event's stable name.

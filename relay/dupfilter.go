@@ -18,29 +18,35 @@ import (
 // Legacy ames carries no hop count: a packet caught between relays that
 // each take the next for the receiver's way goes round for ever (three
 // relays pinned in a cycle passed one packet about 44,000 times a second
-// until they were stopped). The relay therefore remembers, for Window,
-// every legacy packet it forwarded, and drops a packet it forwarded
-// already (DropDuplicate): each relay of a loop forwards a packet once,
-// so one packet injected into a loop of n relays costs at most
-// 1 + n*route.MaxTargets datagrams, and a re-injected one (a replay, or
-// an attacker re-sending it) the same again only after Window.
+// until they were stopped). A loop brings a packet back from another lane
+// than the one it first came from; a retransmission (ames.hoon's packet
+// pump re-sends the stored fragment, and AES-SIV is deterministic, so the
+// bytes are identical) comes from its sender's lane, the one it came from
+// the first time. So the relay remembers, for Window, every legacy packet
+// it forwarded and the lane it came from, and drops the same packet heard
+// from any other lane (DropDuplicate), while the same packet from the
+// same lane is forwarded again, every time: each relay of a loop forwards
+// a packet once per copy its sender sends, so one packet injected into a
+// loop of n relays costs at most 1 + n*route.MaxTargets datagrams, and
+// each retransmission the same again.
 //
 // A packet is known by its header mug, its content's length, its sender
 // and receiver (none of which forwarding changes: the origin a relay
 // inserts is outside the mugged range), and its content's first and last
 // 8 bytes (encrypted in an ames packet, so 128 more bits against two
 // packets colliding on the 20-bit mug), hashed with a per-process seed
-// into a 64-bit fingerprint. The filter is Slots fingerprints in sets of
-// dupWays (one cache line each), the set chosen by the fingerprint: fixed
-// memory (16 bytes a slot), no allocation, and a full set replaces its
-// oldest entry, so a flood of distinct packets can only make the filter
-// forget early, never grow it. It is striped under 64 locks as the
-// amplification table is.
+// into a 64-bit fingerprint; the lane it came from by a seeded 32-bit
+// tag. The filter is Slots fingerprints in sets of dupWays (one cache
+// line each), the set chosen by the fingerprint: fixed memory (16 bytes a
+// slot), no allocation, and a full set replaces its oldest entry, so a
+// flood of distinct packets can only make the filter forget early, never
+// grow it. It is striped under 64 locks as the amplification table is.
 //
-// The price: a sender's retransmission of identical bytes through the
-// relay within Window is dropped too. The fronted ship's own packets are
-// never checked (they are only recorded, so a loop bringing one back is
-// still caught), and a retransmission after Window passes.
+// What it cannot tell: a copy of a packet heard first from another lane
+// than its sender's (an on-path attacker replaying it from its own lane
+// before the sender's retransmission) makes the sender's copies look like
+// the loop's for Window. The fronted ship's own packets are therefore
+// never refused (only recorded, so a loop bringing one back is caught).
 type DupConfig struct {
 	Window time.Duration // how long a forwarded packet is remembered; negative disables the filter
 	Slots  int           // fingerprints remembered, a power of two and at least dupWays
@@ -74,11 +80,13 @@ type dupFilter struct {
 	sets   []dupSet      // static slice
 }
 
-// dupSet is dupWays fingerprints and when each was last forwarded; a
-// zero fingerprint is an empty way.
+// dupSet is dupWays fingerprints, when each was last forwarded (in
+// milliseconds, modulo 2^32) and the tag of the lane it came from; a zero
+// fingerprint is an empty way.
 type dupSet struct {
-	fp [dupWays]uint64
-	at [dupWays]time.Duration
+	fp   [dupWays]uint64
+	atMs [dupWays]uint32
+	lane [dupWays]uint32
 }
 
 // newDupFilter returns the filter for cfg (filled), or nil when disabled.
@@ -118,77 +126,108 @@ func (d *dupFilter) fingerprint(a *scry.AmesPacket) uint64 {
 	return h | 1
 }
 
+// laneTag returns the seeded 32-bit tag of lane k the filter keeps.
+func (d *dupFilter) laneTag(k lane.Key) uint32 {
+	if d == nil {
+		return 0
+	}
+	return uint32(hash16(d.seed^uint64(k.Port)<<32, k.IP) >> 32)
+}
+
 // set returns the set and the lock of fingerprint fp.
 func (d *dupFilter) set(fp uint64) (*dupSet, *ampStripe) {
 	i := (fp >> 1) & uint64(len(d.sets)-1)
 	return &d.sets[i], &d.stripes[(i>>d.shift)%ampStripes]
 }
 
-// seen reports whether fp was forwarded within the window before now.
-func (d *dupFilter) seen(fp uint64, now time.Duration) bool {
+// within reports whether a packet recorded at ms (milliseconds modulo
+// 2^32) is within the window at nowMs.
+func (d *dupFilter) within(ms, nowMs uint32) bool {
+	return int64(int32(nowMs-ms)) < int64(d.window/time.Millisecond)
+}
+
+// looped reports whether fp was forwarded within the window before now
+// after coming from another lane than tag's: the packet came round a
+// loop (or by another path), and is not to be forwarded again.
+func (d *dupFilter) looped(fp uint64, tag uint32, now time.Duration) bool {
 	if d == nil {
 		return false
 	}
+	nowMs := uint32(now / time.Millisecond)
 	s, st := d.set(fp)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for w := range s.fp {
-		if s.fp[w] == fp && now-s.at[w] < d.window {
-			return true
+		if s.fp[w] == fp && d.within(s.atMs[w], nowMs) {
+			return s.lane[w] != tag
 		}
 	}
 	return false
 }
 
-// add records fp as forwarded at now and reports true, or reports false
-// (and changes nothing) if it was forwarded within the window: the check
-// and the record are one step, so of two readers forwarding one packet at
-// once only one is told to send it.
-func (d *dupFilter) add(fp uint64, now time.Duration) bool {
+// add records fp, heard from the lane tagged tag, as forwarded at now and
+// reports true, or reports false (and changes nothing) if it was
+// forwarded within the window after coming from another lane: the check
+// and the record are one step, so of two readers forwarding one packet
+// heard from two lanes at once only one is told to send it. A packet
+// forwarded again from its first lane (a retransmission) is forwarded
+// and its time renewed.
+func (d *dupFilter) add(fp uint64, tag uint32, now time.Duration) bool {
 	if d == nil {
 		return true
 	}
+	nowMs := uint32(now / time.Millisecond)
 	s, st := d.set(fp)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	victim := 0
 	for w := range s.fp {
 		if s.fp[w] == fp {
-			if now-s.at[w] < d.window {
+			if d.within(s.atMs[w], nowMs) && s.lane[w] != tag {
 				return false
 			}
 			victim = w
 			break
 		}
-		if s.fp[w] == 0 || s.at[w] < s.at[victim] && s.fp[victim] != 0 {
+		if s.fp[w] == 0 || s.fp[victim] != 0 && int32(s.atMs[w]-s.atMs[victim]) < 0 {
 			victim = w
 		}
 	}
-	s.fp[victim], s.at[victim] = fp, now
+	s.fp[victim], s.atMs[victim], s.lane[victim] = fp, nowMs, tag
 	return true
 }
 
 // amesAdmit admits a planned legacy forward (Relay.ames): every target
 // lane not trusted (trustedLanes) has n bytes in its amplification budget,
-// and the packet was not forwarded within the duplicate window. It takes
-// the bytes and records the packet, or, refusing, takes nothing and counts
-// why. It lives in Out, so passing it to route.Table.Route as a
-// route.Admitter allocates nothing.
+// and the packet was not forwarded within the duplicate window after
+// coming from another lane. It takes the bytes and records the packet,
+// or, refusing, takes nothing and counts why; probe marks the targets the
+// budget wants probed, for the caller to probe once the forward is sent.
+// It lives in Out, so passing it to route.Table.Route as a route.Admitter
+// allocates nothing.
 type amesAdmit struct {
-	r    *Relay
-	c    *counterBlock
-	plan *route.Plan // the plan Route made, read for its targets
-	fp   uint64      // the packet's fingerprint
-	own  bool        // the fronted ship's own packet: recorded, not refused
-	n    int         // bytes each target is sent
-	now  time.Duration
+	r     *Relay
+	c     *counterBlock
+	plan  *route.Plan // the plan Route made, read for its targets
+	fp    uint64      // the packet's fingerprint
+	tag   uint32      // the tag of the lane it came from
+	own   bool        // the fronted ship's own packet: recorded, not refused
+	n     int         // bytes each target is sent
+	now   time.Duration
+	probe [route.MaxTargets]bool
 }
 
 // Admit implements route.Admitter.
 func (a *amesAdmit) Admit() bool {
 	t := &a.plan.Targets
 	for i := 0; i < t.N; i++ {
-		if a.r.trusted.has(t.Lanes[i], a.r.shipKey) || a.r.amp.spend(t.Lanes[i], a.n, a.now) {
+		a.probe[i] = false
+		if a.r.trusted.has(t.Lanes[i], a.r.shipKey) {
+			continue
+		}
+		ok, probe := a.r.amp.spend(t.Lanes[i], a.n, a.now)
+		a.probe[i] = probe
+		if ok {
 			continue
 		}
 		a.refund(i)
@@ -196,8 +235,8 @@ func (a *amesAdmit) Admit() bool {
 		a.c.drops[DropLegacyThrottled].Add(1)
 		return false
 	}
-	if !a.r.dups.add(a.fp, a.now) && !a.own {
-		// Another reader forwarded it since ames looked.
+	if !a.r.dups.add(a.fp, a.tag, a.now) && !a.own {
+		// Another reader forwarded it from another lane since ames looked.
 		a.refund(t.N)
 		a.c.drops[DropDuplicate].Add(1)
 		return false

@@ -35,10 +35,14 @@ func sameSet(d *dupFilter, n int) []uint64 {
 	return out
 }
 
+// The tags of two lanes: a packet's first, and another.
+const tagFirst, tagOther uint32 = 0x1111, 0x2222
+
 // TestDupFilterSets: the filter is fixed memory: a set holds dupWays
 // fingerprints, a fifth replaces the one forwarded longest ago (which is
 // then forgotten, the others kept), an expired one is reused, and a
-// fingerprint is a duplicate for exactly the window.
+// fingerprint is a loop's copy from another lane for exactly the window,
+// while from its first lane it is forwarded every time.
 func TestDupFilterSets(t *testing.T) {
 	d := newTestDups(t, DupConfig{Window: time.Second, Slots: 64})
 	if len(d.sets) != 64/dupWays {
@@ -46,39 +50,60 @@ func TestDupFilterSets(t *testing.T) {
 	}
 	fps := sameSet(d, dupWays+1)
 	for i, fp := range fps[:dupWays] {
-		if !d.add(fp, time.Duration(i+1)*time.Millisecond) {
+		if !d.add(fp, tagFirst, time.Duration(i+1)*time.Millisecond) {
 			t.Fatalf("fresh fingerprint %d refused", i)
 		}
 	}
 	for i, fp := range fps[:dupWays] {
-		if !d.seen(fp, 10*time.Millisecond) || d.add(fp, 10*time.Millisecond) {
-			t.Fatalf("fingerprint %d not a duplicate within the window", i)
+		if !d.looped(fp, tagOther, 10*time.Millisecond) || d.add(fp, tagOther, 10*time.Millisecond) {
+			t.Fatalf("fingerprint %d from another lane not a loop's copy within the window", i)
+		}
+		if d.looped(fp, tagFirst, 10*time.Millisecond) {
+			t.Fatalf("fingerprint %d from its first lane taken for a loop's copy", i)
 		}
 	}
-	if !d.add(fps[dupWays], 20*time.Millisecond) {
+	if !d.add(fps[dupWays], tagFirst, 20*time.Millisecond) {
 		t.Fatal("fifth fingerprint of a full set refused")
 	}
-	if d.seen(fps[0], 20*time.Millisecond) {
+	if d.looped(fps[0], tagOther, 20*time.Millisecond) {
 		t.Error("the oldest of a full set not replaced")
 	}
 	for i, fp := range fps[1:] {
-		if !d.seen(fp, 20*time.Millisecond) {
+		if !d.looped(fp, tagOther, 20*time.Millisecond) {
 			t.Errorf("fingerprint %d forgotten, not the oldest", i+1)
 		}
 	}
-	// The window: a duplicate until 1 s after it was forwarded, not at 1 s.
-	if !d.seen(fps[1], time.Second+time.Millisecond) || d.seen(fps[1], time.Second+2*time.Millisecond) {
+	// The window: a loop's copy until 1 s after it was forwarded, not at 1 s.
+	if !d.looped(fps[1], tagOther, time.Second+time.Millisecond) || d.looped(fps[1], tagOther, time.Second+2*time.Millisecond) {
 		t.Error("window not exactly DupConfig.Window")
 	}
-	if !d.add(fps[1], 2*time.Second) || !d.seen(fps[1], 2*time.Second) {
-		t.Error("an expired fingerprint not forwarded and recorded again")
+	if !d.add(fps[1], tagOther, 2*time.Second) || !d.looped(fps[1], tagFirst, 2*time.Second) {
+		t.Error("an expired fingerprint not forwarded and recorded again with its new lane")
 	}
 	var nilFilter *dupFilter
-	if nilFilter.seen(1, 0) || !nilFilter.add(1, 0) {
+	if nilFilter.looped(1, 0, 0) || !nilFilter.add(1, 0, 0) {
 		t.Error("a disabled filter drops")
 	}
 	if err := (&DupConfig{Slots: 6}).fill(); err == nil {
 		t.Error("6 slots accepted")
+	}
+}
+
+// TestDupRetransmissionsPass: a packet sent again and again from its first
+// lane is forwarded every time, within the window or not, and each time
+// renews its record, so that a loop's copy arriving from elsewhere later
+// is still caught.
+func TestDupRetransmissionsPass(t *testing.T) {
+	d := newTestDups(t, DupConfig{Window: 2 * time.Second})
+	const fp = 0xabc1
+	for i, at := range []time.Duration{0, 300 * time.Millisecond, time.Second, 2500 * time.Millisecond, 4 * time.Second} {
+		at += time.Millisecond
+		if d.looped(fp, tagFirst, at) || !d.add(fp, tagFirst, at) {
+			t.Fatalf("retransmission %d at %v dropped", i, at)
+		}
+	}
+	if !d.looped(fp, tagOther, 5900*time.Millisecond) {
+		t.Error("a loop's copy 1.9 s after the last retransmission not caught")
 	}
 }
 
@@ -110,18 +135,18 @@ func TestDupFingerprint(t *testing.T) {
 	}
 }
 
-// TestDupFilterConcurrent: readers racing to forward one packet (go test
-// -race): exactly one is told to.
+// TestDupFilterConcurrent: readers racing to forward one packet heard from
+// as many lanes (go test -race): exactly one is told to.
 func TestDupFilterConcurrent(t *testing.T) {
 	d := newTestDups(t, DupConfig{})
 	for round := uint64(0); round < 200; round++ {
 		var wins atomic.Int32
 		var wg sync.WaitGroup
-		for range 8 {
+		for g := range 8 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if d.add(round*2+1, time.Second) {
+				if d.add(round*2+1, uint32(g+1), time.Second) {
 					wins.Add(1)
 				}
 			}()
@@ -141,8 +166,8 @@ func TestDupFilterAllocs(t *testing.T) {
 		now += time.Millisecond
 		p.Mug++
 		fp := d.fingerprint(&p)
-		if !d.seen(fp, now) {
-			d.add(fp, now)
+		if !d.looped(fp, tagFirst, now) {
+			d.add(fp, tagFirst, now)
 		}
 	}); n != 0 {
 		t.Fatalf("%v allocations", n)

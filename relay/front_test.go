@@ -290,7 +290,7 @@ func mustShort(t *testing.T, s string) [6]byte {
 func frontRoundTrip(tb testing.TB) func() {
 	f := newFixture(tb, func(c *relay.Config) {
 		c.Front, c.ShipLane, c.PublicLane = true, frontShipLane, selfLane
-		c.Amp = relay.AmpConfig{Factor: 64, Rate: 1 << 30, Burst: 1 << 40, Initial: 1 << 40, NetFactor: 64, NetBurst: 1 << 40, NetInitial: 1 << 40}
+		c.Amp = relay.AmpConfig{Rate: relay.MaxAmpRate, Burst: relay.MaxAmpBurst, NetRate: relay.MaxAmpRate, NetBurst: relay.MaxAmpBurst, ProofLifetime: -1}
 	})
 	req := peek(tb, "~marzod", "bench/path", 0)
 	p := scry.NewPage(name(tb, "~marzod", "bench/path"), scry.Data{Total: 1024, AuthKind: scry.AuthSign, Auth: make([]byte, 64), Frag: make([]byte, 1024)})

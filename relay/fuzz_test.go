@@ -98,8 +98,8 @@ func FuzzDecide(f *testing.F) {
 			c.Pending.Shards = 2
 			c.Pending.MaxRequestersPerEntry = 3
 			c.Routes.MaxRoutes = maxRoutes
-			c.Amp = relay.AmpConfig{Factor: 2, Rate: 1000, Burst: 4000, Initial: 1500, Slots: 8,
-				NetFactor: 2, NetInitial: 3000, NetBurst: 8000, NetSlots: 8}
+			c.Amp = relay.AmpConfig{Rate: 1000, Burst: 4000, Slots: 8, NetRate: 2000, NetBurst: 8000, NetSlots: 8,
+				LightRate: 100, LightBurst: 1500, ProbeAfter: 1000, ProofSlots: 8}
 			c.Dup = relay.DupConfig{Slots: 16} // small: sets fill and evict
 		})
 		asked := map[string]bool{} // name bytes + "@" + lane: a request was heard

@@ -426,15 +426,24 @@ func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Ou
 		r.stun(b, from, now, out)
 		return
 	}
-	if r.front {
-		// The answer to the ship's own STUN request (it STUNs its galaxy
-		// through us): its XOR-MAPPED-ADDRESS is our public lane, as the
-		// ship must learn.
+	if r.front || r.amp.probing() {
 		var resp scry.STUNResponse
-		if resp.Parse(b) == nil && r.stuns.take(resp.TxID, now) {
-			out.c.countIn(KindOther, len(b))
-			r.toShip(b, KindOther, from, out)
-			return
+		if resp.Parse(b) == nil {
+			// The answer to the ship's own STUN request (it STUNs its
+			// galaxy through us): its XOR-MAPPED-ADDRESS is our public
+			// lane, as the ship must learn.
+			if r.front && r.stuns.take(resp.TxID, now) {
+				out.c.countIn(KindOther, len(b))
+				r.toShip(b, KindOther, from, out)
+				return
+			}
+			// The answer to the relay's own probe (AmpConfig): the lane
+			// it came from is proven.
+			if r.amp.answer(lane.KeyOf(from), resp.TxID, now) {
+				out.c.countIn(KindSTUN, len(b))
+				out.c.add(EventLanesProven, 1)
+				return
+			}
 		}
 	}
 	var a scry.AmesPacket
@@ -513,9 +522,6 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 	if !fromShip && r.routes.IsSelf(fromKey) {
 		out.c.drops[DropSelf].Add(1)
 		return
-	}
-	if !fromShip {
-		r.amp.credit(fromKey, len(b), now)
 	}
 	// A poke names its sender: at hop 0 it was sent by that ship itself.
 	// The sender's lane is learned only if the poke is sent on.
@@ -684,9 +690,15 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 		if bare != nil && r.bareFor(q, sponsors) {
 			buf = bare
 		}
-		if q != r.shipKey && !r.amp.spend(q, len(buf), now) {
-			out.c.add(EventAmpThrottled, 1)
-			continue
+		if q != r.shipKey {
+			ok, probe := r.amp.spend(q, len(buf), now)
+			if probe {
+				r.probe(q, now, out)
+			}
+			if !ok {
+				out.c.add(EventAmpThrottled, 1)
+				continue
+			}
 		}
 		out.add(buf, q.AddrPort())
 		sent++
@@ -740,9 +752,6 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 		out.c.drops[DropSelf].Add(1)
 		return
 	}
-	if !fromShip {
-		r.amp.credit(fromKey, len(b), now)
-	}
 	// An unrelayed packet was sent by its sender itself; its lane is
 	// learned only if the packet is sent on. Never a galaxy's: galaxy
 	// lanes come from configuration, and a relay forwards a galaxy's
@@ -765,8 +774,8 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 	// retransmissions are its own business, and one coming back round
 	// a loop arrives from another lane.
 	own := fromShip && a.Sndr == r.ship
-	fp := r.dups.fingerprint(a)
-	if !own && r.dups.seen(fp, now) {
+	fp, tag := r.dups.fingerprint(a), r.dups.laneTag(fromKey)
+	if !own && r.dups.looped(fp, tag, now) {
 		out.c.drops[DropDuplicate].Add(1)
 		return
 	}
@@ -787,8 +796,16 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 		n += scry.AmesOriginLen
 	}
 	plan := &out.plan
-	out.amesAdm = amesAdmit{r: r, c: out.c, plan: plan, fp: fp, own: own, n: n, now: now}
+	out.amesAdm = amesAdmit{r: r, c: out.c, plan: plan, fp: fp, tag: tag, own: own, n: n, now: now}
 	sent := r.routes.Route(plan, route.Query{Rcvr: a.Rcvr, From: fromKey, Sender: a.Sndr, Learn: learn}, now, &out.amesAdm)
+	if plan.N != 0 {
+		// Admit ran: probe the targets the budget asked for, sent or not.
+		for i := 0; i < plan.Targets.N; i++ {
+			if out.amesAdm.probe[i] {
+				r.probe(plan.Targets.Lanes[i], now, out)
+			}
+		}
+	}
 	if !sent {
 		if plan.N != 0 {
 			return // refused by amesAdmit, which counted why
@@ -810,6 +827,20 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 		}
 	}
 	r.forward(b, KindAmes, &plan.Targets, out)
+}
+
+// probe sends lane k a STUN binding request whose answer proves k
+// (AmpConfig), unless k was probed lately.
+func (r *Relay) probe(k lane.Key, now time.Duration, out *Out) {
+	tx, ok := r.amp.probe(k, now)
+	if !ok {
+		return
+	}
+	q := scry.STUNRequest{TxID: tx}
+	b := q.Append(out.scratchCopy(nil))
+	out.add(b, k.AddrPort())
+	out.c.countOut(KindSTUN, 1, len(b))
+	out.c.add(EventProbesSent, 1)
 }
 
 // dropUnrouted counts a datagram for which Select found no target.

@@ -32,6 +32,8 @@ type fixture struct {
 	r   *relay.Relay
 	out *relay.Out
 	now time.Duration
+	// onSend, when set, sees every datagram decided (Out.Sends).
+	onSend func(send)
 }
 
 func newFixture(t testing.TB, mod func(*relay.Config)) *fixture {
@@ -68,6 +70,9 @@ func (f *fixture) decide(pkt []byte, handler func(buf []byte)) []send {
 	var sends []send
 	for _, m := range f.out.Sends {
 		sends = append(sends, send{Buf: append([]byte(nil), m.Buf[:m.N]...), To: m.Addr})
+		if f.onSend != nil {
+			f.onSend(sends[len(sends)-1])
+		}
 	}
 	for _, m := range f.out.ToShip {
 		sends = append(sends, send{Buf: append([]byte(nil), m.Buf[:m.N]...), To: f.r.ShipLane(), From: m.Addr})

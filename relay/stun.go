@@ -18,10 +18,11 @@ import (
 // (scry.STUNResponse). The fronted ship never sees a STUN request.
 //
 // A response goes to the request's source, which may be forged: it is
-// bounded by the amplification budget like a page (the request's bytes
-// credit the source, the response's are spent from it), and it is at most
-// scry.STUNResponseMaxLen bytes for a request of at least
-// scry.STUNRequestMinLen, under twice the request.
+// bounded by the amplification budget like a page (its bytes are spent
+// from the source's), and it is at most scry.STUNResponseMaxLen bytes for
+// a request of at least scry.STUNRequestMinLen, under twice the request.
+// It never asks for a probe: a lane that only STUNs takes 40 bytes a
+// request, and probing it would answer a request with two datagrams.
 
 // stun decides a datagram scry.IsSTUN took for a binding request: answer a
 // well-formed one (scry.STUNRequest.Parse) to its source, else drop it.
@@ -37,9 +38,8 @@ func (r *Relay) stun(b []byte, from netip.AddrPort, now time.Duration, out *Out)
 		out.c.drops[DropSelf].Add(1)
 		return
 	}
-	r.amp.credit(fromKey, len(b), now)
 	resp := scry.STUNResponse{TxID: q.TxID, Mapped: from}
-	if !r.amp.spend(fromKey, resp.Len(), now) {
+	if ok, _ := r.amp.spend(fromKey, resp.Len(), now); !ok {
 		out.c.add(EventAmpThrottled, 1)
 		out.c.drops[DropSTUNThrottled].Add(1)
 		return

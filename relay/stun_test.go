@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/scry"
@@ -169,10 +170,10 @@ func TestSTUNFromSelfOrNowhereIsDropped(t *testing.T) {
 }
 
 func TestSTUNWithinAmplificationBudget(t *testing.T) {
-	// A 28-byte request credits 28 bytes: with 12 to start, the first
-	// 40-byte answer fits and the second does not.
+	// A 50-byte burst: the first 40-byte answer fits and the second does
+	// not.
 	f := newFixture(t, func(c *relay.Config) {
-		c.Amp = relay.AmpConfig{Factor: 1, Rate: 1, Burst: 100, Initial: 12, Slots: 8}
+		c.Amp = relay.AmpConfig{Rate: 1, Burst: 50, Slots: 8}
 	})
 	req := stunRequest(3)
 	stunAnswer(t, f.handle(req, alice), req, alice)
@@ -186,10 +187,12 @@ func TestSTUNWithinAmplificationBudget(t *testing.T) {
 	// Another address has its own budget.
 	stunAnswer(t, f.handle(req, bob), req, bob)
 
-	// Under the default budget a requester is never throttled: each
-	// request earns more than its answer costs.
+	// Under the default budget a requester is never throttled: a ship
+	// STUNs every 25 s; here 10,000 requests in 10 s, and never a probe
+	// (answering one request with two datagrams).
 	f = newFixture(t, nil)
 	for range 10000 {
+		f.now += time.Millisecond
 		if len(f.handle(req, alice)) != 1 {
 			t.Fatalf("throttled under the default budget: %+v", f.snap())
 		}

@@ -93,7 +93,7 @@ func serve(role string, sockets, pairs, basePort int, gso bool) error {
 				MaxEntries:          2_000_000,
 			},
 			// One requester lane carries the whole load.
-			Amp: relay.AmpConfig{Factor: -1},
+			Amp: relay.AmpConfig{Rate: -1},
 		})
 		if err != nil {
 			return err

@@ -117,6 +117,8 @@ type runFlags struct {
 	pprof, gso                         bool
 	sockets, ampFactor, ampRate        int
 	ampBurst, ampNetFactor             int
+	ampNetRate, ampNetBurst            int
+	ampProbes                          bool
 	capture                            string
 	captureBytes                       int64
 	captureFiles                       int
@@ -129,6 +131,24 @@ type runFlags struct {
 	fromFile   map[string]string // flags the file set: their JSON text
 	inArgs     bool              // the command line is being parsed
 	argErr     error             // the last command-line value rejected
+}
+
+// ampConfig returns the amplification budget the amp-* settings give.
+// The deprecated amp-factor and amp-net-factor still turn the budget, or
+// its per-network part, off when negative; they are otherwise ignored
+// (the budget has no byte ratio any more: docs/operations.md).
+func (f *runFlags) ampConfig() relay.AmpConfig {
+	a := relay.AmpConfig{Rate: f.ampRate, Burst: f.ampBurst, NetRate: f.ampNetRate, NetBurst: f.ampNetBurst}
+	if f.ampFactor < 0 {
+		a.Rate = -1
+	}
+	if f.ampNetFactor < 0 {
+		a.NetRate = -1
+	}
+	if !f.ampProbes {
+		a.ProofLifetime = -1
+	}
+	return a
 }
 
 // fileKeys maps the config file's keys that differ from their flag's name.
@@ -186,10 +206,13 @@ func defineRunFlags() *runFlags {
 	fs.IntVar(&f.batch, "batch", transport.DefaultBatchSize, "datagrams per recvmmsg/sendmmsg")
 	fs.BoolVar(&f.gso, "gso", true, "send runs of datagrams to one lane with UDP GSO where the kernel supports it (Linux 4.18+); false sends each datagram on its own")
 	fs.IntVar(&f.sockets, "sockets", 1, "UDP sockets on the listen address (SO_REUSEPORT, Linux), each with its own reader goroutine")
-	fs.IntVar(&f.ampFactor, "amp-factor", relay.DefaultAmpFactor, "page bytes sent to an address per byte of requests from it; negative disables the amplification budget")
-	fs.IntVar(&f.ampRate, "amp-rate", relay.DefaultAmpRate, "page bytes per second an address may receive regardless of its requests")
-	fs.IntVar(&f.ampBurst, "amp-burst", relay.DefaultAmpBurst, "most page bytes an address may bank")
-	fs.IntVar(&f.ampNetFactor, "amp-net-factor", relay.DefaultAmpNetFactor, "answer bytes sent to a network (IPv4 /24, IPv6 /56) per byte of requests from it, with no free rate; negative disables the per-network budget")
+	fs.IntVar(&f.ampRate, "amp-rate", relay.DefaultAmpRate, "answer bytes per second one address may receive (pages, STUN answers, legacy forwards to learned lanes); negative disables the amplification budget")
+	fs.IntVar(&f.ampBurst, "amp-burst", relay.DefaultAmpBurst, "most answer bytes one address may bank")
+	fs.IntVar(&f.ampNetRate, "amp-net-rate", relay.DefaultAmpNetRate, "answer bytes per second one network (IPv4 /24, IPv6 /56) may receive; negative disables the per-network budget")
+	fs.IntVar(&f.ampNetBurst, "amp-net-burst", relay.DefaultAmpNetBurst, "most answer bytes one network may bank")
+	fs.BoolVar(&f.ampProbes, "amp-probes", true, "probe busy lanes with a STUN request (every vere ship answers one) and exempt those that answer from the budget")
+	fs.IntVar(&f.ampFactor, "amp-factor", 0, "deprecated, ignored unless negative: a negative value disables the amplification budget (as a negative amp-rate)")
+	fs.IntVar(&f.ampNetFactor, "amp-net-factor", 0, "deprecated, ignored unless negative: a negative value disables the per-network budget (as a negative amp-net-rate)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error (debug adds rate-limited per-datagram logs)")
 	fs.StringVar(&f.logFormat, "log-format", "auto", "log format: json, console, or auto (console on a terminal, else json)")
 	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus /metrics, /healthz and /readyz on TCP `ADDR:PORT` (e.g. 127.0.0.1:9337); an IPv4 address, 0.0.0.0 too, listens on IPv4 only, as the UDP socket does; an empty host (:9337) on IPv4 and IPv6")
@@ -539,13 +562,17 @@ func (f *runFlags) validate() (runConfig, error) {
 	if f.sockets < 1 || f.sockets > maxSockets {
 		return c, f.bad("sockets", fmt.Sprintf("want a whole number from 1 to %d", maxSockets))
 	}
-	if f.ampFactor >= 0 {
+	if f.ampRate >= 0 && f.ampFactor >= 0 {
 		for _, s := range []struct {
-			name string
-			v    int
-		}{{"amp-rate", f.ampRate}, {"amp-burst", f.ampBurst}} {
-			if s.v < 0 {
-				return c, f.bad(s.name, `want 0 or more bytes (a negative "amp-factor" turns the budget off)`)
+			name, unit string
+			v, max     int
+		}{{"amp-rate", " a second", f.ampRate, relay.MaxAmpRate}, {"amp-net-rate", " a second", f.ampNetRate, relay.MaxAmpRate},
+			{"amp-burst", "", f.ampBurst, relay.MaxAmpBurst}, {"amp-net-burst", "", f.ampNetBurst, relay.MaxAmpBurst}} {
+			switch {
+			case s.v < 0 && s.unit == "":
+				return c, f.bad(s.name, `want 0 or more bytes (a negative "amp-rate" turns the budget off)`)
+			case s.v > s.max:
+				return c, f.bad(s.name, fmt.Sprintf("want at most %d bytes%s", s.max, s.unit))
 			}
 		}
 	}
@@ -592,7 +619,7 @@ func (f *runFlags) validate() (runConfig, error) {
 			MaxRequestersPerSource: f.maxReqPerSource, MaxOverflowPerSource: f.maxOverflowPerSrc,
 		},
 		Routes: route.Config{MaxRoutes: f.maxRoutes, DirectLaneExpiry: f.laneExpiry},
-		Amp:    relay.AmpConfig{Factor: f.ampFactor, Rate: f.ampRate, Burst: f.ampBurst, NetFactor: f.ampNetFactor},
+		Amp:    f.ampConfig(),
 	}
 	if err := f.checkLimits(c.relay); err != nil {
 		return c, err

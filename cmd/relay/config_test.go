@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/urbit-relay/relay/lane"
+	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/pit"
 )
 
@@ -81,6 +82,9 @@ func TestConfigFile(t *testing.T) {
 				"direct-lane-expiry": "90s",
 				"batch": 32,
 				"amp-net-factor": -1,
+				"amp-rate": 3000000,
+				"amp-net-burst": 40000000,
+				"amp-probes": false,
 				"log-level": "warn",
 				"log-format": "json",
 				"metrics": "127.0.0.1:9337",
@@ -111,8 +115,11 @@ func TestConfigFile(t *testing.T) {
 				if r.Routes.MaxRoutes != 4096 || r.Routes.DirectLaneExpiry != 90*time.Second {
 					t.Errorf("routes %+v", r.Routes)
 				}
-				if r.Amp.NetFactor != -1 {
-					t.Errorf("amp net factor %d, want -1", r.Amp.NetFactor)
+				// The deprecated amp-net-factor, negative, still turns
+				// the network budget off.
+				wantAmp := relay.AmpConfig{Rate: 3000000, Burst: relay.DefaultAmpBurst, NetRate: -1, NetBurst: 40000000, ProofLifetime: -1}
+				if r.Amp != wantAmp {
+					t.Errorf("amp %+v, want %+v", r.Amp, wantAmp)
 				}
 				if c.batch != 32 || c.logLevel.String() != "warn" || c.logFormat != "json" || c.metrics != "127.0.0.1:9337" || !c.pprof {
 					t.Errorf("batch %d level %v format %q metrics %q pprof %v", c.batch, c.logLevel, c.logFormat, c.metrics, c.pprof)

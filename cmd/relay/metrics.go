@@ -122,6 +122,8 @@ var eventHelp = map[relay.Event]string{
 	relay.EventHintsScrubbed:      "Private next-hops and origins rewritten to the public lane or removed.",
 	relay.EventNextHopUnencodable: "Pages sent without a next-hop because the lane has no 6-byte form (IPv6).",
 	relay.EventLateAnswers:        "Unsolicited pages (late copies) that answered a probe outstanding on the lane they came from; also counted as dropped unsolicited.",
+	relay.EventProbesSent:         "STUN binding requests sent to busy lanes to prove they answer (every vere ship does); answered ones are exempt from the amplification budget.",
+	relay.EventLanesProven:        "Lane probes answered from the lane probed, with the probe's transaction id: lanes exempt from the amplification budget.",
 }
 
 // deprecatedEvents are metric names kept for one release after their

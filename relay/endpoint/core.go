@@ -276,11 +276,18 @@ func (c *Core) ping(now time.Duration, out []Datagram) []Datagram {
 }
 
 // Handle processes the datagram b heard from lane from at now: it answers
-// peeks and pokes addressed to this ship, and completes requests with the
-// pages that answer them.
+// peeks and pokes addressed to this ship, completes requests with the
+// pages that answer them, and answers a STUN binding request with the
+// lane it came from, as every vere ship does (io/ames.c, _ames_hear and
+// _stun_on_request): a relay probing a requester's lane relies on it.
 func (c *Core) Handle(b []byte, from netip.AddrPort, now time.Duration, out []Datagram) []Datagram {
 	var p scry.Packet
 	if err := p.Parse(b); err != nil {
+		var q scry.STUNRequest
+		if scry.IsSTUN(b) && q.Parse(b) == nil {
+			resp := scry.STUNResponse{TxID: q.TxID, Mapped: lane.Canon(from)}
+			return append(out, Datagram{Buf: resp.Append(nil), To: from})
+		}
 		return out
 	}
 	from = lane.Canon(from)

@@ -80,12 +80,13 @@ const (
 	// one goroutine drives every relay, so locks never meet.
 	PendingShards = 1
 
-	// AmpSlots is each simulated relay's amplification-budget table size
-	// (relay.AmpConfig.Slots). The default (64Ki addresses, 2.5 MiB) suits
-	// one production relay; thousands of simulated relays need a small
-	// table. An address whose slot another took starts over with
-	// relay.DefaultAmpInitial bytes, dozens of the simulation's small
-	// pages, so collisions do not throttle honest traffic.
+	// AmpSlots is each simulated relay's amplification-budget table sizes
+	// (relay.AmpConfig's Slots, NetSlots and ProofSlots). The defaults
+	// (64Ki addresses and networks, 16Ki lanes, about 7 MiB) suit one
+	// production relay; thousands of simulated relays need small tables.
+	// Two addresses sharing a slot share its budget, megabytes of the
+	// simulation's small pages, so collisions do not throttle honest
+	// traffic.
 	AmpSlots = 1 << 10
 
 	// PoolBufCap is the capacity of pooled datagram buffers: every

@@ -293,10 +293,8 @@ func (n *Network) configure(i int) error {
 		Pending:    pit.Config{MaxEntries: PendingEntries, Shards: PendingShards},
 		Routes:     seeded(st.Routes(), n.cfg.Seed^uint64(s.front)<<20),
 		Fraternize: st.Fraternize,
-		Amp: relay.AmpConfig{
-			Factor: relay.DefaultAmpFactor, Rate: relay.DefaultAmpRate, Burst: relay.DefaultAmpBurst,
-			Initial: relay.DefaultAmpInitial, Slots: AmpSlots,
-		},
+		// The default budget, in tables sized for thousands of relays.
+		Amp: relay.AmpConfig{Slots: AmpSlots, NetSlots: AmpSlots, ProofSlots: AmpSlots},
 	}
 	if s.Class != lane.Galaxy && sponsor.Relay && sponsor.ID != s.ID {
 		// The sponsor's relay pins this relay as a sponsee. Sponsors come
