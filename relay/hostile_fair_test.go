@@ -82,15 +82,16 @@ func TestFairOverflowHeldSubscription(t *testing.T) {
 }
 
 // TestFairEntryShareHeldSubscription is the same row with the flood aimed
-// at the subscription's own name: one address on 64 ports joining the
-// entry the six subscribers wait on would take its 64 requester slots. A
-// source holds at most MaxRequestersPerSource (48 of 64) of one entry's
-// requesters, so the others keep a quarter.
+// at the subscription's own name: one address on more ports than an entry
+// holds requesters (640 of 512) joining the entry the six subscribers wait
+// on would take all its requester slots. A full entry is shared max-min
+// fairly by source, so each subscriber, its source smaller than the
+// flood's, takes the place of one of the flood's requesters.
 func TestFairEntryShareHeldSubscription(t *testing.T) {
 	// At the default table size, whose overflow pool is large enough that
 	// its per-source share does not bind first.
 	f := newFixture(t, func(c *relay.Config) { c.Pending.Seed = fairSeed })
-	const ports, rounds = 64, 600 // 38,400 peeks in 1 s
+	const ports, rounds = 640, 60 // 38,400 peeks in 1 s
 	path := "notify/held/sub"
 	pkt := peek(t, "~nec", path, 0)
 	step := time.Second / (ports * rounds)
@@ -117,7 +118,7 @@ func TestFairEntryShareHeldSubscription(t *testing.T) {
 			reached++
 		}
 	}
-	t.Logf("38,400 peeks for the subscription's name from one address over 64 ports: %d of 6 subscribers reached, %d requesters refused for the entry share", reached, st.EntryShareCapped)
+	t.Logf("38,400 peeks for the subscription's name from one address over %d ports: %d of 6 subscribers reached, %d requesters refused for the entry share", ports, reached, st.EntryShareCapped)
 	if reached != 6 {
 		t.Errorf("the page reached %d of 6 subscribers", reached)
 	}

@@ -196,7 +196,7 @@ func defineRunFlags() *runFlags {
 	fs.IntVar(&f.maxPending, "max-pending", pit.DefaultMaxEntries, "pending-request table capacity (entries)")
 	fs.IntVar(&f.maxPerSource, "max-pending-per-source", 0, "pending entries one source IP may hold; 0 means max-pending/10, negative no cap")
 	fs.IntVar(&f.maxReq, "max-requesters", pit.DefaultMaxRequestersPerEntry, "requester lanes kept per pending entry")
-	fs.IntVar(&f.maxReqPerSource, "max-requesters-per-source", 0, "requester lanes one source IP may hold on one pending entry; 0 means three quarters of max-requesters, negative no cap")
+	fs.IntVar(&f.maxReqPerSource, "max-requesters-per-source", 0, "a fixed cap on the requester lanes one source IP may hold on one pending entry; 0 or negative means none (a full entry is shared max-min fairly: a requester from a smaller source displaces one of the largest's)")
 	fs.IntVar(&f.maxOverflowPerSrc, "max-overflow-per-source", 0, "requester lanes beyond each entry's first one source IP may hold in all; 0 means a tenth of the pool (max-pending/4), negative no cap")
 	fs.DurationVar(&f.ttl, "pending-ttl", pit.DefaultTTL, "pending entry lifetime, bumped by every repeat")
 	fs.DurationVar(&f.suppress, "suppress-window", pit.DefaultSuppressWindow, "a new requester within this of the last forward is aggregated, not forwarded")

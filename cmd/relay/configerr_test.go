@@ -169,10 +169,10 @@ func badConfigs(t *testing.T) []badConfig {
 			want: `config: "max-pending": 15: want a whole number from 16 to 268435424`},
 		{name: "max-pending over the shards' cap", text: `{"ship": "~sipsyl", "max-pending": 268435425}`,
 			want: `config: "max-pending": 268435425: want a whole number from 16 to 268435424`},
-		{name: "max-requesters over the cap", text: `{"ship": "~sipsyl", "max-requesters": 256}`,
-			want: `config: "max-requesters": 256: want a whole number from 1 to 255`},
+		{name: "max-requesters over the cap", text: `{"ship": "~sipsyl", "max-requesters": 4097}`,
+			want: `config: "max-requesters": 4097: want a whole number from 1 to 4096`},
 		{name: "max-requesters 0", text: `{"ship": "~sipsyl", "max-requesters": 0}`,
-			want: `config: "max-requesters": 0: want a whole number from 1 to 255`},
+			want: `config: "max-requesters": 0: want a whole number from 1 to 4096`},
 		{name: "negative ttl", text: `{"ship": "~sipsyl", "pending-ttl": "-1s"}`,
 			want: `config: "pending-ttl": "-1s": want a duration from 100ms to 1h49m13.6s`},
 		{name: "ttl under a tick", text: `{"ship": "~sipsyl", "pending-ttl": "99ms"}`,
@@ -300,7 +300,7 @@ func TestConfigErrors(t *testing.T) {
 func TestConfigLimitEdges(t *testing.T) {
 	for _, text := range []string{
 		`{"ship": "~sipsyl", "max-pending": 16, "pending-ttl": "100ms", "suppress-window": "0s", "max-requesters": 1}`,
-		`{"ship": "~sipsyl", "max-pending": 16, "pending-ttl": "1h49m13.6s", "suppress-window": "1h", "max-requesters": 255}`,
+		`{"ship": "~sipsyl", "max-pending": 16, "pending-ttl": "1h49m13.6s", "suppress-window": "1h", "max-requesters": 4096}`,
 		`{"ship": "~sipsyl", "max-pending": 16, "max-routes": 1, "amp-rate": 0, "amp-burst": 0}`,
 		`{"ship": "~sipsyl", "max-pending": 16, "amp-factor": -1, "amp-burst": -5}`,
 		`{"ship": "~sipsyl", "max-pending": 16, "amp-rate": 1073741824, "amp-net-rate": 1073741824, "amp-burst": 8589934592, "amp-net-burst": 8589934592}`,

@@ -321,3 +321,51 @@ func BenchmarkEvictFlood(b *testing.B) {
 		b.Fatalf("evicted %d in %d adds", st.Evicted, b.N)
 	}
 }
+
+// BenchmarkJoinOneEntry: n requesters, each its own source, join one name
+// and the response takes them; ns/op is per Add (the de-duplication scan
+// grows with the requesters already on the entry, so the mean is about half
+// a full entry's scan).
+func BenchmarkJoinOneEntry(b *testing.B) {
+	for _, n := range []int{64, 200, 255, 512} {
+		b.Run(fmt.Sprintf("requesters=%d", n), func(b *testing.B) {
+			tb := mustNew(b, Config{MaxEntries: 1 << 16, MaxRequestersPerEntry: n, MaxRequestersPerSource: -1})
+			dst := make([]lane.Key, 0, n)
+			now := time.Second
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; {
+				k := benchKey(3, uint64(i))
+				for j := 0; j < n && i < b.N; j++ {
+					tb.Add(k, laneN(j), now)
+					i++
+				}
+				dst, _ = tb.Take(k, dst[:0], now)
+			}
+		})
+	}
+}
+
+// BenchmarkFloodFullEntry: the worst Add of a flood, a new port of the
+// entry's largest source arriving at a full entry (at the default cap and
+// at MaxRequestersLimit); refused, after a scan of every requester. (The
+// overflow share is off, which at this small table would bind first.)
+func BenchmarkFloodFullEntry(b *testing.B) {
+	for _, n := range []int{DefaultMaxRequestersPerEntry, MaxRequestersLimit} {
+		b.Run(fmt.Sprintf("requesters=%d", n), func(b *testing.B) {
+			tb := mustNew(b, Config{Shards: 1, MaxEntries: 1 << 16, MaxRequestersPerEntry: n, MaxOverflowPerSource: -1})
+			now := time.Second
+			const k = 1
+			flood := laneN(1)
+			tb.Add(k, laneN(2), now)
+			for p := 0; p < 1<<16-1; p++ {
+				tb.Add(k, port(flood, uint16(p)), now)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				tb.Add(k, port(flood, uint16(i)), now)
+			}
+		})
+	}
+}

@@ -50,6 +50,20 @@ type Config struct {
 
 	// MaxRequestersPerEntry caps the distinct requester lanes per entry.
 	// Default DefaultMaxRequestersPerEntry; 1..MaxRequestersLimit.
+	//
+	// While an entry has room, every new requester is recorded, whatever
+	// its source (an IP address, any port; an IPv6 /64): many hosts
+	// behind one NAT are many requesters. A full entry is shared max-min
+	// fairly by source: a newcomer whose source, counting it, would hold
+	// fewer requesters than the entry's largest source takes the place of
+	// that source's most recent requester (the displaced one is dropped
+	// and counted in Stats.Displaced); any other newcomer is refused
+	// (VerdictRequesterCapped or VerdictCappedForward, counted in
+	// Stats.EntryShareCapped). So one source on many ports fills what is
+	// free, but a requester from a source holding at least two fewer
+	// takes one of its places and cannot be pushed off again: the entry's
+	// shares settle max-min fair, no source holding more than one more
+	// than any source still refused.
 	MaxRequestersPerEntry int
 
 	// MaxOverflowRequesters caps, across the table, the requester lanes held
@@ -67,19 +81,23 @@ type Config struct {
 	// MaxOverflowPerSource/Shards rounded up to whole chunks of 3, and it
 	// counts chunks: a chunk is charged to the source of the requester that
 	// opened it (an entry's 2nd, 5th, 8th... requester), so the charges add
-	// up to the pool's use however requesters mix. A requester needing a
-	// new chunk while its source holds its share is refused as
-	// VerdictRequesterCapped (or VerdictCappedForward); one joining a chunk
-	// already open is not, since it costs the pool nothing.
+	// up to the pool's use however requesters mix. A chunk stays charged to
+	// its opener's source when a newcomer displaces the opener (a
+	// displacement costs the pool nothing, and charges it to no one). A
+	// requester needing a new chunk while its source holds its share is
+	// refused as VerdictRequesterCapped (or VerdictCappedForward); one
+	// joining a chunk already open is not, since it costs the pool
+	// nothing.
 	MaxOverflowPerSource int
 
-	// MaxRequestersPerSource caps the requester lanes one source (an IP
-	// address, any port; an IPv6 /64) holds on one entry, so that a source
-	// on many ports asking for a name (a subscription's, say) cannot take
-	// every requester slot of its entry. Default MaxRequestersPerEntry -
-	// MaxRequestersPerEntry/DefaultEntrySourceDivisor (48 of 64: a quarter
-	// is left to the others); negative means no cap beyond
-	// MaxRequestersPerEntry.
+	// MaxRequestersPerSource, when positive and below
+	// MaxRequestersPerEntry, is a fixed cap on the requester lanes one
+	// source holds on one entry, applied even while the entry has room
+	// (a newcomer from a source at the cap is refused and counted in
+	// Stats.EntryShareCapped). Default none (0; negative is none too):
+	// the full entry's max-min rule (MaxRequestersPerEntry) already keeps
+	// one source from crowding the others out, and a fixed cap refuses
+	// the hosts behind one NAT while there is room for them.
 	MaxRequestersPerSource int
 
 	// TTL is how long an entry lives after the last Add that bumped it;
@@ -135,9 +153,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxOverflowPerSource == 0 {
 		c.MaxOverflowPerSource = (c.MaxOverflowRequesters + DefaultOverflowSourceDivisor - 1) / DefaultOverflowSourceDivisor
-	}
-	if c.MaxRequestersPerSource == 0 {
-		c.MaxRequestersPerSource = c.MaxRequestersPerEntry - c.MaxRequestersPerEntry/DefaultEntrySourceDivisor
 	}
 	if c.TTL == 0 {
 		c.TTL = DefaultTTL
@@ -201,9 +216,10 @@ type params struct {
 	wheelMask uint32 // wheel buckets - 1; buckets is a power of two > TTL/Tick + 1
 	entryCap  int    // MaxEntries / Shards
 	chunkCap  int    // overflow chunks per shard
-	maxReq    uint8  // MaxRequestersPerEntry
-	// maxReqSrc is MaxRequestersPerSource when below maxReq; 0 for none.
-	maxReqSrc uint8
+	maxReq    uint16 // MaxRequestersPerEntry
+	// maxReqSrc is MaxRequestersPerSource when positive and below maxReq;
+	// 0 for none.
+	maxReqSrc uint16
 	policy    FullPolicy
 	sourceCap uint32 // MaxEntriesPerSource per shard; 0 for none
 	// chunkShare is MaxOverflowPerSource per shard in chunks; 0 for none.
@@ -235,9 +251,9 @@ func newParams(c Config) params {
 		perShard := (c.MaxOverflowPerSource + c.Shards - 1) / c.Shards
 		chunkShare = uint32((perShard + lanesPerChunk - 1) / lanesPerChunk)
 	}
-	var maxReqSrc uint8
+	var maxReqSrc uint16
 	if c.MaxRequestersPerSource > 0 && c.MaxRequestersPerSource < c.MaxRequestersPerEntry {
-		maxReqSrc = uint8(c.MaxRequestersPerSource)
+		maxReqSrc = uint16(c.MaxRequestersPerSource)
 	}
 	reserveAt := entryCap
 	if c.FullPolicy == RefuseNew {
@@ -250,7 +266,7 @@ func newParams(c Config) params {
 		wheelMask: buckets - 1,
 		entryCap:  entryCap,
 		chunkCap:  (overflowPerShard + lanesPerChunk - 1) / lanesPerChunk,
-		maxReq:    uint8(c.MaxRequestersPerEntry),
+		maxReq:    uint16(c.MaxRequestersPerEntry),
 		maxReqSrc: maxReqSrc,
 		policy:    c.FullPolicy,
 		sourceCap: uint32((c.MaxEntriesPerSource + c.Shards - 1) / c.Shards),

@@ -16,16 +16,24 @@ const (
 
 	// DefaultMaxRequestersPerEntry bounds the requester lanes remembered per
 	// request name. Many requesters share a name when a path is popular (an
-	// OTA update or a widely read scry path under one galaxy). Behind a
-	// relay, downstream relays aggregate their own requesters, so 64
-	// distinct lanes on one name is a large crowd; beyond it the extra
-	// requesters are not recorded (their requests still refresh the upstream
-	// forward once per SuppressWindow, VerdictCappedForward) and retry after
-	// the response. The cap bounds the linear de-duplication scan on every
-	// Add (64 keys, about a cache line each), the fan-out of one response
-	// (64 copies, each still within its address's amplification budget),
-	// and, with MaxOverflowRequesters, the memory of the table.
-	DefaultMaxRequestersPerEntry = 64
+	// OTA update, a widely read scry path under one galaxy, a subscription
+	// everyone waits on), and a carrier-grade NAT puts hundreds of ships
+	// behind one address, each its own lane (a port of that address):
+	// aggregation is the point of the table, so 200 ships of one NAT waiting
+	// on one held name must all be remembered, with room for everyone else.
+	// 512 is that with a margin. Past it, a full entry is shared max-min
+	// fairly by source (see Config.MaxRequestersPerEntry): a newcomer whose
+	// source, counting it, would still hold fewer than the entry's largest
+	// displaces one of the largest's requesters, any other is not recorded (its request still refreshes the
+	// upstream forward once per SuppressWindow, VerdictCappedForward) and
+	// retries after the response. The cap bounds the linear
+	// de-duplication scan on every Add (512 keys, 9 KiB: 1.6 µs for a
+	// flood's refused Add at a full entry, BenchmarkFloodFullEntry on a
+	// shared 2-core machine, against 1.1 µs for the 49 keys the old
+	// 64-requester entry scanned then), the fan-out of one response (512
+	// copies, each still within its address's amplification budget) and,
+	// with MaxOverflowRequesters, the memory of the table.
+	DefaultMaxRequestersPerEntry = 512
 
 	// DefaultOverflowDivisor sets the default size of the shared pool of
 	// overflow requester slots (every requester of an entry after its first)
@@ -77,15 +85,16 @@ const (
 	// requester was in. With it, one address holds at most a tenth of each
 	// shard's overflow chunks and nine tenths stay for everyone else; it
 	// takes ten addresses at their share to use the pool up, as it takes
-	// ten to fill the table.
+	// ten to fill the table. The share is kept beside the entry's
+	// max-min rule because it guards another thing: the entry's rule
+	// shares one entry's slots, the pool is shared by all entries, and
+	// DefaultMaxRequestersPerEntry times the entries far exceeds it. At
+	// the default table the share is 1,563 lanes a shard, three full
+	// entries' overflow (511 lanes each), so it never binds on one
+	// address's requesters for one name; in tables below 126,736 entries
+	// (16 shards) it binds before 200 requesters from one address fit one
+	// entry.
 	DefaultOverflowSourceDivisor = 10
-
-	// DefaultEntrySourceDivisor sets the default MaxRequestersPerSource:
-	// one source may hold all but MaxRequestersPerEntry/4 of an entry's
-	// requester slots, so that a source on many ports joining a popular
-	// name (a subscription everyone waits on) leaves a quarter of them, 16
-	// of 64, to everyone else.
-	DefaultEntrySourceDivisor = 4
 
 	// FullReserveDivisor sets the part of each shard kept, under the
 	// RefuseNew policy, for sources below their fair share:
@@ -126,9 +135,15 @@ const (
 	// cost.
 	MaxShards = 1024
 
-	// MaxRequestersLimit bounds Config.MaxRequestersPerEntry: the count is
-	// held in one byte of the entry.
-	MaxRequestersLimit = 255
+	// MaxRequestersLimit bounds Config.MaxRequestersPerEntry. The count is
+	// held in 16 bits of the entry, but the bound is the work: every Add
+	// scans the entry's requesters (4,096 keys are 72 KiB, 15 µs per
+	// packet at a full entry, BenchmarkFloodFullEntry), and a displacement
+	// counts them by source in a per-shard scratch table of
+	// tallySlotsPerRequester slots per requester (24 B a slot: 192 KiB a
+	// shard at the limit, allocated when a shard first meets a newcomer to
+	// a full entry).
+	MaxRequestersLimit = 4096
 
 	// MaxEntriesPerShard bounds MaxEntries/Shards: the index packs a slab
 	// slot (plus one) into the low 24 bits of a 32-bit word, the high 8 bits
@@ -170,6 +185,12 @@ const (
 	// (expected ~2.5 probes on a miss) at 3/4.
 	indexLoadNum = 3
 	indexLoadDen = 4
+
+	// tallySlotsPerRequester sizes a shard's displacement tally: slots for
+	// twice MaxRequestersPerEntry sources (rounded up to a power of two),
+	// so that its open addressing stays at most half full and a count of
+	// a full entry probes about once per requester.
+	tallySlotsPerRequester = 2
 
 	// cacheLinePad separates shards so one shard's lock and counters do not
 	// share a cache line with its neighbour's.

@@ -18,13 +18,14 @@
 //   - VerdictForwardRetransmit: the requester is already on the entry; its
 //     retransmission. Expiry bumped. Forward again.
 //   - VerdictAggregated: a new requester within SuppressWindow of the last
-//     upstream forward. Added, expiry bumped. Do not forward.
+//     upstream forward. Added (at a full entry, in place of one it
+//     displaced), expiry bumped. Do not forward.
 //   - VerdictForwardJoined: a new requester after SuppressWindow. Added,
 //     expiry bumped. Forward (the earlier copy may have been lost).
 //   - VerdictRequesterCapped: a new requester on an entry already holding
-//     MaxRequestersPerEntry requesters (or when the shard's overflow pool is
-//     used up, or its source's share of it). Not recorded, entry
-//     unchanged. Drop.
+//     MaxRequestersPerEntry requesters whose source may not displace one
+//     (below), or when the shard's overflow pool is used up, or its
+//     source's share of it. Not recorded, entry unchanged. Drop.
 //   - VerdictRefused: a new name, its shard full, policy RefuseNew (or
 //     within the shard's reserve, its source over its fair share). Drop.
 //   - VerdictSourceCapped: a new name from a source at
@@ -35,9 +36,10 @@
 // entry nearest expiry and Add reports evicted=true. An entry expires at
 // now+TTL of its last bump, rounded up to a whole Tick: it lives at least
 // TTL and less than TTL+Tick. Take(key, dst, now) appends the requesters of
-// a live entry to dst (distinct, in join order), deletes the entry and
-// reports true; an absent or expired entry gives false. Expire(now) deletes
-// what has expired.
+// a live entry to dst (distinct, in join order, a displacing requester in
+// the place of the one it displaced), deletes the entry and reports true;
+// an absent or expired entry gives false. Expire(now) deletes what has
+// expired.
 //
 // # Sources and their shares
 //
@@ -46,29 +48,48 @@
 // keep one source from starving the others; the first three are enforced
 // per shard and counted in fixed per-source slots (SourceSlotsPerShard, a
 // seeded hash of the source, 8 bytes a slot: entries and chunks), the
-// fourth by counting an entry's requesters as it is joined:
+// fourth by counting a full entry's requesters by source:
 //
 //   - MaxEntriesPerSource caps the entries a source creates (the relay
 //     sets a tenth of the table).
 //   - MaxOverflowPerSource caps the overflow chunks a source opens (a
-//     tenth of the pool by default); a chunk is charged to the requester
-//     at its first lane, so the charges add up to the pool's use.
+//     tenth of the pool by default); a chunk is charged to the source of
+//     the requester that opened it (its first lane, unless that one was
+//     displaced since), so the charges add up to the pool's use.
 //   - Under RefuseNew, the last FullReserveDivisor-th of a shard is kept
 //     for sources holding fewer than 1/FullShareDivisor of the shard's
 //     entries: a flood from few sources fills the rest and is refused
 //     there, while others still get in. No entry is shed.
-//   - MaxRequestersPerSource caps the requesters one source holds on one
-//     entry (all but a DefaultEntrySourceDivisor-th of
-//     MaxRequestersPerEntry), so that a source on many ports joining the
-//     name everyone waits on (a subscription's) leaves room for them.
+//   - An entry refuses no new requester while it has room, whatever its
+//     source: hundreds of ships behind one carrier-grade NAT asking for
+//     one name are all remembered (DefaultMaxRequestersPerEntry is 512).
+//     A full entry is shared max-min fairly: a newcomer whose source,
+//     counting it, would hold fewer requesters than the entry's largest
+//     source takes the place of that source's most recent requester
+//     (Stats.Displaced); any other is refused (Stats.EntryShareCapped).
+//     So a source on many ports joining the name everyone waits on (a
+//     subscription's) fills what is free, each later requester from a
+//     source holding at least two fewer takes one of its places, and it
+//     cannot push them off: a displacement never brings a source below
+//     the newcomer's, and the shares settle max-min fair. The counts are
+//     exact (lane.Key.Source, not the slots): the entry's largest count
+//     is cached in the entry once it is full, and a displacement counts
+//     the entry's requesters in a per-shard scratch table (tally), so a
+//     refused Add costs the one scan every Add pays. Overflow chunks stay
+//     charged to their openers. Config.MaxRequestersPerSource adds an
+//     optional fixed cap, off by default.
 //
 // What remains: sources share slots with probability 1/4096 per pair (a
 // collision shares the caps too); a flood from many addresses, each under
 // every share (more than ten at the caps' tenths, more than
 // FullShareDivisor for the reserve), fills the table and the pool as
 // before, and under ShedOldest the fresh entries of such a flood shed the
-// oldest, whoever made them. Many honest hosts behind one address
-// (carrier-grade NAT) count as one source.
+// oldest, whoever made them; on one entry, a flood from as many
+// addresses as the entry holds requesters levels every source at one.
+// Many hosts behind one address count as one source for the entry and
+// pool shares: in tables below 126,736 entries (16 shards) the overflow
+// share binds before 200 of them fit one entry, below 326,416 before 512
+// do.
 //
 // # Memory layout
 //
@@ -77,7 +98,8 @@
 //
 //	entry (56 B): hash u64 | expiry u32 | sched u32 | fwdMs u32 |
 //	              next u32 | prev u32 | chunk u32 | first lane.Key (18 B) |
-//	              nreq u8 | pad | src u16 (first's source slot) | pad
+//	              nreq u16 | src u16 (first's source slot) |
+//	              most u16 (largest source's requesters, once full)
 //	chunk (60 B): 3 × lane.Key | src u16 (lanes[0]'s source slot) | next u32
 //	index slot (4 B): tag (hash's top byte) << 24 | entry slot + 1; 0 empty
 //
@@ -93,7 +115,10 @@
 // the shard's caps (MaxEntries/Shards entries, the shard's share of
 // MaxOverflowRequesters); once grown, operations allocate nothing. The
 // per-source slots, when any per-source rule is on (the overflow share is
-// by default), are allocated in New: 32 KiB a shard.
+// by default), are allocated in New: 32 KiB a shard. The displacement
+// tally (24 B a slot, two slots per MaxRequestersPerEntry: 24 KiB a shard
+// at the default) is allocated when a shard first meets a newcomer to a
+// full entry.
 //
 // Measured with the defaults (1M entries, 16 shards, one requester each):
 // 65.2 bytes of heap per live entry (56 for the entry, 8.4 for the index at

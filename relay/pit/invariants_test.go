@@ -48,9 +48,10 @@ func checkShardLocked(tb testing.TB, si int, s *shard) {
 		fail("%d live slots, n = %d", live, s.n)
 	}
 	// Per-source counts: each live entry is counted once, at its first
-	// requester's slot; each chunk in use once, at its first lane's slot;
-	// no slot beyond the caps that gate its increments; a count no rule
-	// needs stays 0.
+	// requester's slot; each chunk in use once, at its opener's slot,
+	// which is its first lane's unless a displacement replaced it (only
+	// in an entry that has been full, most != 0); no slot beyond the caps
+	// that gate its increments; a count no rule needs stays 0.
 	if s.sources != nil {
 		want := make([]sourceCount, len(s.sources))
 		for i := range s.entries {
@@ -68,7 +69,7 @@ func checkShardLocked(tb testing.TB, si int, s *shard) {
 				continue
 			}
 			for c := e.chunk; c != nilIdx; c = s.chunks[c].next {
-				if uint32(s.chunks[c].src) != s.sourceSlot(s.chunks[c].lanes[0]) {
+				if e.most == 0 && uint32(s.chunks[c].src) != s.sourceSlot(s.chunks[c].lanes[0]) {
 					fail("chunk %d src %d, its first lane's slot %d", c, s.chunks[c].src, s.sourceSlot(s.chunks[c].lanes[0]))
 				}
 				want[s.chunks[c].src].chunks++
@@ -184,6 +185,13 @@ func checkShardLocked(tb testing.TB, si int, s *shard) {
 		if e.nreq > s.p.maxReq {
 			fail("entry %d has %d requesters, cap %d", i, e.nreq, s.p.maxReq)
 		}
+		// The largest source's count, once cached, is exact, and cached
+		// only at a full entry; no source holds more than a fixed cap.
+		if most := largestSource(s.requestersLocked(uint32(i))); e.most != 0 && (int(e.most) != most || e.nreq != s.p.maxReq) {
+			fail("entry %d caches %d for its largest source, which holds %d of %d requesters", i, e.most, most, e.nreq)
+		} else if s.p.maxReqSrc != 0 && most > int(s.p.maxReqSrc) {
+			fail("entry %d: a source holds %d requesters, cap %d", i, most, s.p.maxReqSrc)
+		}
 		want := (int(e.nreq) - 1 + lanesPerChunk - 1) / lanesPerChunk
 		n := 0
 		for c := e.chunk; c != nilIdx; c = s.chunks[c].next {
@@ -227,6 +235,18 @@ func indexSlotsFor(n int) int {
 		size *= 2
 	}
 	return size
+}
+
+// largestSource returns how many of reqs the most common source
+// (lane.Key.Source) holds.
+func largestSource(reqs []lane.Key) int {
+	n := map[[16]byte]int{}
+	most := 0
+	for _, r := range reqs {
+		n[r.Source()]++
+		most = max(most, n[r.Source()])
+	}
+	return most
 }
 
 // requestersLocked returns entry i's requesters in join order.

@@ -1,6 +1,7 @@
 package pit
 
 import (
+	"cmp"
 	"encoding/binary"
 	"math/rand/v2"
 	"slices"
@@ -11,8 +12,8 @@ import (
 )
 
 // model is a map-based reference implementation of the Table's semantics,
-// including per-shard caps, the overflow pool, the per-source rules and the
-// coarse clock. It keeps time as int64 nanoseconds and ticks, never
+// including per-shard caps, the overflow pool, the per-source rules (a full
+// entry's max-min displacement among them) and the coarse clock. It keeps time as int64 nanoseconds and ticks, never
 // wrapping, so it also checks the Table's modulo-2^32 arithmetic. Sources
 // are told apart by the Table's own seeded hash (source), so that the
 // model shares its collisions; it counts a source's entries and chunks
@@ -30,6 +31,10 @@ type modelEntry struct {
 	exp   int64 // expiry tick
 	fwdMs int64
 	reqs  []lane.Key
+	// opened are the source slots charged for the entry's overflow
+	// chunks, in order: the source of the requester that opened each
+	// (reqs[1], reqs[4], ...), kept when that requester is displaced.
+	opened []uint32
 }
 
 func newModel(cfg Config, t *Table) *model {
@@ -45,8 +50,7 @@ func newModel(cfg Config, t *Table) *model {
 }
 
 // held returns how many entries of shard si the source of r created (is
-// the first requester of) and how many overflow chunks of them it opened
-// (holds the overflow lane 0, 3, 6, ... of).
+// the first requester of) and how many overflow chunks of them it opened.
 func (m *model) held(si int, r lane.Key) (entries, chunks int) {
 	src := m.source(r)
 	for k, e := range m.entries {
@@ -56,13 +60,44 @@ func (m *model) held(si int, r lane.Key) (entries, chunks int) {
 		if m.source(e.reqs[0]) == src {
 			entries++
 		}
-		for j := 1; j < len(e.reqs); j += lanesPerChunk {
-			if m.source(e.reqs[j]) == src {
+		for _, o := range e.opened {
+			if o == src {
 				chunks++
 			}
 		}
 	}
 	return entries, chunks
+}
+
+// displace applies the full entry's max-min rule as the model reads it:
+// count e's requesters by source; if r's source, counting r, would hold
+// fewer than the largest, r replaces the latest-joined requester of any
+// source holding the most, and displace reports true.
+func (m *model) displace(e *modelEntry, r lane.Key) bool {
+	count := func(k lane.Key) int {
+		n := 0
+		for _, q := range e.reqs {
+			if modelSameSource(q, k) {
+				n++
+			}
+		}
+		return n
+	}
+	most := 0
+	for _, q := range e.reqs {
+		most = max(most, count(q))
+	}
+	if count(r)+1 >= most {
+		return false
+	}
+	for j := len(e.reqs) - 1; j >= 0; j-- {
+		if count(e.reqs[j]) == most {
+			e.reqs[j] = r
+			m.stats.Displaced++
+			return true
+		}
+	}
+	panic("no source holds the most")
 }
 
 // overShare reports whether r's source holds its fair share of shard si
@@ -128,26 +163,29 @@ func (m *model) add(key uint64, r lane.Key, now time.Duration) (Verdict, []uint6
 		}
 		_, chunks := m.inShard(m.shardOf(key))
 		needChunk := (len(e.reqs)-1)%lanesPerChunk == 0
-		capped := len(e.reqs) >= m.cfg.MaxRequestersPerEntry
-		if !capped && m.p.maxReqSrc != 0 {
-			same := 0
-			for _, q := range e.reqs {
-				if modelSameSource(q, r) {
-					same++
-				}
-			}
-			if same >= int(m.p.maxReqSrc) {
-				capped = true
-				m.stats.EntryShareCapped++
+		same := 0
+		for _, q := range e.reqs {
+			if modelSameSource(q, r) {
+				same++
 			}
 		}
-		if !capped && needChunk && m.p.chunkShare > 0 {
+		capped := false
+		switch {
+		case m.p.maxReqSrc != 0 && same >= int(m.p.maxReqSrc):
+			capped = true
+			m.stats.EntryShareCapped++
+		case len(e.reqs) >= m.cfg.MaxRequestersPerEntry:
+			if capped = !m.displace(e, r); capped {
+				m.stats.EntryShareCapped++
+			}
+		case needChunk && m.p.chunkShare > 0:
 			if _, held := m.held(m.shardOf(key), r); held >= int(m.p.chunkShare) {
 				capped = true
 				m.stats.OverflowShareCapped++
 			}
 		}
-		if capped || needChunk && chunks >= m.p.chunkCap {
+		full := len(e.reqs) >= m.cfg.MaxRequestersPerEntry
+		if capped || !full && needChunk && chunks >= m.p.chunkCap {
 			m.stats.RequesterCapped++
 			if nowMs-e.fwdMs >= int64(m.p.windowMs) {
 				e.fwdMs = nowMs
@@ -155,7 +193,12 @@ func (m *model) add(key uint64, r lane.Key, now time.Duration) (Verdict, []uint6
 			}
 			return VerdictRequesterCapped, nil
 		}
-		e.reqs = append(e.reqs, r)
+		if !full {
+			if needChunk {
+				e.opened = append(e.opened, m.source(r))
+			}
+			e.reqs = append(e.reqs, r)
+		}
 		e.exp = m.expTick(now)
 		if nowMs-e.fwdMs < int64(m.p.windowMs) {
 			m.stats.Aggregated++
@@ -277,7 +320,7 @@ func runModel(t testing.TB, mc modelConfig, src opSource) Stats {
 		t.Fatal(err)
 	}
 	m := newModel(cfg, tb)
-	const keys = 48
+	keys := cmp.Or(mc.keys, 48)
 	lanes := max(mc.lanes, 10)
 	// The first ten lanes come from five sources: three IPv4 addresses on
 	// several ports and two IPv6 addresses in one /64; any further lanes
@@ -357,12 +400,14 @@ func runModel(t testing.TB, mc modelConfig, src opSource) Stats {
 }
 
 // modelConfig is one configuration of the model runs: the table's config,
-// the clock's start, and the number of requester lanes (at least 10).
+// the clock's start, the number of requester lanes (at least 10) and of
+// names (0 for 48; few names fill their entries).
 type modelConfig struct {
 	name  string
 	cfg   Config
 	start time.Duration
 	lanes int
+	keys  int
 }
 
 // modelConfigs are the configurations the model runs use: one shard with
@@ -370,23 +415,35 @@ type modelConfig struct {
 // several shards, the refuse policy, and a 1 ms tick whose counters wrap.
 var modelConfigs = []modelConfig{
 	{"one-shard-tight", Config{Shards: 1, MaxEntries: 12, MaxRequestersPerEntry: 5, MaxOverflowRequesters: 7,
-		TTL: 2 * time.Second, Tick: 100 * time.Millisecond, SuppressWindow: 500 * time.Millisecond}, 0, 0},
+		TTL: 2 * time.Second, Tick: 100 * time.Millisecond, SuppressWindow: 500 * time.Millisecond}, 0, 0, 0},
 	{"four-shards", Config{Shards: 4, MaxEntries: 40, MaxRequestersPerEntry: 8, MaxOverflowRequesters: 30,
-		TTL: 3 * time.Second, Tick: 250 * time.Millisecond, SuppressWindow: time.Second}, time.Hour, 0},
+		TTL: 3 * time.Second, Tick: 250 * time.Millisecond, SuppressWindow: time.Second}, time.Hour, 0, 0},
 	{"entry-share", Config{Shards: 1, MaxEntries: 16, MaxRequestersPerEntry: 8, MaxRequestersPerSource: 2,
-		MaxOverflowRequesters: 40, TTL: 2 * time.Second, Tick: 100 * time.Millisecond, SuppressWindow: 500 * time.Millisecond}, 0, 0},
+		MaxOverflowRequesters: 40, TTL: 2 * time.Second, Tick: 100 * time.Millisecond, SuppressWindow: 500 * time.Millisecond}, 0, 0, 0},
 	{"refuse", Config{Shards: 2, MaxEntries: 10, MaxRequestersPerEntry: 3, TTL: time.Second,
-		Tick: 100 * time.Millisecond, SuppressWindow: 200 * time.Millisecond, FullPolicy: RefuseNew}, 0, 0},
+		Tick: 100 * time.Millisecond, SuppressWindow: 200 * time.Millisecond, FullPolicy: RefuseNew}, 0, 0, 0},
 	{"ms-wrap", Config{Shards: 1, MaxEntries: 20, MaxRequestersPerEntry: 4, MaxOverflowRequesters: 12,
 		TTL: 700 * time.Millisecond, Tick: time.Millisecond, SuppressWindow: 50 * time.Millisecond},
-		(1<<32 - 3000) * time.Millisecond, 0},
-	{"large", Config{Shards: 8, MaxEntries: 10_000, TTL: 5 * time.Second}, 0, 0},
+		(1<<32 - 3000) * time.Millisecond, 0, 0},
+	{"large", Config{Shards: 8, MaxEntries: 10_000, TTL: 5 * time.Second}, 0, 0, 0},
 	{"per-source", Config{Shards: 2, MaxEntries: 30, MaxRequestersPerEntry: 10, MaxOverflowRequesters: 40,
-		MaxEntriesPerSource: 16, MaxOverflowPerSource: 12, TTL: 2 * time.Second, Tick: 100 * time.Millisecond}, 0, 0},
+		MaxEntriesPerSource: 16, MaxOverflowPerSource: 12, TTL: 2 * time.Second, Tick: 100 * time.Millisecond}, 0, 0, 0},
 	{"refuse-reserve", Config{Shards: 1, MaxEntries: 24, MaxRequestersPerEntry: 6, MaxOverflowRequesters: 30,
-		MaxOverflowPerSource: -1, TTL: 3 * time.Second, Tick: 100 * time.Millisecond, FullPolicy: RefuseNew}, 0, 40},
+		MaxOverflowPerSource: -1, TTL: 3 * time.Second, Tick: 100 * time.Millisecond, FullPolicy: RefuseNew}, 0, 40, 0},
 	{"refuse-reserve-capped", Config{Shards: 2, MaxEntries: 40, MaxEntriesPerSource: 14, TTL: 3 * time.Second,
-		Tick: 100 * time.Millisecond, FullPolicy: RefuseNew}, 0, 0},
+		Tick: 100 * time.Millisecond, FullPolicy: RefuseNew}, 0, 0, 0},
+	// Few names and a small entry, so that entries fill and the max-min
+	// rule displaces: among four sources of two to four lanes and six of
+	// one.
+	{"displace", Config{Shards: 1, MaxEntries: 16, MaxRequestersPerEntry: 7, MaxOverflowRequesters: 200,
+		MaxOverflowPerSource: -1, TTL: 3 * time.Second, Tick: 100 * time.Millisecond}, 0, 16, 4},
+	// The same with a fixed per-source cap below the entry's.
+	{"displace-capped", Config{Shards: 1, MaxEntries: 16, MaxRequestersPerEntry: 6, MaxRequestersPerSource: 2,
+		MaxOverflowRequesters: 200, MaxOverflowPerSource: -1, TTL: 3 * time.Second, Tick: 100 * time.Millisecond}, 0, 14, 3},
+	// Displacement beside a tight pool and its per-source share: a chunk
+	// stays charged to its opener when the opener is displaced.
+	{"displace-pool-share", Config{Shards: 1, MaxEntries: 16, MaxRequestersPerEntry: 8, MaxOverflowRequesters: 18,
+		MaxOverflowPerSource: 6, TTL: 3 * time.Second, Tick: 100 * time.Millisecond}, 0, 16, 6},
 }
 
 func TestModel(t *testing.T) {
@@ -397,6 +454,9 @@ func TestModel(t *testing.T) {
 		"refuse-reserve":        func(s Stats) bool { return s.RefusedShare > 0 && s.Refused > s.RefusedShare },
 		"refuse-reserve-capped": func(s Stats) bool { return s.RefusedShare > 0 && s.SourceCapped > 0 },
 		"entry-share":           func(s Stats) bool { return s.EntryShareCapped > 0 },
+		"displace":              func(s Stats) bool { return s.Displaced > 0 && s.EntryShareCapped > 0 },
+		"displace-capped":       func(s Stats) bool { return s.Displaced > 0 && s.EntryShareCapped > 0 },
+		"displace-pool-share":   func(s Stats) bool { return s.Displaced > 0 && s.OverflowShareCapped > 0 },
 	}
 	for _, mc := range modelConfigs {
 		t.Run(mc.name, func(t *testing.T) {
@@ -408,6 +468,7 @@ func TestModel(t *testing.T) {
 				sum.Refused += st.Refused
 				sum.RefusedShare += st.RefusedShare
 				sum.EntryShareCapped += st.EntryShareCapped
+				sum.Displaced += st.Displaced
 			}
 			if ok := reach[mc.name]; ok != nil && !ok(sum) {
 				t.Errorf("the runs never reached the rules under test: %+v", sum)

@@ -2,6 +2,7 @@ package pit
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 
@@ -22,8 +23,12 @@ type entry struct {
 	prev   uint32   // previous entry in the wheel bucket; nilIdx at the head
 	chunk  uint32   // first overflow chunk, or nilIdx
 	first  lane.Key // the first requester
-	nreq   uint8    // requesters: first plus nreq-1 in the chunk list
+	nreq   uint16   // requesters: first plus nreq-1 in the chunk list
 	src    uint16   // sourceSlot(first), when the shard counts entries by source
+	// most is the requesters of the entry's largest source, once the entry
+	// has been full (nreq == maxReq) and a newcomer asked; 0 until then.
+	// It spares a full entry's refusals a count by source.
+	most uint16
 }
 
 // chunk holds overflow requesters of one entry: 60 bytes, no pointers.
@@ -44,6 +49,15 @@ type sourceCount struct {
 	// chunks counts the overflow chunks in use whose first lane (the
 	// requester that opened the chunk) hashes here.
 	chunks uint32
+}
+
+// tallySlot counts one source's requesters on the entry being tallied:
+// 24 bytes.
+type tallySlot struct {
+	a, b uint64 // the source's words (srcWords)
+	gen  uint32 // the tally that filled the slot
+	n    uint16 // its requesters
+	last uint16 // the join position (0 the entry's first) of its latest
 }
 
 // shard is an independently locked part of the table.
@@ -99,6 +113,17 @@ type shard struct {
 	// is on. Guarded by mu.
 	sources []sourceCount
 
+	// tally counts one entry's requesters by source for the displacement
+	// rule (tallyLocked): open addressing by a seeded hash of the source
+	// (seeded, so that no one can line sources up on one probe chain),
+	// tallySlotsPerRequester*maxReq slots rounded up to a power of two,
+	// allocated on first use.
+	// A slot is in use when its gen is tallyGen, so a count clears
+	// nothing; tallyUsed lists the slots it filled. Guarded by mu.
+	tally     []tallySlot
+	tallyUsed []uint32
+	tallyGen  uint32
+
 	// c are the shard's counters, written with mu held, read anywhere.
 	c counters
 
@@ -128,10 +153,57 @@ func mix(k uint64) uint64 { return lane.Mix64(k) }
 // (lane.Key.Source: its IPv4 address, or its IPv6 address's /64), by a
 // seeded hash.
 func (s *shard) sourceSlot(r lane.Key) uint32 {
-	src := r.Source()
-	lo := binary.LittleEndian.Uint64(src[:8])
-	hi := binary.LittleEndian.Uint64(src[8:])
-	return uint32(mix(mix(lo^s.p.seed)^hi) & (SourceSlotsPerShard - 1))
+	return uint32(s.sourceHash(srcWords(&r)) & (SourceSlotsPerShard - 1))
+}
+
+// sourceHash is the seeded hash of a source's words: seeded, so that an
+// attacker cannot choose addresses that collide.
+func (s *shard) sourceHash(a, b uint64) uint64 { return mix(mix(a^s.p.seed) ^ b) }
+
+// srcWords returns lane.Key.Source of k as two little-endian words, without
+// building the array: (0, the mapped address's low word) for IPv4, (the
+// /64, 0) for IPv6. Distinct sources give distinct words, since an IPv4
+// source's b holds the mapping's 0xffff and an IPv6 source's b is 0. It is
+// Source's rule in the form the scans compare (TestSrcWordsIsSource pins
+// that the two agree): comparing Source arrays per requester measured 3 to
+// 4 times slower at a full entry. It takes a pointer so that the scans
+// read the slab in place: a copy of the key on the stack, read back in
+// parts, measured about twice as slow.
+func srcWords(k *lane.Key) (a, b uint64) {
+	a = binary.LittleEndian.Uint64(k.IP[:8])
+	if a == 0 && binary.LittleEndian.Uint32(k.IP[8:12]) == 0xffff0000 {
+		return 0, binary.LittleEndian.Uint64(k.IP[8:])
+	}
+	return a, 0
+}
+
+// sourceMatch matches the lanes of one source, for the scans: the
+// lane's first word must be a and, for an IPv4 source, its second word b
+// (mask all ones); an IPv6 source's second word is not looked at (mask
+// 0), but for a /64 of zeros (::/64), whose first word an IPv4 lane
+// shares, the lane must not be IPv4 (v6zero).
+type sourceMatch struct {
+	a, b, mask uint64
+	v6zero     bool
+}
+
+func sourceMatchOf(r *lane.Key) sourceMatch {
+	a, b := srcWords(r)
+	if b != 0 {
+		return sourceMatch{a: a, b: b, mask: ^uint64(0)}
+	}
+	return sourceMatch{a: a, v6zero: a == 0}
+}
+
+// has reports whether k is of m's source.
+func (m *sourceMatch) has(k *lane.Key) bool {
+	if binary.LittleEndian.Uint64(k.IP[:8]) != m.a {
+		return false
+	}
+	if m.v6zero {
+		return binary.LittleEndian.Uint32(k.IP[8:12]) != 0xffff0000
+	}
+	return binary.LittleEndian.Uint64(k.IP[8:])&m.mask == m.b
 }
 
 // sourceFullLocked reports whether the source hashing to slot may create
@@ -184,32 +256,40 @@ func (s *shard) addLocked(h uint64, r lane.Key, nowTick, expTick, nowMs uint32) 
 			s.freeChunksLocked(e)
 			e.first = r
 			e.nreq = 1
+			e.most = 0
 			e.expiry = expTick
 			e.fwdMs = nowMs
 			s.c.added.Add(1)
 			return VerdictForwardNew, false
 		}
-		has, same := s.scanRequestersLocked(e, r)
+		full := e.nreq >= s.p.maxReq
+		has, same := s.scanRequestersLocked(e, r, full || s.p.maxReqSrc != 0)
 		if has {
 			s.bump(e, expTick)
 			e.fwdMs = nowMs
 			s.c.retransmits.Add(1)
 			return VerdictForwardRetransmit, false
 		}
-		shareFull := s.p.maxReqSrc != 0 && same >= int(s.p.maxReqSrc) && e.nreq < s.p.maxReq
-		if shareFull {
+		var kept bool
+		switch {
+		case s.p.maxReqSrc != 0 && same >= int(s.p.maxReqSrc):
 			s.c.entryShareCapped.Add(1)
+		case full:
+			if kept = s.displaceLocked(e, r, same); !kept {
+				s.c.entryShareCapped.Add(1)
+			}
+		default:
+			kept = s.appendRequesterLocked(i, r)
 		}
-		if shareFull || e.nreq >= s.p.maxReq || !s.appendRequesterLocked(i, r) {
+		e = &s.entries[i]
+		if !kept {
 			s.c.requesterCapped.Add(1)
-			e = &s.entries[i]
 			if int32(nowMs-e.fwdMs) >= s.p.windowMs {
 				e.fwdMs = nowMs
 				return VerdictCappedForward, false
 			}
 			return VerdictRequesterCapped, false
 		}
-		e = &s.entries[i]
 		s.bump(e, expTick)
 		if int32(nowMs-e.fwdMs) < s.p.windowMs {
 			s.c.aggregated.Add(1)
@@ -306,39 +386,141 @@ func (s *shard) takeLocked(h uint64, dst []lane.Key, nowTick uint32) ([]lane.Key
 	return dst, true
 }
 
-// scanRequestersLocked reports whether r is one of e's requesters and, when
-// the table caps requesters per source (maxReqSrc), how many of them are
-// r's source (lane.Key.Source).
-func (s *shard) scanRequestersLocked(e *entry, r lane.Key) (has bool, same int) {
-	count := s.p.maxReqSrc != 0
-	var src [16]byte
-	if count {
-		src = r.Source()
+// scanRequestersLocked reports whether r is one of e's requesters and, if
+// count, how many of them are r's source (lane.Key.Source). It is the
+// linear scan every Add of a live name pays; the count is asked for only
+// when a rule needs it (a full entry, or MaxRequestersPerSource).
+func (s *shard) scanRequestersLocked(e *entry, r lane.Key, count bool) (has bool, same int) {
+	// Ports first: they tell lanes apart sooner than addresses do (an
+	// IPv4 address's first 10 bytes are those of every other).
+	if e.first.Port == r.Port && e.first.IP == r.IP {
+		return true, 0
 	}
-	look := func(k lane.Key) bool {
-		if k == r {
-			return true
-		}
-		if count && k.Source() == src {
+	var m sourceMatch
+	if count {
+		m = sourceMatchOf(&r)
+		if m.has(&e.first) {
 			same++
 		}
-		return false
-	}
-	if look(e.first) {
-		return true, same
 	}
 	left := int(e.nreq) - 1
 	for c := e.chunk; left > 0; c = s.chunks[c].next {
 		ch := &s.chunks[c]
 		n := min(left, lanesPerChunk)
-		for k := range n {
-			if look(ch.lanes[k]) {
+		for k := range ch.lanes[:n] {
+			l := &ch.lanes[k]
+			if l.Port == r.Port && l.IP == r.IP {
 				return true, same
+			}
+			if count && m.has(l) {
+				same++
 			}
 		}
 		left -= n
 	}
 	return false, same
+}
+
+// displaceLocked applies the full entry's max-min rule to newcomer r,
+// whose source holds same of e's requesters: if that source, counting r,
+// would still hold fewer than e's largest source, r takes the place of
+// the largest source's most recent requester and displaceLocked reports
+// true; otherwise it changes nothing and reports false. The most recent
+// is the one displaced because it has waited least, while the source's
+// earlier requesters, whose requests have been refreshing the entry, keep
+// their places; under a flood it is the port the flood added last. Among
+// sources tied for largest, the one whose latest requester joined last
+// loses it. The displaced requester's chunk stays charged to
+// whoever opened it (a displacement costs the pool nothing), so the
+// overflow share is not consulted. A displaced requester that asks again
+// is a newcomer whose source now holds as many as the largest less one:
+// refused, so displacements do not chase each other (each one lowers the
+// sum of the squares of the sources' counts by at least 2).
+func (s *shard) displaceLocked(e *entry, r lane.Key, same int) bool {
+	tallied := false
+	var most, atMost, victim int
+	if e.most == 0 {
+		most, atMost, victim = s.tallyLocked(e)
+		e.most = uint16(most)
+		tallied = true
+	}
+	if same+1 >= int(e.most) {
+		return false
+	}
+	if !tallied {
+		most, atMost, victim = s.tallyLocked(e)
+	}
+	// victim > 0: the largest source holds at least 2 (same+1 < most), and
+	// its latest requester is not the entry's first.
+	k := victim - 1
+	c := e.chunk
+	for range k / lanesPerChunk {
+		c = s.chunks[c].next
+	}
+	s.chunks[c].lanes[k%lanesPerChunk] = r
+	if atMost == 1 {
+		// r's source now holds at most most-1, as does the one that lost.
+		e.most--
+	}
+	s.c.displaced.Add(1)
+	return true
+}
+
+// tallyLocked counts e's requesters by source and returns the largest
+// source's count, how many sources hold that many, and the join position
+// (0 is e.first) of the latest requester of any of them.
+func (s *shard) tallyLocked(e *entry) (most, atMost, victim int) {
+	if s.tally == nil {
+		s.tally = make([]tallySlot, 1<<bits.Len(uint(tallySlotsPerRequester*s.p.maxReq-1)))
+		s.tallyUsed = make([]uint32, 0, s.p.maxReq)
+	}
+	s.tallyGen++
+	if s.tallyGen == 0 {
+		clear(s.tally)
+		s.tallyGen = 1
+	}
+	gen, mask := s.tallyGen, uint64(len(s.tally)-1)
+	used := s.tallyUsed[:0]
+	count := func(k *lane.Key, pos int) {
+		a, b := srcWords(k)
+		i := s.sourceHash(a, b) & mask
+		for {
+			t := &s.tally[i]
+			if t.gen != gen {
+				*t = tallySlot{a: a, b: b, gen: gen}
+				used = append(used, uint32(i))
+			}
+			if t.a == a && t.b == b {
+				t.n++
+				t.last = uint16(pos)
+				return
+			}
+			i = (i + 1) & mask
+		}
+	}
+	count(&e.first, 0)
+	pos, left := 1, int(e.nreq)-1
+	for c := e.chunk; left > 0; c = s.chunks[c].next {
+		ch := &s.chunks[c]
+		n := min(left, lanesPerChunk)
+		for k := range ch.lanes[:n] {
+			count(&ch.lanes[k], pos)
+			pos++
+		}
+		left -= n
+	}
+	for _, i := range used {
+		t := &s.tally[i]
+		switch n := int(t.n); {
+		case n > most:
+			most, atMost, victim = n, 1, int(t.last)
+		case n == most:
+			atMost++
+			victim = max(victim, int(t.last))
+		}
+	}
+	s.tallyUsed = used[:0]
+	return most, atMost, victim
 }
 
 // appendRequesterLocked adds r to entry i's requesters, taking a chunk from

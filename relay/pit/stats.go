@@ -20,9 +20,16 @@ type Stats struct {
 	// share of the overflow pool (Config.MaxOverflowPerSource).
 	OverflowShareCapped uint64
 	// EntryShareCapped counts the RequesterCapped whose source held its
-	// share of the entry's requesters (Config.MaxRequestersPerSource).
+	// share of the entry's requesters: at a full entry, a newcomer whose
+	// source, counting it, would hold as many as the entry's largest (see
+	// Config.MaxRequestersPerEntry); or one whose source holds
+	// Config.MaxRequestersPerSource, when that is set.
 	EntryShareCapped uint64
-	Refused          uint64 // VerdictRefused
+	// Displaced counts the requesters dropped from a full entry to make
+	// room for a newcomer from a smaller source (each such newcomer is
+	// counted as Aggregated or Joined too).
+	Displaced uint64
+	Refused   uint64 // VerdictRefused
 	// RefusedShare counts the Refused whose source held its fair share of
 	// a shard within its reserve (FullReserveDivisor, FullShareDivisor).
 	RefusedShare uint64
@@ -42,6 +49,7 @@ type counters struct {
 	requesterCapped     atomic.Uint64
 	overflowShareCapped atomic.Uint64
 	entryShareCapped    atomic.Uint64
+	displaced           atomic.Uint64
 	refused             atomic.Uint64
 	refusedShare        atomic.Uint64
 	sourceCapped        atomic.Uint64
@@ -68,6 +76,7 @@ func (c *counters) addTo(s *Stats) {
 	s.RequesterCapped += c.requesterCapped.Load()
 	s.OverflowShareCapped += c.overflowShareCapped.Load()
 	s.EntryShareCapped += c.entryShareCapped.Load()
+	s.Displaced += c.displaced.Load()
 	s.Refused += c.refused.Load()
 	s.RefusedShare += c.refusedShare.Load()
 	s.SourceCapped += c.sourceCapped.Load()

@@ -106,7 +106,8 @@ func (t *Table) Add(key uint64, requester lane.Key, now time.Duration) (v Verdic
 }
 
 // Take answers the request named key: if a live entry exists at now, it
-// appends the entry's requesters (distinct, in the order they joined) to dst,
+// appends the entry's requesters (distinct, in the order they joined, a
+// requester that displaced another in the other's place) to dst,
 // deletes the entry and returns the extended slice and true. If the entry is
 // absent or expired it returns dst unchanged and false (deleting an expired
 // entry). Take allocates only if dst lacks capacity.

@@ -17,24 +17,29 @@ const (
 	VerdictForwardRetransmit
 
 	// VerdictAggregated: a new requester joined a live entry within
-	// SuppressWindow of the last upstream forward. Requester recorded,
-	// expiry bumped; do not forward — the response on its way will be sent
-	// to every requester.
+	// SuppressWindow of the last upstream forward. Requester recorded (at
+	// a full entry, in place of one it displaced: see
+	// Config.MaxRequestersPerEntry), expiry bumped; do not forward — the
+	// response on its way will be sent to every requester.
 	VerdictAggregated
 
 	// VerdictForwardJoined: a new requester joined a live entry more than
-	// SuppressWindow after the last upstream forward. Requester recorded,
-	// expiry bumped; forward, since the earlier copy may have been lost.
+	// SuppressWindow after the last upstream forward. Requester recorded
+	// (at a full entry, in place of one it displaced), expiry bumped;
+	// forward, since the earlier copy may have been lost.
 	VerdictForwardJoined
 
-	// VerdictRequesterCapped: a new requester for a live entry that already
-	// has MaxRequestersPerEntry requesters (or whose shard has used its
-	// share of MaxOverflowRequesters, or whose source, needing a new
-	// overflow chunk, holds its MaxOverflowPerSource; Stats counts these
-	// as OverflowShareCapped too). Not recorded, expiry not bumped, the
-	// entry is unchanged; drop the request: a response could not be sent
-	// back to it. The requester will retransmit and be served by a later
-	// round.
+	// VerdictRequesterCapped: a new requester for a live entry that could
+	// not be recorded: the entry has MaxRequestersPerEntry requesters and
+	// the requester's source, counting it, would hold no fewer than the
+	// entry's largest source (Stats counts these as EntryShareCapped too);
+	// or its shard has used its share of MaxOverflowRequesters; or its
+	// source, needing a new overflow chunk, holds its MaxOverflowPerSource
+	// (Stats: OverflowShareCapped); or its source holds a set
+	// MaxRequestersPerSource (Stats: EntryShareCapped). Expiry not bumped,
+	// the entry is unchanged; drop the request: a response could not be
+	// sent back to it. The requester will retransmit and be served by a
+	// later round.
 	VerdictRequesterCapped
 
 	// VerdictCappedForward: as VerdictRequesterCapped (the requester is
