@@ -205,7 +205,7 @@ func newRelayCollector(srv *relay.Server, ops *opsStats, version, revision strin
 }
 
 // pendingOpNames labels relay_pending_operations_total, in pit.Stats order.
-var pendingOpNames = []string{"added", "retransmit", "aggregated", "joined", "requester_capped", "refused", "source_capped", "evicted", "expired", "taken"}
+var pendingOpNames = []string{"added", "retransmit", "aggregated", "joined", "requester_capped", "refused", "source_capped", "evicted", "expired", "taken", "displaced"}
 
 // Describe sends every descriptor.
 func (c *relayCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -266,7 +266,7 @@ func (c *relayCollector) Collect(ch chan<- prometheus.Metric) {
 	ps := r.Pending().Stats()
 	gauge(c.pendingEntries, float64(r.Pending().Len()))
 	gauge(c.pendingCapacity, float64(r.Pending().Cap()))
-	for i, v := range []uint64{ps.Added, ps.Retransmits, ps.Aggregated, ps.Joined, ps.RequesterCapped, ps.Refused, ps.SourceCapped, ps.Evicted, ps.Expired, ps.Taken} {
+	for i, v := range []uint64{ps.Added, ps.Retransmits, ps.Aggregated, ps.Joined, ps.RequesterCapped, ps.Refused, ps.SourceCapped, ps.Evicted, ps.Expired, ps.Taken, ps.Displaced} {
 		counter(c.pendingOps, v, pendingOpNames[i])
 	}
 	counter(c.pendingShareRefusals, ps.OverflowShareCapped, "overflow")
