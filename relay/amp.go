@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	mrand "math/rand/v2"
 	"sync"
 	"time"
 
@@ -453,7 +454,16 @@ func (a *ampTable) answer(k lane.Key, tx [12]byte, now time.Duration) bool {
 // proofTable remembers, per lane, the probe last sent to it and until when
 // it is proven. It is safe for concurrent use.
 type proofTable struct {
-	stripes  [ampStripes]ampStripe
+	stripes [ampStripes]ampStripe
+
+	// rng draws the probes' transaction ids: ChaCha8, a cryptographically
+	// strong generator (math/rand/v2), seeded from crypto/rand, so that
+	// no id can be guessed from others; it allocates nothing, as
+	// crypto/rand's Read need not. Guarded by rngMu, never held with a
+	// stripe's lock.
+	rngMu sync.Mutex
+	rng   *mrand.ChaCha8
+
 	seed     uint64        // static
 	shift    uint          // static
 	lifetime time.Duration // static: ProofLifetime
@@ -474,8 +484,13 @@ func newProofTable(cfg AmpConfig) (*proofTable, error) {
 	if err != nil {
 		return nil, err
 	}
+	var key [32]byte
+	if _, err := rand.Read(key[:]); err != nil {
+		return nil, fmt.Errorf("relay: seed: %w", err)
+	}
 	per := max(cfg.ProofSlots/ampStripes, 1)
 	return &proofTable{
+		rng:  mrand.NewChaCha8(key),
 		seed: seed, shift: uint(bits.TrailingZeros(uint(per))),
 		lifetime: cfg.ProofLifetime, interval: cfg.ProbeInterval,
 		slots: make([]proofSlot, cfg.ProofSlots),
@@ -507,16 +522,20 @@ func (t *proofTable) proven(k lane.Key, now time.Duration) (ok, renew bool) {
 func (t *proofTable) start(k lane.Key, now time.Duration) ([12]byte, bool) {
 	s, mu := t.slot(k)
 	mu.Lock()
-	defer mu.Unlock()
-	if s.probed != 0 && now-s.probed < t.interval {
-		return [12]byte{}, false
-	}
-	if s.lane != k && s.until > now {
+	ok := (s.probed == 0 || now-s.probed >= t.interval) && (s.lane == k || s.until <= now)
+	mu.Unlock()
+	if !ok {
 		return [12]byte{}, false
 	}
 	var tx [12]byte
-	if _, err := rand.Read(tx[:]); err != nil {
-		return tx, false
+	t.rngMu.Lock()
+	t.rng.Read(tx[:])
+	t.rngMu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
+	// Checked again: another reader may have probed k meanwhile.
+	if s.probed != 0 && now-s.probed < t.interval || s.lane != k && s.until > now {
+		return [12]byte{}, false
 	}
 	if s.lane != k {
 		*s = proofSlot{lane: k}

@@ -274,7 +274,8 @@ type Snapshot struct {
 	ShipDrops         [numShipDrops]uint64 // fronting mode, by ShipDrop
 	// Events, by Event. Every datagram read ends in exactly one of
 	// EventRequestsForwarded, EventToShip, EventAggregated,
-	// EventPagesMatched, EventSTUNAnswered or a Drop (see Accounted); in
+	// EventPagesMatched, EventSTUNAnswered, EventLanesProven or a Drop
+	// (see Accounted); in
 	// fronting mode EventFromShip = EventFromShipSent + the sum of
 	// ShipDrops.
 	Events [numEvents]uint64
@@ -284,7 +285,7 @@ type Snapshot struct {
 // TotalIn when every datagram read has been decided.
 func (s *Snapshot) Accounted() uint64 {
 	e := &s.Events
-	return e[EventRequestsForwarded] + e[EventToShip] + e[EventAggregated] + e[EventPagesMatched] + e[EventSTUNAnswered] + s.TotalDrops()
+	return e[EventRequestsForwarded] + e[EventToShip] + e[EventAggregated] + e[EventPagesMatched] + e[EventSTUNAnswered] + e[EventLanesProven] + s.TotalDrops()
 }
 
 // Add adds o's counts to s (to total several relays).

@@ -29,11 +29,12 @@ const (
 	ActionAnswered                   // a page matched a pending entry and went to its requesters (EventPagesMatched)
 	ActionToShip                     // handed to the fronted ship (EventToShip)
 	ActionSTUNAnswered               // a STUN binding request answered (EventSTUNAnswered)
+	ActionLaneProven                 // the answer to the relay's probe of a lane (EventLanesProven)
 	ActionUnknown                    // none of those was counted (a bug: every datagram has an outcome)
 	numActions
 )
 
-var actionNames = [numActions]string{"dropped", "forwarded", "aggregated", "answered", "to_ship", "stun_answered", "unknown"}
+var actionNames = [numActions]string{"dropped", "forwarded", "aggregated", "answered", "to_ship", "stun_answered", "lane_proven", "unknown"}
 
 // String returns the action's name.
 func (a Action) String() string { return nameOf(actionNames[:], a) }
@@ -104,6 +105,8 @@ func (p *decisionProbe) finish(out *Out) *Decision {
 		d.Action = ActionToShip
 	case ev(EventSTUNAnswered):
 		d.Action = ActionSTUNAnswered
+	case ev(EventLanesProven):
+		d.Action = ActionLaneProven
 	}
 	for i := range after.Drops {
 		if after.Drops[i] > p.before.Drops[i] {

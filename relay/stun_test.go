@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"hash/crc32"
 	"net/netip"
 	"os"
@@ -232,5 +233,77 @@ func BenchmarkDecideSTUN(b *testing.B) {
 		if len(f.out.Sends) != 1 {
 			b.Fatal("not answered")
 		}
+	}
+}
+
+// TestProbeAnswerProvesTheLane: the relay's probe of a busy lane, answered
+// from that lane with its transaction id (as vere's driver answers any
+// binding request), proves the lane: the answer is accounted for
+// (lanes_proven) and the lane's pages are no longer budgeted. An answer
+// with another id, or from another lane, proves nothing and is dropped.
+func TestProbeAnswerProvesTheLane(t *testing.T) {
+	f := newFixture(t, func(c *relay.Config) {
+		c.Amp = relay.AmpConfig{Rate: 1, Burst: 4000, ProbeAfter: 1000}
+	})
+	var probe []byte
+	for i := 0; probe == nil; i++ {
+		if i == 3 {
+			t.Fatal("no probe after 3 pages")
+		}
+		path := fmt.Sprintf("probed/%d", i)
+		f.handle(peek(t, "~nec", path, 0), alice)
+		for _, s := range f.handle(bigPage(t, path), necLane) {
+			if scry.IsSTUN(s.Buf) && s.To == alice {
+				probe = s.Buf
+			}
+		}
+	}
+	var q scry.STUNRequest
+	if err := q.Parse(probe); err != nil {
+		t.Fatalf("the probe is not a binding request vere takes: %v", err)
+	}
+	answer := func(tx [12]byte, from netip.AddrPort) []byte {
+		r := scry.STUNResponse{TxID: tx, Mapped: from}
+		return r.Append(nil)
+	}
+	wrong := q.TxID
+	wrong[0] ^= 1
+	for _, c := range []struct {
+		b    []byte
+		from netip.AddrPort
+	}{{answer(wrong, alice), alice}, {answer(q.TxID, bob), bob}} {
+		if s := f.handle(c.b, c.from); len(s) != 0 {
+			t.Fatalf("a wrong answer was sent on: %v", sendsTo(s))
+		}
+	}
+	if n := f.snap().Events[relay.EventLanesProven]; n != 0 {
+		t.Fatalf("%d lanes proven by wrong answers", n)
+	}
+	f.handle(answer(q.TxID, alice), alice)
+	sn := f.snap()
+	if sn.Events[relay.EventLanesProven] != 1 || sn.Accounted() != sn.TotalIn() {
+		t.Fatalf("proven %d; accounted %d of %d", sn.Events[relay.EventLanesProven], sn.Accounted(), sn.TotalIn())
+	}
+	// Far past the 4,000-byte burst: every page sent.
+	for i := 0; i < 50; i++ {
+		path := fmt.Sprintf("after/%d", i)
+		f.handle(peek(t, "~nec", path, 0), alice)
+		if !containsLane(f.handle(bigPage(t, path), necLane), alice) {
+			t.Fatalf("page %d to the proven lane throttled", i)
+		}
+	}
+	// bob, unproven, is held to the burst.
+	got := 0
+	for i := 0; i < 10; i++ {
+		path := fmt.Sprintf("bob/%d", i)
+		f.handle(peek(t, "~nec", path, 0), bob)
+		for _, s := range f.handle(bigPage(t, path), necLane) {
+			if s.To == bob && scry.IsMesa(s.Buf) {
+				got++
+			}
+		}
+	}
+	if got > 3 {
+		t.Errorf("an unproven lane got %d full pages from a 4,000-byte burst", got)
 	}
 }
