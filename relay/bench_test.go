@@ -3,7 +3,6 @@ package relay_test
 import (
 	"fmt"
 	"net/netip"
-	"runtime"
 	"sync/atomic"
 	"testing"
 
@@ -187,18 +186,11 @@ func BenchmarkDecideDefences(b *testing.B) {
 
 // benchRoundTrips times b.N round trips through f: req from alice, then
 // its page resp from ~nec, each of which must send one page.
-//
-// Besides ns/packet (wall time) it reports cpu-ns/packet, the benchmark
-// thread's own CPU time (threadCPU): on a machine shared with other work,
-// wall time counts the time the thread waited for a core, CPU time does not.
 func benchRoundTrips(b *testing.B, f *fixture, out *relay.Out, req, resp []byte) {
 	rb := make([]byte, len(req), len(req)+relay.GrowRoom)
 	pb := make([]byte, len(resp), len(resp)+relay.GrowRoom)
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := threadCPU()
 	for i := 0; i < b.N; i++ {
 		copy(rb, req)
 		out.Reset()
@@ -210,9 +202,5 @@ func benchRoundTrips(b *testing.B, f *fixture, out *relay.Out, req, resp []byte)
 			b.Fatalf("round trip %d sent %d pages", i, len(out.Sends))
 		}
 	}
-	cpu := threadCPU() - cpu0
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "ns/packet")
-	if cpu > 0 {
-		b.ReportMetric(float64(cpu.Nanoseconds())/float64(2*b.N), "cpu-ns/packet")
-	}
 }
