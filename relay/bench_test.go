@@ -41,22 +41,7 @@ func BenchmarkDecide(b *testing.B) {
 				p := scry.NewPage(name(b, "~nec", "bench/request/path"), scry.Data{Total: 1024, AuthKind: scry.AuthSign, Auth: make([]byte, 64), Frag: make([]byte, 1024)})
 				resp1k = p.Append(resp1k)
 			}
-			rb := make([]byte, len(req), len(req)+relay.GrowRoom)
-			pb := make([]byte, len(resp1k), len(resp1k)+relay.GrowRoom)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				copy(rb, req)
-				out.Reset()
-				f.r.Handle(rb, alice, f.now, out)
-				copy(pb, resp1k)
-				out.Reset()
-				f.r.Handle(pb[:len(resp1k)], necLane, f.now, out)
-				if len(out.Sends) != 1 {
-					b.Fatalf("round trip %d sent %d pages", i, len(out.Sends))
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "ns/packet")
+			benchRoundTrips(b, f, out, req, resp1k)
 		})
 	}
 }
@@ -156,4 +141,66 @@ func BenchmarkDecideParallel(b *testing.B) {
 			f.r.Handle(gb, necLane, f.now, out)
 		}
 	})
+}
+
+// BenchmarkDecideDefences is BenchmarkDecide's round trip (a request and
+// its 1 KiB page, table otherwise empty) with each defence on or off, to
+// say what each costs a datagram: the amplification budget (addresses and
+// networks, never refusing: its check runs in full), the duplicate filter
+// (legacy ames only: a mesa round trip never reaches it) and the
+// per-source caps and shares of the pending and route tables. The route
+// table's lane learning and probes have no switch.
+func BenchmarkDecideDefences(b *testing.B) {
+	unlimited := relay.AmpConfig{Rate: relay.MaxAmpRate, Burst: relay.MaxAmpBurst, NetRate: relay.MaxAmpRate, NetBurst: relay.MaxAmpBurst, ProofLifetime: -1}
+	noShares := func(c *relay.Config) {
+		c.Pending.MaxEntriesPerSource = -1
+		c.Pending.MaxRequestersPerSource = -1
+		c.Pending.MaxOverflowPerSource = -1
+		c.Routes.SourceDivisor = -1
+	}
+	for _, v := range []struct {
+		name string
+		mod  func(*relay.Config)
+	}{
+		{"all", func(c *relay.Config) { c.Amp = unlimited }},
+		{"amp=off", func(c *relay.Config) { c.Amp = relay.AmpConfig{Rate: -1} }},
+		{"amp=address-only", func(c *relay.Config) { c.Amp = unlimited; c.Amp.NetRate = -1 }},
+		{"dup=off", func(c *relay.Config) { c.Amp = unlimited; c.Dup = relay.DupConfig{Window: -1} }},
+		{"shares=off", func(c *relay.Config) { c.Amp = unlimited; noShares(c) }},
+		{"none", func(c *relay.Config) {
+			c.Amp = relay.AmpConfig{Rate: -1}
+			c.Dup = relay.DupConfig{Window: -1}
+			noShares(c)
+		}},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			f := newFixture(b, v.mod)
+			out := relay.NewOut(4)
+			req := peek(b, "~nec", "bench/request/path", 0)
+			p := scry.NewPage(name(b, "~nec", "bench/request/path"), scry.Data{Total: 1024, AuthKind: scry.AuthSign, Auth: make([]byte, 64), Frag: make([]byte, 1024)})
+			resp1k := p.Append(nil)
+			benchRoundTrips(b, f, out, req, resp1k)
+		})
+	}
+}
+
+// benchRoundTrips times b.N round trips through f: req from alice, then
+// its page resp from ~nec, each of which must send one page.
+func benchRoundTrips(b *testing.B, f *fixture, out *relay.Out, req, resp []byte) {
+	rb := make([]byte, len(req), len(req)+relay.GrowRoom)
+	pb := make([]byte, len(resp), len(resp)+relay.GrowRoom)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		copy(rb, req)
+		out.Reset()
+		f.r.Handle(rb, alice, f.now, out)
+		copy(pb, resp)
+		out.Reset()
+		f.r.Handle(pb[:len(resp)], necLane, f.now, out)
+		if len(out.Sends) != 1 {
+			b.Fatalf("round trip %d sent %d pages", i, len(out.Sends))
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "ns/packet")
 }

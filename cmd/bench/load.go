@@ -35,18 +35,28 @@ var loopback = netip.MustParseAddr("127.0.0.1")
 // publisherShip is pair i's publisher: planets under ~zod's stars.
 func publisherShip(i int) lane.Ship { return lane.ShipFromUint64(0x1_0100 + uint64(i)<<16) }
 
-// pair is one requester socket and one publisher socket. Requests go from
-// the requester through the server to the publisher, pages come back.
+// pair is one requester socket and the publisher socket it asks.
+// Requests go from the requester through the server to the publisher,
+// pages come back. Several requesters may share a publisher.
 type pair struct {
-	idx      int
-	req, pub transport.Conn
-	ship     lane.Ship
+	idx  int
+	req  transport.Conn
+	pub  *publisher
+	ship lane.Ship
 }
 
-// loadGen drives pairs of sockets against a server.
+// publisher is one publisher socket, answering the requesters that ask it.
+type publisher struct {
+	conn transport.Conn
+	ship lane.Ship
+}
+
+// loadGen drives requester sockets against a server, which forwards their
+// requests to the publisher sockets.
 type loadGen struct {
 	server   netip.AddrPort
-	pairs    []*pair
+	pairs    []*pair      // the requesters, one a socket
+	pubs     []*publisher // requester i asks pubs[i%len(pubs)]
 	pageSize int
 	opts     transport.Options // for every generator socket
 
@@ -61,19 +71,29 @@ type loadGen struct {
 	rec  atomic.Bool
 }
 
-func newLoadGen(server netip.AddrPort, pairs, basePort, pageSize int, opts transport.Options) (*loadGen, error) {
+// newLoadGen opens requesters requester sockets at basePort on and
+// publishers publisher sockets at basePort+pairOffset on.
+func newLoadGen(server netip.AddrPort, requesters, publishers, basePort, pageSize int, opts transport.Options) (*loadGen, error) {
+	if requesters > maxRequesters || publishers < 1 {
+		return nil, fmt.Errorf("%d requesters on %d publishers: at most %d requesters, at least one publisher", requesters, publishers, maxRequesters)
+	}
 	g := &loadGen{server: server, pageSize: pageSize, opts: opts, sendTime: make([]atomic.Int64, 1<<ringBits), start: time.Now()}
-	for i := 0; i < pairs; i++ {
-		req, err := transport.ListenUDP(netip.AddrPortFrom(loopback, uint16(basePort+i)), opts)
-		if err != nil {
-			return nil, fmt.Errorf("requester socket: %w", err)
-		}
+	for i := 0; i < publishers; i++ {
 		pub, err := transport.ListenUDP(netip.AddrPortFrom(loopback, uint16(basePort+pairOffset+i)), opts)
 		if err != nil {
-			req.Close()
+			g.close()
 			return nil, fmt.Errorf("publisher socket: %w", err)
 		}
-		g.pairs = append(g.pairs, &pair{idx: i, req: req, pub: pub, ship: publisherShip(i)})
+		g.pubs = append(g.pubs, &publisher{conn: pub, ship: publisherShip(i)})
+	}
+	for i := 0; i < requesters; i++ {
+		req, err := transport.ListenUDP(netip.AddrPortFrom(loopback, uint16(basePort+i)), opts)
+		if err != nil {
+			g.close()
+			return nil, fmt.Errorf("requester socket: %w", err)
+		}
+		pub := g.pubs[i%publishers]
+		g.pairs = append(g.pairs, &pair{idx: i, req: req, pub: pub, ship: pub.ship})
 	}
 	return g, nil
 }
@@ -81,20 +101,57 @@ func newLoadGen(server netip.AddrPort, pairs, basePort, pageSize int, opts trans
 func (g *loadGen) close() {
 	for _, p := range g.pairs {
 		p.req.Close()
-		p.pub.Close()
+	}
+	for _, p := range g.pubs {
+		p.conn.Close()
 	}
 }
 
-// peek returns the request datagram for path on pair p's publisher.
+// peek returns the request datagram for path on pair p's publisher. The
+// path ends in the requester's index (requesterTag), which the bare
+// forwarder reads from the page to send it back.
 func (p *pair) peek(dst []byte, path []byte) []byte {
+	path = appendRequesterTag(path, p.idx)
 	pkt := scry.NewPeek(scry.Name{Ship: p.ship, Bloq: scry.DefaultBloq, Path: path})
 	return pkt.Append(dst)
+}
+
+// requesterTag is the width of the requester index that ends every path:
+// "/" and three decimal digits.
+const requesterTag = 4
+
+// maxRequesters is the most requester sockets: their index must fit the
+// tag, and their ports must stay below the publishers'.
+const maxRequesters = min(1000, pairOffset)
+
+func appendRequesterTag(path []byte, idx int) []byte {
+	return append(path, '/', byte('0'+idx/100), byte('0'+idx/10%10), byte('0'+idx%10))
+}
+
+// requesterOf returns the requester index that ends name, a name's wire
+// bytes (the path is its last field), or -1.
+func requesterOf(name []byte) int {
+	if len(name) < requesterTag {
+		return -1
+	}
+	t := name[len(name)-requesterTag:]
+	if t[0] != '/' {
+		return -1
+	}
+	n := 0
+	for _, c := range t[1:] {
+		if c < '0' || c > '9' {
+			return -1
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
 }
 
 // runPublishers answers every peek for a "b/" path with a page of pageSize
 // bytes; "fill/" peeks are left unanswered so that they stay pending.
 func (g *loadGen) runPublishers(wg *sync.WaitGroup) {
-	for _, p := range g.pairs {
+	for _, p := range g.pubs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -102,14 +159,7 @@ func (g *loadGen) runPublishers(wg *sync.WaitGroup) {
 			out := newMessages(transport.DefaultBatchSize, 0, relay.MaxPacket)
 			frag := make([]byte, g.pageSize)
 			var pkt scry.Packet
-			for {
-				n, err := p.pub.ReadBatch(in)
-				if err != nil {
-					if errors.Is(err, net.ErrClosed) {
-						return
-					}
-					continue
-				}
+			readLoop(p.conn, in, func(n int) {
 				k := 0
 				for i := 0; i < n; i++ {
 					if pkt.Parse(in[i].Buf[:in[i].N]) != nil || pkt.Header.Type != scry.TypePeek ||
@@ -126,9 +176,24 @@ func (g *loadGen) runPublishers(wg *sync.WaitGroup) {
 					out[k].Addr = in[i].Addr
 					k++
 				}
-				writeAll(p.pub, out[:k])
-			}
+				writeAll(p.conn, out[:k])
+			})
 		}()
+	}
+}
+
+// readLoop reads batches into in from c until c is closed, handing each
+// batch's length to each.
+func readLoop(c transport.Conn, in []transport.Message, each func(n int)) {
+	for {
+		n, err := c.ReadBatch(in)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		each(n)
 	}
 }
 
@@ -166,21 +231,20 @@ func (g *loadGen) runRequesters(wg *sync.WaitGroup, onAnswer func(p *pair, msgs 
 			in := newMessages(transport.DefaultBatchSize, relay.MaxPacket, relay.MaxPacket)
 			out := newMessages(transport.DefaultBatchSize, 0, 128)
 			var pkt scry.Packet
-			for {
-				n, err := p.req.ReadBatch(in)
-				if err != nil {
-					if errors.Is(err, net.ErrClosed) {
-						return
-					}
-					continue
-				}
+			readLoop(p.req, in, func(n int) {
 				now := time.Since(g.start)
 				fresh := 0
 				for i := 0; i < n; i++ {
-					if pkt.Parse(in[i].Buf[:in[i].N]) != nil || pkt.Header.Type != scry.TypePage || len(pkt.Name.Path) < 3 {
+					b := in[i].Buf[:in[i].N]
+					if scry.IsSTUN(b) {
+						answerProbe(p.req, b, in[i].Addr)
 						continue
 					}
-					seq, err := strconv.ParseUint(string(pkt.Name.Path[2:]), 36, 64)
+					if pkt.Parse(b) != nil || pkt.Header.Type != scry.TypePage || len(pkt.Name.Path) < 3+requesterTag {
+						continue
+					}
+					path := pkt.Name.Path
+					seq, err := strconv.ParseUint(string(path[2:len(path)-requesterTag]), 36, 64)
 					if err != nil {
 						continue
 					}
@@ -199,9 +263,22 @@ func (g *loadGen) runRequesters(wg *sync.WaitGroup, onAnswer func(p *pair, msgs 
 				if fresh > 0 && onAnswer != nil {
 					onAnswer(p, out, fresh)
 				}
-			}
+			})
 		}()
 	}
+}
+
+// answerProbe answers a STUN binding request as every vere ship does, so
+// that a relay with its amplification budget on proves the requester's
+// lane (relay.AmpConfig) and exempts it.
+func answerProbe(c transport.Conn, b []byte, from netip.AddrPort) {
+	var q scry.STUNRequest
+	if q.Parse(b) != nil {
+		return
+	}
+	resp := scry.STUNResponse{TxID: q.TxID, Mapped: c.LocalAddr()}
+	rb := resp.Append(nil)
+	writeAll(c, []transport.Message{{Buf: rb, N: len(rb), Addr: from}})
 }
 
 // closedLoop keeps window requests in flight on each pair for d and

@@ -37,7 +37,11 @@ func main() {
 		return
 	}
 	var (
-		pairs    = flag.Int("pairs", 2, "requester/publisher socket pairs in the load generator")
+		pairs    = flag.Int("pairs", 2, "requester sockets in the load generator (with -publishers 0, requester/publisher pairs)")
+		pubs     = flag.Int("publishers", 0, "publisher sockets, requester i asking publisher i%N; 0: one for each requester")
+		variants = flag.String("variants", "", "compare mode: measure the forwarder and the relay in each of these comma-separated configurations (\"\" the bench's; see relayVariant, e.g. \"default\" or \"default+nodup\"), print a table and write nothing")
+		old      = flag.String("old", "", "compare mode: also run each relay configuration from this executable (a cmd/bench built before a change), side by side")
+		download = flag.Int("download", 0, "download mode: fetch this many fragments through the relay (default configuration) and directly, side by side, print a table and write nothing")
 		base     = flag.Int("base-port", 42000, "first requester port; publishers at +1000")
 		duration = flag.Duration("duration", 4*time.Second, "length of each measurement")
 		rounds   = flag.Int("rounds", 5, "closed-loop rounds per configuration, interleaved; the median is reported")
@@ -48,7 +52,21 @@ func main() {
 		plots    = flag.String("plots", "docs/bench", "directory for the SVG plots")
 	)
 	flag.Parse()
-	cfg := benchConfig{pairs: *pairs, base: *base, duration: *duration, window: *window, page: *page}
+	cfg := benchConfig{pairs: *pairs, publishers: *pubs, base: *base, duration: *duration, window: *window, page: *page}
+	if *download > 0 {
+		if err := downloadMain(cfg, *download, max(*rounds, 1)); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if isSet("variants") || *old != "" {
+		if err := compareMain(cfg, strings.Split(*variants, ","), *old, max(*rounds, 1)); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	rep, err := runAll(cfg, max(*rounds, 1), *quick)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -61,10 +79,26 @@ func main() {
 	fmt.Printf("wrote %s and plots in %s\n", *out, *plots)
 }
 
+// isSet reports whether the flag name was given.
+func isSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 type benchConfig struct {
-	pairs, base, window, page int
+	pairs, base, window, page int // pairs: requester sockets
+	publishers                int // publisher sockets; 0: one for each requester
 	duration                  time.Duration
 	noGSO                     bool // every socket, the generator's too, sends without UDP GSO
+}
+
+// pubs returns the publisher sockets.
+func (c benchConfig) pubs() int {
+	if c.publishers > 0 {
+		return c.publishers
+	}
+	return c.pairs
 }
 
 // child is a running server process.
@@ -76,8 +110,9 @@ type child struct {
 }
 
 // childEnv names the environment variable that makes this executable (the
-// command, or its test binary) a server child: ROLE,SOCKETS,PAIRS,BASEPORT,GSO
-// with GSO "gso" or "nogso".
+// command, or its test binary) a server child:
+// ROLE,SOCKETS,PUBLISHERS,BASEPORT,GSO,VARIANT with GSO "gso" or "nogso"
+// and VARIANT the relay's configuration (relayVariant).
 const childEnv = "RELAY_BENCH_CHILD"
 
 // childMain runs the process as a server child if childEnv says so, and
@@ -87,32 +122,39 @@ func childMain() bool {
 	if spec == "" {
 		return false
 	}
-	var role string
-	var sockets, pairs, base int
+	var role, variant string
+	var sockets, pubs, base int
 	gso := true
 	f := strings.Split(spec, ",")
-	if len(f) == 5 {
+	if len(f) == 6 {
 		role = f[0]
 		sockets, _ = strconv.Atoi(f[1])
-		pairs, _ = strconv.Atoi(f[2])
+		pubs, _ = strconv.Atoi(f[2])
 		base, _ = strconv.Atoi(f[3])
 		gso = f[4] != "nogso"
+		variant = f[5]
 	}
-	if err := serve(role, sockets, pairs, base, gso); err != nil {
+	if err := serve(role, sockets, pubs, base, gso, variant); err != nil {
 		fmt.Fprintln(os.Stderr, "bench child:", err)
 		os.Exit(1)
 	}
 	return true
 }
 
-func startChild(role string, sockets, gomaxprocs int, cfg benchConfig) (*child, error) {
-	cmd := exec.Command(os.Args[0])
+// startChild starts sc's server child: this executable, or sc.bin.
+func startChild(sc scenario, cfg benchConfig) (*child, error) {
+	role, sockets, gomaxprocs := sc.role, sc.sockets, sc.procs
+	bin := os.Args[0]
+	if sc.bin != "" {
+		bin = sc.bin
+	}
+	cmd := exec.Command(bin)
 	gso := "gso"
 	if cfg.noGSO {
 		gso = "nogso"
 	}
 	cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(gomaxprocs),
-		fmt.Sprintf("%s=%s,%d,%d,%d,%s", childEnv, role, sockets, cfg.pairs, cfg.base, gso))
+		fmt.Sprintf("%s=%s,%d,%d,%d,%s,%s", childEnv, role, sockets, cfg.pubs(), cfg.base, gso, sc.variant))
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {

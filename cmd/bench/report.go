@@ -234,6 +234,13 @@ runs vary GOMAXPROCS and the number of sockets.
 			fmt.Fprintf(&b, "| %s | %.0f | %.0f-%.0f | %s | %v (%v+%v) |\n", r.Name, r.RTPerSec, r.RTMin, r.RTMax, vs, r.CPUPerDG, r.User, r.Sys)
 		}
 	}
+	// What other commands measured (compare, download mode) follows the
+	// marker in the file, and is kept.
+	if prev, err := os.ReadFile(out); err == nil {
+		if i := strings.Index(string(prev), keepMarker); i >= 0 {
+			b.WriteString("\n" + string(prev[i:]))
+		}
+	}
 	if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
 		return err
 	}
@@ -245,6 +252,10 @@ runs vary GOMAXPROCS and the number of sockets.
 	}
 	return os.WriteFile(filepath.Join(plots, "latency.svg"), rep.latencySVG(), 0o644)
 }
+
+// keepMarker starts the part of the report file a full run keeps as it is:
+// the figures of -variants and -download runs, written by hand.
+const keepMarker = "<!-- kept by cmd/bench: measured by the commands given -->"
 
 func cpuModel() string {
 	b, _ := os.ReadFile("/proc/cpuinfo")

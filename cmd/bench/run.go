@@ -16,7 +16,9 @@ type scenario struct {
 	name, role string
 	pending    int // entries pre-filled into the relay's table
 	sockets    int
-	procs      int // GOMAXPROCS of the server child
+	procs      int    // GOMAXPROCS of the server child
+	variant    string // the relay's configuration (relayVariant); "" the bench's
+	bin        string // the executable to run as the child; "" this one
 }
 
 // round is one closed-loop measurement of one scenario.
@@ -47,13 +49,13 @@ func measureSet(cfg benchConfig, pairs int, scs []scenario, rounds, latencyRef i
 		}
 	}()
 	for i, sc := range scs {
-		c, err := startChild(sc.role, sc.sockets, sc.procs, cfg)
+		c, err := startChild(sc, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", sc.name, err)
 		}
 		children[i] = c
 	}
-	g, err := newLoadGen(children[0].addr, pairs, cfg.base, cfg.page, transport.Options{DisableGSO: cfg.noGSO})
+	g, err := newLoadGen(children[0].addr, pairs, cfg.pubs(), cfg.base, cfg.page, transport.Options{DisableGSO: cfg.noGSO})
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/pit"
 	"github.com/urbit-relay/relay/relay/transport"
+	"github.com/urbit-relay/relay/scry"
 )
 
 // profileEnv, if set, makes each server child write a CPU profile to
@@ -44,7 +46,7 @@ type serverStats struct {
 // serve runs a server child: the relay, or the bare forwarder that is the
 // baseline. It prints its address, then a stats line for every line read on
 // stdin (a snapshot request), and exits when stdin closes.
-func serve(role string, sockets, pairs, basePort int, gso bool) error {
+func serve(role string, sockets, pubs, basePort int, gso bool, variant string) error {
 	if path := os.Getenv(profileEnv); path != "" {
 		f, err := os.Create(fmt.Sprintf("%s.%s.%d", path, role, os.Getpid()))
 		if err != nil {
@@ -76,25 +78,11 @@ func serve(role string, sockets, pairs, basePort int, gso bool) error {
 	var stop func()
 	switch role {
 	case "relay":
-		pinned := map[lane.Ship]netip.AddrPort{}
-		for i := 0; i < pairs; i++ {
-			pinned[publisherShip(i)] = netip.AddrPortFrom(loopback, uint16(basePort+pairOffset+i))
+		cfg, err := relayVariant(variant, listen, pubs, basePort)
+		if err != nil {
+			return err
 		}
-		r, err := relay.New(relay.Config{HintNets: loopbackNets,
-			Ship:   lane.ShipFromUint64(0), // ~zod
-			Self:   []netip.AddrPort{listen},
-			Pinned: pinned,
-			Pending: pit.Config{
-				// Entries must outlive the whole run, and one source
-				// fills the table: the per-source cap does not change
-				// the per-packet cost, it only refuses.
-				TTL:                 10 * time.Minute,
-				MaxEntriesPerSource: -1,
-				MaxEntries:          2_000_000,
-			},
-			// One requester lane carries the whole load.
-			Amp: relay.AmpConfig{Rate: -1},
-		})
+		r, err := relay.New(cfg)
 		if err != nil {
 			return err
 		}
@@ -107,7 +95,7 @@ func serve(role string, sockets, pairs, basePort int, gso bool) error {
 				Service: srv.ServiceTimes().Snapshot(make([]uint64, hist.Buckets))}
 		}
 	case "forward":
-		f := &forwarder{conns: conns, base: basePort}
+		f := &forwarder{conns: conns, base: basePort, pubs: pubs}
 		f.start()
 		stop = f.close
 		report = f.stats
@@ -134,12 +122,72 @@ func serve(role string, sockets, pairs, basePort int, gso bool) error {
 	return nil
 }
 
-// forwarder is the baseline: the same sockets and batching as the relay,
-// and no decision at all. A datagram from requester port p goes to
-// publisher port p+pairOffset and back, by arithmetic; nothing is parsed.
+// relayVariant returns the relay's configuration for a child: the bench's
+// (the amplification budget off, since one requester address carries the
+// whole load, and no per-source cap on entries, since one source fills
+// the table), or with variant a "+"-separated list of changes to it:
+// "amp" the default amplification budget (the generator's requesters
+// answer its STUN probes, as vere does, and are exempted), "noamp" none,
+// "nodup" no
+// duplicate filter, "noshare" no per-source caps or shares in the pending
+// and route tables, "default" the relay's default configuration (as "amp",
+// with the per-source caps too).
+func relayVariant(variant string, listen netip.AddrPort, pubs, basePort int) (relay.Config, error) {
+	pinned := map[lane.Ship]netip.AddrPort{}
+	for i := 0; i < pubs; i++ {
+		pinned[publisherShip(i)] = netip.AddrPortFrom(loopback, uint16(basePort+pairOffset+i))
+	}
+	cfg := relay.Config{HintNets: loopbackNets,
+		Ship:   lane.ShipFromUint64(0), // ~zod
+		Self:   []netip.AddrPort{listen},
+		Pinned: pinned,
+		Pending: pit.Config{
+			// Entries must outlive the whole run, and one source
+			// fills the table: the per-source cap does not change
+			// the per-packet cost, it only refuses.
+			TTL:                 10 * time.Minute,
+			MaxEntriesPerSource: -1,
+			MaxEntries:          2_000_000,
+		},
+		// One requester address carries the whole load.
+		Amp: relay.AmpConfig{Rate: -1},
+	}
+	if variant == "" {
+		return cfg, nil
+	}
+	for _, v := range strings.Split(variant, "+") {
+		switch v {
+		case "default":
+			cfg.Pending = pit.Config{}
+			cfg.Amp = relay.AmpConfig{}
+		case "amp":
+			cfg.Amp = relay.AmpConfig{}
+		case "noamp":
+			cfg.Amp = relay.AmpConfig{Rate: -1}
+		case "nodup":
+			cfg.Dup = relay.DupConfig{Window: -1}
+		case "noshare":
+			cfg.Pending.MaxEntriesPerSource = -1
+			cfg.Pending.MaxRequestersPerSource = -1
+			cfg.Pending.MaxOverflowPerSource = -1
+			cfg.Routes.SourceDivisor = -1
+		default:
+			return cfg, fmt.Errorf("unknown relay variant %q", v)
+		}
+	}
+	return cfg, nil
+}
+
+// forwarder is the baseline: the same sockets and batching as the relay
+// (each batch grouped by destination lane and sent with UDP GSO where
+// the socket can), and no decision at all. A request from requester port
+// base+i goes to publisher port base+pairOffset+i%pubs by arithmetic; a
+// page goes back to the requester whose index ends its name
+// (requesterOf), which is all it reads of a datagram.
 type forwarder struct {
 	conns []transport.Conn
 	base  int
+	pubs  int
 	done  chan struct{}
 	n     []atomic.Uint64 // datagrams read, per socket
 	b     []atomic.Uint64 // read batches, per socket
@@ -170,21 +218,31 @@ func (f *forwarder) loop(idx int, c transport.Conn) {
 			continue
 		}
 		t0 := clock.Now()
+		k := 0
 		for i := 0; i < n; i++ {
 			p := int(msgs[i].Addr.Port())
 			if p >= f.base+pairOffset {
-				p -= pairOffset
+				_, name, ok := scry.NameWire(msgs[i].Buf[:msgs[i].N])
+				if !ok {
+					continue
+				}
+				if p = requesterOf(name); p < 0 {
+					continue
+				}
+				p += f.base
 			} else {
-				p += pairOffset
+				p = f.base + pairOffset + (p-f.base)%f.pubs
 			}
 			msgs[i].Addr = netip.AddrPortFrom(msgs[i].Addr.Addr(), uint16(p))
+			msgs[i], msgs[k] = msgs[k], msgs[i]
+			k++
 		}
 		if gso != nil && gso.GSO() {
-			transport.GroupByAddr(msgs[:n]) // as the relay's server does
+			transport.GroupByAddr(msgs[:k]) // as the relay's server does
 		}
 		f.n[idx].Add(uint64(n))
 		f.b[idx].Add(1)
-		for out := msgs[:n]; len(out) > 0; {
+		for out := msgs[:k]; len(out) > 0; {
 			k, err := c.WriteBatch(out)
 			if err != nil {
 				if errors.Is(err, net.ErrClosed) {

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// compareMain measures the bare forwarder and the relay in each variant
+// (and, with old set, each variant again from the executable old) side by
+// side, and prints a table of throughput and of CPU per datagram against
+// the forwarder's.
+func compareMain(cfg benchConfig, variants []string, old string, rounds int) error {
+	scs := []scenario{{name: "bare forwarder", role: "forward", sockets: 1, procs: 1}}
+	for _, v := range variants {
+		name := "relay " + v
+		if v == "" {
+			name = "relay (bench config)"
+		}
+		scs = append(scs, scenario{name: name, role: "relay", sockets: 1, procs: 1, variant: v})
+		if old != "" {
+			scs = append(scs, scenario{name: name + ", old", role: "relay", sockets: 1, procs: 1, variant: v, bin: old})
+		}
+	}
+	res, err := measureSet(cfg, cfg.pairs, scs, rounds, -1)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%d requesters on %d publishers, window %d each, %d-byte pages, %d rounds of %v, %s\n\n",
+		cfg.pairs, cfg.pubs(), cfg.window, cfg.page, rounds, cfg.duration, time.Now().UTC().Format(time.RFC3339))
+	fmt.Print(compareTable(res))
+	return nil
+}
+
+// compareTable writes results as a table against results[0], the
+// forwarder: *CPU vs forwarder* is the forwarder's CPU per datagram over
+// the configuration's in the same round (median, min-max over rounds).
+func compareTable(res []*result) string {
+	var b strings.Builder
+	base := res[0]
+	b.WriteString("| configuration | round trips/s | min-max | vs forwarder | CPU/datagram (user+sys) | CPU vs forwarder | min-max |\n|---|---|---|---|---|---|---|\n")
+	for _, r := range res {
+		med, lo, hi := r.cpuRatio(base)
+		fmt.Fprintf(&b, "| %s | %.0f | %.0f-%.0f | %.0f%% | %v (%v+%v) | %.2f | %.2f-%.2f |\n", r.Name, r.RTPerSec, r.RTMin, r.RTMax,
+			100*r.ratio(base), r.CPUPerDG, r.User, r.Sys, med, lo, hi)
+	}
+	return b.String()
+}
+
+// cpuRatio returns base's CPU per datagram over r's, per round (both
+// measured in the same round): the median, least and greatest.
+func (r *result) cpuRatio(base *result) (med, lo, hi float64) {
+	var q []float64
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for k := range min(len(r.Rounds), len(base.Rounds)) {
+		c := r.Rounds[k].user + r.Rounds[k].sys
+		if c > 0 {
+			x := float64(base.Rounds[k].user+base.Rounds[k].sys) / float64(c)
+			q = append(q, x)
+			lo, hi = math.Min(lo, x), math.Max(hi, x)
+		}
+	}
+	if len(q) == 0 {
+		return 0, 0, 0
+	}
+	return median(q), lo, hi
+}
