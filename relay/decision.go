@@ -21,7 +21,10 @@ type DecisionLog interface {
 // under (Snapshot.Accounted).
 type Action uint8
 
-// Actions, with their String values, the names the log prints.
+// Actions, with their String values, the names the log prints. When a
+// datagram's decision passes through more than one (a ping to the ship is
+// remembered, then handed over), the first listed wins: a drop over any,
+// a forward over an aggregation, and so on.
 const (
 	ActionDropped      Action = iota // counted under a Drop or ShipDrop (Decision.Reason)
 	ActionForwarded                  // a request or legacy ames datagram sent on (EventRequestsForwarded), or the ship's datagram sent (EventFromShipSent)
@@ -30,95 +33,98 @@ const (
 	ActionToShip                     // handed to the fronted ship (EventToShip)
 	ActionSTUNAnswered               // a STUN binding request answered (EventSTUNAnswered)
 	ActionLaneProven                 // the answer to the relay's probe of a lane (EventLanesProven)
-	ActionUnknown                    // none of those was counted (a bug: every datagram has an outcome)
 	numActions
 )
 
-var actionNames = [numActions]string{"dropped", "forwarded", "aggregated", "answered", "to_ship", "stun_answered", "lane_proven", "unknown"}
+var actionNames = [numActions]string{"dropped", "forwarded", "aggregated", "answered", "to_ship", "stun_answered", "lane_proven"}
 
 // String returns the action's name.
 func (a Action) String() string { return nameOf(actionNames[:], a) }
 
-// Decision is what the relay did with one datagram.
+// Decision is what the relay decided for one datagram: Relay.Handle and
+// Relay.HandleFromShip return it, and the counters are counted by the same
+// steps that record it (Out's in, drop, shipDrop and act), so the two
+// cannot disagree. It lives in the Out it was decided into and is valid
+// until the next datagram is decided there or Out is Reset.
 type Decision struct {
 	// FromShip is set for a datagram the fronted ship sent (read from its
 	// device); To is then the lane it addressed, From is unset.
 	FromShip bool
 	From, To netip.AddrPort
 	Len      int  // the datagram's length as read
-	Kind     Kind // as counted in In; KindOther when rejected before its kind was known, or from the ship
+	Kind     Kind // as counted in In, or, from the ship, as parsed; KindOther when rejected before its kind was known
 	Action   Action
 	// Reason is the drop reason's metric label (Drop or ShipDrop's
 	// String) when Action is ActionDropped, else "".
 	Reason string
 	// Sends are the datagrams decided for it to the public socket: views
-	// into the batch's sends, valid only during Log.
+	// into Out.Sends.
 	Sends []transport.Message
 	// ToShip counts the datagrams for it handed to the fronted ship.
 	ToShip int
+
+	decided        bool // an Action was recorded
+	sends0, ships0 int  // len(Out.Sends), len(Out.ToShip) before it
 }
 
-// decisionProbe records one datagram's decision for a DecisionLog: the
-// reader's counts before the decision and the lengths of its sends, so
-// that afterwards the counts that moved say what the relay did. It belongs
-// to one reader and allocates nothing.
-type decisionProbe struct {
-	before       Snapshot
-	sends, ships int
-	d            Decision
+// actionRank orders the actions a decision may pass through: the lowest
+// rank recorded is the decision's.
+var actionRank = [numActions]uint8{
+	ActionDropped: 0, ActionForwarded: 1, ActionAggregated: 2, ActionAnswered: 3,
+	ActionToShip: 4, ActionSTUNAnswered: 5, ActionLaneProven: 6,
 }
 
-// start records the state before the datagram at from (or, fromShip, to
-// that lane) of length n is decided into out.
-func (p *decisionProbe) start(out *Out, fromShip bool, addr netip.AddrPort, n int) {
-	p.before = Snapshot{}
-	out.own.addTo(&p.before)
-	p.sends, p.ships = len(out.Sends), len(out.ToShip)
-	p.d = Decision{FromShip: fromShip, Len: n}
+// begin starts the decision for a datagram of n bytes from (or, fromShip,
+// addressed to) addr.
+func (o *Out) begin(fromShip bool, addr netip.AddrPort, n int) {
+	o.d = Decision{FromShip: fromShip, Len: n, Kind: KindOther, sends0: len(o.Sends), ships0: len(o.ToShip)}
 	if fromShip {
-		p.d.To = addr
+		o.d.To = addr
 	} else {
-		p.d.From = addr
+		o.d.From = addr
 	}
 }
 
-// finish works out the decision from what changed in out and returns it.
-func (p *decisionProbe) finish(out *Out) *Decision {
-	var after Snapshot
-	out.own.addTo(&after)
-	d := &p.d
-	d.Kind, d.Action = KindOther, ActionUnknown
-	for k := range after.In {
-		if after.In[k] > p.before.In[k] {
-			d.Kind = Kind(k)
-		}
-	}
-	ev := func(e Event) bool { return after.Events[e] > p.before.Events[e] }
-	switch {
-	case ev(EventRequestsForwarded), ev(EventFromShipSent):
-		d.Action = ActionForwarded
-	case ev(EventAggregated):
-		d.Action = ActionAggregated
-	case ev(EventPagesMatched):
-		d.Action = ActionAnswered
-	case ev(EventToShip):
-		d.Action = ActionToShip
-	case ev(EventSTUNAnswered):
-		d.Action = ActionSTUNAnswered
-	case ev(EventLanesProven):
-		d.Action = ActionLaneProven
-	}
-	for i := range after.Drops {
-		if after.Drops[i] > p.before.Drops[i] {
-			d.Action, d.Reason = ActionDropped, Drop(i).String()
-		}
-	}
-	for i := range after.ShipDrops {
-		if after.ShipDrops[i] > p.before.ShipDrops[i] {
-			d.Action, d.Reason = ActionDropped, ShipDrop(i).String()
-		}
-	}
-	d.Sends = out.Sends[p.sends:len(out.Sends):len(out.Sends)]
-	d.ToShip = len(out.ToShip) - p.ships
+// finish completes the decision begun last and returns it.
+func (o *Out) finish() *Decision {
+	d := &o.d
+	d.Sends = o.Sends[d.sends0:len(o.Sends):len(o.Sends)]
+	d.ToShip = len(o.ToShip) - d.ships0
 	return d
+}
+
+// in counts the datagram in hand read, of kind k and n bytes, and records
+// its kind.
+func (o *Out) in(k Kind, n int) {
+	o.c.countIn(k, n)
+	o.d.Kind = k
+}
+
+// act records that the datagram in hand came to action a.
+func (o *Out) act(a Action) {
+	if !o.d.decided || actionRank[a] < actionRank[o.d.Action] {
+		o.d.Action, o.d.decided = a, true
+	}
+}
+
+// drop counts the datagram in hand dropped for reason d, and records it.
+func (o *Out) drop(d Drop) {
+	o.c.drops[d].Add(1)
+	o.act(ActionDropped)
+	o.d.Reason = d.String()
+}
+
+// dropOther counts datagram b, rejected before its kind was known
+// (KindOther), read and dropped for reason d.
+func (o *Out) dropOther(b []byte, d Drop) {
+	o.in(KindOther, len(b))
+	o.drop(d)
+}
+
+// shipDrop counts the ship's datagram in hand not sent on, for reason d,
+// and records it.
+func (o *Out) shipDrop(d ShipDrop) {
+	o.c.shipDrops[d].Add(1)
+	o.act(ActionDropped)
+	o.d.Reason = d.String()
 }

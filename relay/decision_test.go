@@ -26,6 +26,30 @@ type decisionRecord struct {
 	to        []netip.AddrPort
 }
 
+// TestShipKinds: the ship's datagrams are decided with the kind Handle
+// would count them under.
+func TestShipKinds(t *testing.T) {
+	f := newFixture(t, func(c *relay.Config) { c.Front, c.ShipLane, c.PublicLane = true, frontShipLane, selfLane })
+	stun := stunRequest(1)
+	for _, c := range []struct {
+		b    []byte
+		want relay.Kind
+	}{
+		{peek(t, "~zod", "k", 0), relay.KindPeek},
+		{poke(t, "~marzod", "~zod", "k"), relay.KindPoke},
+		{page(t, "~marzod", "k", 0, netip.AddrPort{}), relay.KindPage},
+		{legacy(t, "~marzod", "~zod", 100, 1), relay.KindAmes},
+		{stun, relay.KindSTUN},
+		{[]byte{1, 2}, relay.KindOther},
+	} {
+		var d *relay.Decision
+		f.decide(c.b, func(buf []byte) { d = f.r.HandleFromShip(buf, zodLane, f.now, f.out) })
+		if d.Kind != c.want || !d.FromShip || d.To != zodLane {
+			t.Errorf("%x: decided as %v from the ship %v to %v, want %v", c.b[:min(8, len(c.b))], d.Kind, d.FromShip, d.To, c.want)
+		}
+	}
+}
+
 // recordDecisions is a DecisionLog that wants the datagrams read while want
 // is set and keeps what it is told.
 type recordDecisions struct {
@@ -128,7 +152,7 @@ func TestActionNames(t *testing.T) {
 	for a, want := range map[relay.Action]string{
 		relay.ActionDropped: "dropped", relay.ActionForwarded: "forwarded", relay.ActionAggregated: "aggregated",
 		relay.ActionAnswered: "answered", relay.ActionToShip: "to_ship", relay.ActionSTUNAnswered: "stun_answered",
-		relay.ActionUnknown: "unknown", relay.Action(200): "unknown",
+		relay.ActionLaneProven: "lane_proven", relay.Action(200): "unknown",
 	} {
 		if got := a.String(); got != want {
 			t.Errorf("Action(%d) = %q, want %q", a, got, want)
@@ -189,12 +213,15 @@ func TestServerDecisionsFronting(t *testing.T) {
 			toShip.toShip != 1 || toShip.fromShip {
 			t.Errorf("request for the ship: %+v", toShip)
 		}
+		// The ship's datagrams are told with their real kind (they were
+		// all "other" when the kind was read off the In counters, which
+		// do not count them).
 		if sent.action != relay.ActionForwarded || !slices.Equal(sent.to, []netip.AddrPort{alice.LocalAddr()}) || sent.from.IsValid() ||
-			!sent.fromShip || sent.addressed != alice.LocalAddr() || sent.toShip != 0 {
+			!sent.fromShip || sent.addressed != alice.LocalAddr() || sent.toShip != 0 || sent.kind != relay.KindPage {
 			t.Errorf("the ship's page: %+v", sent)
 		}
 		if bad.action != relay.ActionDropped || bad.reason != "bad_target" || bad.to != nil ||
-			!bad.fromShip || bad.addressed != srvConn.LocalAddr() {
+			!bad.fromShip || bad.addressed != srvConn.LocalAddr() || bad.kind != relay.KindPage {
 			t.Errorf("the ship's datagram to the relay: %+v", bad)
 		}
 	})

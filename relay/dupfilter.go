@@ -207,7 +207,7 @@ func (d *dupFilter) add(fp uint64, tag uint32, now time.Duration) bool {
 // allocates nothing.
 type amesAdmit struct {
 	r     *Relay
-	c     *counterBlock
+	out   *Out
 	plan  *route.Plan // the plan Route made, read for its targets
 	fp    uint64      // the packet's fingerprint
 	tag   uint32      // the tag of the lane it came from
@@ -231,14 +231,14 @@ func (a *amesAdmit) Admit() bool {
 			continue
 		}
 		a.refund(i)
-		a.c.add(EventAmpThrottled, 1)
-		a.c.drops[DropLegacyThrottled].Add(1)
+		a.out.c.add(EventAmpThrottled, 1)
+		a.out.drop(DropLegacyThrottled)
 		return false
 	}
 	if !a.r.dups.add(a.fp, a.tag, a.now) && !a.own {
 		// Another reader forwarded it from another lane since ames looked.
 		a.refund(t.N)
-		a.c.drops[DropDuplicate].Add(1)
+		a.out.drop(DropDuplicate)
 		return false
 	}
 	return true

@@ -117,10 +117,11 @@ func shipSafe(b []byte) bool {
 // reports whether it did.
 func (r *Relay) toShip(b []byte, k Kind, from netip.AddrPort, out *Out) bool {
 	if !shipSafe(b) {
-		out.c.drops[DropShipUnsafe].Add(1)
+		out.drop(DropShipUnsafe)
 		return false
 	}
 	out.c.add(EventToShip, 1)
+	out.act(ActionToShip)
 	out.c.countOut(k, 1, len(b))
 	if r.front {
 		out.ToShip = append(out.ToShip, transport.Message{Buf: b, N: len(b), Addr: from})
@@ -151,14 +152,50 @@ func (r *Relay) handToShip(b []byte, k Kind, from netip.AddrPort, fromKey lane.K
 // next-hop or origin, which is scrubbed. It is dropped only when to is not a
 // lane the relay may send to (this process, port 0, or a network not
 // declared routable: vere learned a lane it should not have).
-func (r *Relay) HandleFromShip(b []byte, to netip.AddrPort, now time.Duration, out *Out) {
+//
+// It returns what it decided, as Handle does; the decision's Kind is the
+// datagram's as parsed (the ship's datagrams are not counted in In).
+func (r *Relay) HandleFromShip(b []byte, to netip.AddrPort, now time.Duration, out *Out) *Decision {
 	r.bind(out)
 	out.takePrefetched(b)
 	to = lane.Canon(to)
+	out.begin(true, to, len(b))
+	out.d.Kind = shipKind(b)
+	r.fromShip(b, to, now, out)
+	return out.finish()
+}
+
+// shipKind returns the kind of the ship's datagram b, as Handle would
+// count it.
+func shipKind(b []byte) Kind {
+	switch {
+	case scry.IsMesa(b):
+		if h, ok := scry.HeaderOf(b); ok {
+			switch h.Type {
+			case scry.TypePeek:
+				return KindPeek
+			case scry.TypePoke:
+				return KindPoke
+			case scry.TypePage:
+				return KindPage
+			}
+		}
+		return KindOther
+	case scry.IsSTUN(b):
+		return KindSTUN
+	case len(b) >= scry.AmesHeaderLen:
+		return KindAmes
+	}
+	return KindOther
+}
+
+// fromShip is HandleFromShip's decision, for a bound out with its decision
+// begun.
+func (r *Relay) fromShip(b []byte, to netip.AddrPort, now time.Duration, out *Out) {
 	out.c.add(EventFromShip, 1)
 	toKey := lane.KeyOf(to)
 	if !r.front || !r.hintOK(to) || r.routes.IsSelf(toKey) {
-		out.c.shipDrops[ShipDropTarget].Add(1)
+		out.shipDrop(ShipDropTarget)
 		return
 	}
 	switch {
@@ -174,7 +211,7 @@ func (r *Relay) HandleFromShip(b []byte, to netip.AddrPort, now time.Duration, o
 		switch typ {
 		case scry.TypePeek, scry.TypePoke:
 			// Its answer comes back to the public socket, for the ship.
-			r.remember(out.c, r.nameKey(nameWire, out), r.shipKey, now)
+			r.remember(out, r.nameKey(nameWire, out), r.shipKey, now)
 			if rcvr, ok := scry.NameShip(nameWire); ok && rcvr != r.ship && h.Hops > 0 {
 				// The ship forwards a request: it knows the receiver there.
 				r.vouch(out.c, rcvr, toKey, now)
@@ -207,7 +244,7 @@ func (r *Relay) HandleFromShip(b []byte, to netip.AddrPort, now time.Duration, o
 		}
 		if a.Relayed {
 			if !r.hintOK(a.Origin) && !r.scrubOrigin(out.c, b) {
-				out.c.shipDrops[ShipDropPrivateHint].Add(1)
+				out.shipDrop(ShipDropPrivateHint)
 				return
 			}
 			if a.Rcvr != r.ship {
@@ -218,6 +255,7 @@ func (r *Relay) HandleFromShip(b []byte, to netip.AddrPort, now time.Duration, o
 		}
 	}
 	out.c.add(EventFromShipSent, 1)
+	out.act(ActionForwarded)
 	out.c.shipBytes.Add(uint64(len(b)))
 	out.add(b, to)
 }

@@ -128,6 +128,7 @@ func FuzzDecide(f *testing.F) {
 			// late answer to a probe on its lane (EventLateAnswers).
 			routes, counted := routeState(fx.r), fx.r.Counters().Snapshot()
 			sent := fx.handle(pkt, from)
+			checkDecision(t, steps, fx.last, &counted, fx.snap(), len(sent))
 			if now := fx.r.Counters().Snapshot(); now.TotalDrops() > counted.TotalDrops() &&
 				now.Events[relay.EventLateAnswers] == counted.Events[relay.EventLateAnswers] {
 				if after := routeState(fx.r); !maps.Equal(routes, after) {
@@ -205,4 +206,61 @@ func routeState(r *relay.Relay) map[lane.Ship]route.Info {
 	m := map[lane.Ship]route.Info{}
 	r.Routes().Each(func(s lane.Ship, i route.Info) { m[s] = i })
 	return m
+}
+
+// checkDecision fails the fuzz run unless decision d, returned by Handle
+// for one datagram, is what the counters moved by (from before to after):
+// its kind counted in, its action's event (or its drop reason) counted,
+// and its sends the datagrams decided.
+func checkDecision(t *testing.T, step int, d *relay.Decision, before *relay.Snapshot, after relay.Snapshot, sent int) {
+	t.Helper()
+	if !d.Decided() {
+		t.Fatalf("step %d: no action decided: %+v", step, d)
+	}
+	if after.In[d.Kind] != before.In[d.Kind]+1 {
+		t.Fatalf("step %d: decision kind %v, not the kind counted in", step, d.Kind)
+	}
+	if len(d.Sends) != sent {
+		t.Fatalf("step %d: decision has %d sends, %d decided", step, len(d.Sends), sent)
+	}
+	moved := func(e relay.Event) bool { return after.Events[e] > before.Events[e] }
+	switch d.Action {
+	case relay.ActionDropped:
+		found := false
+		for _, dr := range relay.Drops() {
+			if after.Drops[dr] > before.Drops[dr] && dr.String() == d.Reason {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("step %d: dropped for %q, which was not counted", step, d.Reason)
+		}
+	case relay.ActionForwarded:
+		if !moved(relay.EventRequestsForwarded) {
+			t.Fatalf("step %d: forwarded, not counted", step)
+		}
+	case relay.ActionAggregated:
+		if !moved(relay.EventAggregated) {
+			t.Fatalf("step %d: aggregated, not counted", step)
+		}
+	case relay.ActionAnswered:
+		if !moved(relay.EventPagesMatched) {
+			t.Fatalf("step %d: answered, not counted", step)
+		}
+	case relay.ActionToShip:
+		if !moved(relay.EventToShip) {
+			t.Fatalf("step %d: to the ship, not counted", step)
+		}
+	case relay.ActionSTUNAnswered:
+		if !moved(relay.EventSTUNAnswered) {
+			t.Fatalf("step %d: STUN answered, not counted", step)
+		}
+	case relay.ActionLaneProven:
+		if !moved(relay.EventLanesProven) {
+			t.Fatalf("step %d: lane proven, not counted", step)
+		}
+	}
+	if d.Action != relay.ActionDropped && after.TotalDrops() != before.TotalDrops() {
+		t.Fatalf("step %d: %v, but a drop was counted", step, d.Action)
+	}
 }

@@ -308,6 +308,7 @@ type Out struct {
 	admit   pendingAdmit // Handle's pending-table admission, reused
 	amesAdm amesAdmit    // Handle's legacy admission, reused
 	plan    route.Plan   // Handle's route plan, reused
+	d       Decision     // the decision in hand, or the last made
 
 	// owner made o (Relay.NewOut) and counts o's decisions in own; c is
 	// the block of the call in progress: own when the relay deciding is
@@ -391,17 +392,27 @@ func (o *Out) scratchCopy(b []byte) []byte {
 // grow it by up to GrowRoom bytes: cap(b) must be at least len(b)+GrowRoom.
 // Every datagram is counted once in In and, unless forwarded or answered,
 // once under a Drop reason.
-func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Out) {
+//
+// It returns what it decided (Decision), which stays valid until out
+// decides another datagram or is Reset.
+func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Out) *Decision {
 	r.bind(out)
 	out.takePrefetched(b)
 	from = lane.Canon(from)
+	out.begin(false, from, len(b))
+	r.handle(b, from, now, out)
+	return out.finish()
+}
+
+// handle is Handle's decision, for a bound out with its decision begun.
+func (r *Relay) handle(b []byte, from netip.AddrPort, now time.Duration, out *Out) {
 	if scry.IsMesa(b) {
 		var p scry.Packet
 		if err := p.Parse(b); err != nil {
 			if err == scry.ErrMesaTooLarge {
-				r.drop(out.c, b, DropTooLarge)
+				out.dropOther(b, DropTooLarge)
 			} else {
-				r.drop(out.c, b, DropMalformedMesa)
+				out.dropOther(b, DropMalformedMesa)
 			}
 			return
 		}
@@ -409,16 +420,16 @@ func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Ou
 		r.routes.Arrived(lane.KeyOf(from), now)
 		switch p.Header.Type {
 		case scry.TypePeek:
-			out.c.countIn(KindPeek, len(b))
+			out.in(KindPeek, len(b))
 			r.request(b, &p, KindPeek, from, now, out)
 		case scry.TypePoke:
-			out.c.countIn(KindPoke, len(b))
+			out.in(KindPoke, len(b))
 			r.request(b, &p, KindPoke, from, now, out)
 		case scry.TypePage:
-			out.c.countIn(KindPage, len(b))
+			out.in(KindPage, len(b))
 			r.page(b, &p, from, now, out)
 		default:
-			r.drop(out.c, b, DropReservedType)
+			out.dropOther(b, DropReservedType)
 		}
 		return
 	}
@@ -433,25 +444,26 @@ func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Ou
 			// galaxy through us): its XOR-MAPPED-ADDRESS is our public
 			// lane, as the ship must learn.
 			if r.front && r.stuns.take(resp.TxID, now) {
-				out.c.countIn(KindOther, len(b))
+				out.in(KindOther, len(b))
 				r.toShip(b, KindOther, from, out)
 				return
 			}
 			// The answer to the relay's own probe (AmpConfig): the lane
 			// it came from is proven.
 			if r.amp.answer(lane.KeyOf(from), resp.TxID, now) {
-				out.c.countIn(KindSTUN, len(b))
+				out.in(KindSTUN, len(b))
 				out.c.add(EventLanesProven, 1)
+				out.act(ActionLaneProven)
 				return
 			}
 		}
 	}
 	var a scry.AmesPacket
 	if err := a.Parse(b); err != nil {
-		r.drop(out.c, b, DropMalformedAmes)
+		out.dropOther(b, DropMalformedAmes)
 		return
 	}
-	out.c.countIn(KindAmes, len(b))
+	out.in(KindAmes, len(b))
 	r.routes.Arrived(lane.KeyOf(from), now)
 	r.ames(b, &a, from, now, out)
 }
@@ -501,12 +513,6 @@ func (r *Relay) nameKey(name []byte, out *Out) uint64 {
 	return r.key(name)
 }
 
-// drop counts datagram b, rejected before its kind was known (KindOther),
-// read and dropped for reason d.
-func (r *Relay) drop(c *counterBlock, b []byte, d Drop) {
-	c.countIn(KindOther, len(b))
-	c.drops[d].Add(1)
-}
 
 func (r *Relay) key(name []byte) uint64 {
 	var d xxhash.Digest
@@ -520,7 +526,7 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 	fromKey := lane.KeyOf(from)
 	fromShip := r.shipLane.IsValid() && from == r.shipLane
 	if !fromShip && r.routes.IsSelf(fromKey) {
-		out.c.drops[DropSelf].Add(1)
+		out.drop(DropSelf)
 		return
 	}
 	// A poke names its sender: at hop 0 it was sent by that ship itself.
@@ -532,26 +538,26 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 		if !r.shipLane.IsValid() {
 			// Dropped, so nothing is learned from it: a relay with no
 			// ship behind it knows its sponsees from configuration.
-			out.c.drops[DropOwnShipNoLane].Add(1)
+			out.drop(DropOwnShipNoLane)
 			return
 		}
 		if fromShip {
-			out.c.drops[DropLoop].Add(1)
+			out.drop(DropLoop)
 			return
 		}
 		// In front mode the ship answers the requester's true lane
 		// itself; otherwise it answers us, and we pass the page on.
-		if !r.front && !r.remember(out.c, key, fromKey, now) {
+		if !r.front && !r.remember(out, key, fromKey, now) {
 			return
 		}
 		r.handToShip(b, k, from, fromKey, p.PayloadName.Ship, learn, true, now, out)
 		return
 	}
 	if p.Header.Hops >= MaxHops {
-		out.c.drops[DropHopLimit].Add(1)
+		out.drop(DropHopLimit)
 		return
 	}
-	out.admit = pendingAdmit{r: r, c: out.c, key: key, from: fromKey, now: now}
+	out.admit = pendingAdmit{r: r, out: out, key: key, from: fromKey, now: now}
 	q := route.Query{Rcvr: rcvr, From: fromKey, Sender: p.PayloadName.Ship, Learn: learn}
 	plan := &out.plan
 	sent := r.routes.Route(plan, q, now, &out.admit)
@@ -566,7 +572,7 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 			r.handToShip(b, k, from, fromKey, p.PayloadName.Ship, learn, false, now, out)
 			return
 		}
-		r.dropUnrouted(out.c, &plan.Targets)
+		r.dropUnrouted(out, &plan.Targets)
 		return
 	}
 	if !fromShip {
@@ -580,18 +586,19 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 // route.Table.Route as an route.Admitter allocates nothing.
 type pendingAdmit struct {
 	r    *Relay
-	c    *counterBlock
+	out  *Out
 	key  uint64
 	from lane.Key
 	now  time.Duration
 }
 
 // Admit implements route.Admitter.
-func (a *pendingAdmit) Admit() bool { return a.r.remember(a.c, a.key, a.from, a.now) }
+func (a *pendingAdmit) Admit() bool { return a.r.remember(a.out, a.key, a.from, a.now) }
 
 // remember records a request whose name hashes to key in the pending table
 // and reports whether it is to be forwarded.
-func (r *Relay) remember(c *counterBlock, key uint64, from lane.Key, now time.Duration) bool {
+func (r *Relay) remember(out *Out, key uint64, from lane.Key, now time.Duration) bool {
+	c := out.c
 	v, evicted := r.pending.Add(key, from, now)
 	if evicted {
 		c.add(EventEvicted, 1)
@@ -601,16 +608,17 @@ func (r *Relay) remember(c *counterBlock, key uint64, from lane.Key, now time.Du
 		c.add(EventRetransmits, 1)
 	case pit.VerdictAggregated:
 		c.add(EventAggregated, 1)
+		out.act(ActionAggregated)
 	case pit.VerdictRequesterCapped:
-		c.drops[DropRequestersFull].Add(1)
+		out.drop(DropRequestersFull)
 	case pit.VerdictCappedForward:
 		// Forwarded to refresh the entry upstream; this requester is not
 		// on it and will not get the answer.
 		c.add(EventCappedForwards, 1)
 	case pit.VerdictRefused:
-		c.drops[DropPendingFull].Add(1)
+		out.drop(DropPendingFull)
 	case pit.VerdictSourceCapped:
-		c.drops[DropPendingPerSource].Add(1)
+		out.drop(DropPendingPerSource)
 	}
 	return v.Forward()
 }
@@ -634,7 +642,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 		if !fromShip && r.routes.LateAnswer(publisher, fromKey, nextHopKey(p), p.Header.Hops == 0, p.Header.Hops > 0, now) {
 			out.c.add(EventLateAnswers, 1)
 		}
-		out.c.drops[DropUnsolicited].Add(1)
+		out.drop(DropUnsolicited)
 		return
 	case !fromShip:
 		sponsors = r.routes.PageArrived(publisher, fromKey, nextHopKey(p), p.Header.Hops == 0, p.Header.Hops > 0, now, r.ourChain, sponsorBuf[:0])
@@ -642,6 +650,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 		sponsors = r.routes.AppendLanesOf(sponsorBuf[:0], r.ourChain)
 	}
 	out.c.add(EventPagesMatched, 1)
+	out.act(ActionAnswered)
 	// Variant for requesters that are our sponsors: no next-hop. Made
 	// first, from the bytes as they came.
 	var bare []byte
@@ -749,7 +758,7 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 	fromKey := lane.KeyOf(from)
 	fromShip := r.shipLane.IsValid() && from == r.shipLane
 	if !fromShip && r.routes.IsSelf(fromKey) {
-		out.c.drops[DropSelf].Add(1)
+		out.drop(DropSelf)
 		return
 	}
 	// An unrelayed packet was sent by its sender itself; its lane is
@@ -760,11 +769,11 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 	learn := !a.Relayed && !fromShip && a.Sndr.Class() != lane.Galaxy
 	if a.Rcvr == r.ship {
 		if !r.shipLane.IsValid() {
-			out.c.drops[DropOwnShipNoLane].Add(1) // and learns nothing: see request
+			out.drop(DropOwnShipNoLane) // and learns nothing: see request
 			return
 		}
 		if fromShip {
-			out.c.drops[DropLoop].Add(1)
+			out.drop(DropLoop)
 			return
 		}
 		r.handToShip(b, KindAmes, from, fromKey, a.Sndr, learn, true, now, out)
@@ -776,7 +785,7 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 	own := fromShip && a.Sndr == r.ship
 	fp, tag := r.dups.fingerprint(a), r.dups.laneTag(fromKey)
 	if !own && r.dups.looped(fp, tag, now) {
-		out.c.drops[DropDuplicate].Add(1)
+		out.drop(DropDuplicate)
 		return
 	}
 	var origin [scry.AmesOriginLen]byte
@@ -796,7 +805,7 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 		n += scry.AmesOriginLen
 	}
 	plan := &out.plan
-	out.amesAdm = amesAdmit{r: r, c: out.c, plan: plan, fp: fp, tag: tag, own: own, n: n, now: now}
+	out.amesAdm = amesAdmit{r: r, out: out, plan: plan, fp: fp, tag: tag, own: own, n: n, now: now}
 	sent := r.routes.Route(plan, route.Query{Rcvr: a.Rcvr, From: fromKey, Sender: a.Sndr, Learn: learn}, now, &out.amesAdm)
 	if plan.N != 0 {
 		// Admit ran: probe the targets the budget asked for, sent or not.
@@ -814,7 +823,7 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 			r.handToShip(b, KindAmes, from, fromKey, a.Sndr, learn, false, now, out)
 			return
 		}
-		r.dropUnrouted(out.c, &plan.Targets)
+		r.dropUnrouted(out, &plan.Targets)
 		return
 	}
 	if scrubbed {
@@ -844,14 +853,14 @@ func (r *Relay) probe(k lane.Key, now time.Duration, out *Out) {
 }
 
 // dropUnrouted counts a datagram for which Select found no target.
-func (r *Relay) dropUnrouted(c *counterBlock, t *route.Targets) {
+func (r *Relay) dropUnrouted(out *Out, t *route.Targets) {
 	switch {
 	case t.Looped:
-		c.drops[DropLoop].Add(1)
+		out.drop(DropLoop)
 	case t.Sponsee:
-		c.drops[DropSponseeUnknown].Add(1)
+		out.drop(DropSponseeUnknown)
 	default:
-		c.drops[DropNoRoute].Add(1)
+		out.drop(DropNoRoute)
 	}
 }
 
@@ -861,6 +870,7 @@ func (r *Relay) forward(b []byte, k Kind, t *route.Targets, out *Out) {
 		out.add(b, t.Lanes[i].AddrPort())
 	}
 	out.c.add(EventRequestsForwarded, 1)
+	out.act(ActionForwarded)
 	out.c.countOut(k, t.N, t.N*len(b))
 	out.c.add(EventForwardSends, uint64(t.N))
 	if t.N > 1 {

@@ -34,6 +34,8 @@ type fixture struct {
 	now time.Duration
 	// onSend, when set, sees every datagram decided (Out.Sends).
 	onSend func(send)
+	// last is the decision of the last datagram handled.
+	last *relay.Decision
 }
 
 func newFixture(t testing.TB, mod func(*relay.Config)) *fixture {
@@ -57,7 +59,7 @@ func newFixture(t testing.TB, mod func(*relay.Config)) *fixture {
 // decided to send.
 func (f *fixture) handle(pkt []byte, from netip.AddrPort) []send {
 	f.t.Helper()
-	return f.decide(pkt, func(buf []byte) { f.r.Handle(buf, from, f.now, f.out) })
+	return f.decide(pkt, func(buf []byte) { f.last = f.r.Handle(buf, from, f.now, f.out) })
 }
 
 // decide runs handler on a copy of pkt with GrowRoom spare and returns

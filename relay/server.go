@@ -112,7 +112,6 @@ type reader struct {
 	// batchMu is held while a batch is decided and sent, so that Close
 	// can wait for the batch in hand before closing the socket.
 	batchMu sync.Mutex
-	probe   decisionProbe // the datagram in hand's, for ServerConfig.Decisions
 }
 
 // Start launches the server's goroutines and returns at once.
@@ -274,20 +273,17 @@ func (s *Server) routineRead(rd *reader) {
 				s.relay.dropTooLarge(out, m.Buf[:m.N])
 				continue
 			}
-			explain := s.cfg.Decisions != nil && s.cfg.Decisions.Want()
-			if explain {
-				rd.probe.start(out, rd.ship, m.Addr, m.N)
-			}
+			var d *Decision
 			if rd.ship {
-				s.relay.HandleFromShip(m.Buf[:m.N:cap(m.Buf)], m.Addr, now, out)
+				d = s.relay.HandleFromShip(m.Buf[:m.N:cap(m.Buf)], m.Addr, now, out)
 			} else {
 				if s.cfg.Tap != nil {
 					s.cfg.Tap(true, local, m.Addr, m.Buf[:m.N])
 				}
-				s.relay.Handle(m.Buf[:m.N:cap(m.Buf)], m.Addr, now, out)
+				d = s.relay.Handle(m.Buf[:m.N:cap(m.Buf)], m.Addr, now, out)
 			}
-			if explain {
-				s.cfg.Decisions.Log(rd.probe.finish(out))
+			if s.cfg.Decisions != nil && s.cfg.Decisions.Want() {
+				s.cfg.Decisions.Log(d)
 			}
 		}
 		if s.cfg.Ship == nil && len(out.ToShip) > 0 {
@@ -352,5 +348,6 @@ func (s *Server) writeAll(c transport.Conn, msgs []transport.Message) bool {
 // which is not decided: its bytes were cut.
 func (r *Relay) dropTooLarge(out *Out, b []byte) {
 	r.bind(out)
-	r.drop(out.c, b, DropTooLarge)
+	out.begin(false, netip.AddrPort{}, len(b))
+	out.dropOther(b, DropTooLarge)
 }

@@ -29,19 +29,19 @@ import (
 func (r *Relay) stun(b []byte, from netip.AddrPort, now time.Duration, out *Out) {
 	var q scry.STUNRequest
 	if q.Parse(b) != nil {
-		r.drop(out.c, b, DropSTUNMalformed)
+		out.dropOther(b, DropSTUNMalformed)
 		return
 	}
-	out.c.countIn(KindSTUN, len(b))
+	out.in(KindSTUN, len(b))
 	fromKey := lane.KeyOf(from)
 	if !stunAnswerable(from) || r.routes.IsSelf(fromKey) {
-		out.c.drops[DropSelf].Add(1)
+		out.drop(DropSelf)
 		return
 	}
 	resp := scry.STUNResponse{TxID: q.TxID, Mapped: from}
 	if ok, _ := r.amp.spend(fromKey, resp.Len(), now); !ok {
 		out.c.add(EventAmpThrottled, 1)
-		out.c.drops[DropSTUNThrottled].Add(1)
+		out.drop(DropSTUNThrottled)
 		return
 	}
 	// An empty scratch buffer, MaxPacket+GrowRoom bytes of room.
@@ -49,6 +49,7 @@ func (r *Relay) stun(b []byte, from netip.AddrPort, now time.Duration, out *Out)
 	out.add(rb, from)
 	out.c.countOut(KindSTUN, 1, len(rb))
 	out.c.add(EventSTUNAnswered, 1)
+	out.act(ActionSTUNAnswered)
 }
 
 // stunAnswerable reports whether a response can go to lane from: not port
