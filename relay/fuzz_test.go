@@ -208,6 +208,13 @@ func routeState(r *relay.Relay) map[lane.Ship]route.Info {
 	return m
 }
 
+// actionEvent is the event each action but a drop is counted under.
+var actionEvent = map[relay.Action]relay.Event{
+	relay.ActionForwarded: relay.EventRequestsForwarded, relay.ActionAggregated: relay.EventAggregated,
+	relay.ActionAnswered: relay.EventPagesMatched, relay.ActionToShip: relay.EventToShip,
+	relay.ActionSTUNAnswered: relay.EventSTUNAnswered, relay.ActionLaneProven: relay.EventLanesProven,
+}
+
 // checkDecision fails the fuzz run unless decision d, returned by Handle
 // for one datagram, is what the counters moved by (from before to after):
 // its kind counted in, its action's event (or its drop reason) counted,
@@ -223,9 +230,7 @@ func checkDecision(t *testing.T, step int, d *relay.Decision, before *relay.Snap
 	if len(d.Sends) != sent {
 		t.Fatalf("step %d: decision has %d sends, %d decided", step, len(d.Sends), sent)
 	}
-	moved := func(e relay.Event) bool { return after.Events[e] > before.Events[e] }
-	switch d.Action {
-	case relay.ActionDropped:
+	if d.Action == relay.ActionDropped {
 		found := false
 		for _, dr := range relay.Drops() {
 			if after.Drops[dr] > before.Drops[dr] && dr.String() == d.Reason {
@@ -235,30 +240,8 @@ func checkDecision(t *testing.T, step int, d *relay.Decision, before *relay.Snap
 		if !found {
 			t.Fatalf("step %d: dropped for %q, which was not counted", step, d.Reason)
 		}
-	case relay.ActionForwarded:
-		if !moved(relay.EventRequestsForwarded) {
-			t.Fatalf("step %d: forwarded, not counted", step)
-		}
-	case relay.ActionAggregated:
-		if !moved(relay.EventAggregated) {
-			t.Fatalf("step %d: aggregated, not counted", step)
-		}
-	case relay.ActionAnswered:
-		if !moved(relay.EventPagesMatched) {
-			t.Fatalf("step %d: answered, not counted", step)
-		}
-	case relay.ActionToShip:
-		if !moved(relay.EventToShip) {
-			t.Fatalf("step %d: to the ship, not counted", step)
-		}
-	case relay.ActionSTUNAnswered:
-		if !moved(relay.EventSTUNAnswered) {
-			t.Fatalf("step %d: STUN answered, not counted", step)
-		}
-	case relay.ActionLaneProven:
-		if !moved(relay.EventLanesProven) {
-			t.Fatalf("step %d: lane proven, not counted", step)
-		}
+	} else if e := actionEvent[d.Action]; after.Events[e] <= before.Events[e] {
+		t.Fatalf("step %d: %v, but %v was not counted", step, d.Action, e)
 	}
 	if d.Action != relay.ActionDropped && after.TotalDrops() != before.TotalDrops() {
 		t.Fatalf("step %d: %v, but a drop was counted", step, d.Action)

@@ -513,7 +513,6 @@ func (r *Relay) nameKey(name []byte, out *Out) uint64 {
 	return r.key(name)
 }
 
-
 func (r *Relay) key(name []byte) uint64 {
 	var d xxhash.Digest
 	d.ResetWithSeed(r.hashSeed)
