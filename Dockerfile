@@ -4,8 +4,14 @@
 #
 #   docker build --build-arg VERSION=$(git describe --always --dirty) \
 #     --build-arg REVISION=$(git rev-parse HEAD) -t urbit-relay .
-#   docker run -d --name relay -p 13337:13337/udp -p 127.0.0.1:9337:9337 \
+#   docker run -d --name relay -p 13337:13337/udp \
 #     -v $PWD/relay-config:/etc/relay:ro urbit-relay
+#
+# The metrics listener is on the container's own 127.0.0.1:9337, so that
+# neither -p nor --network host makes it public; the HEALTHCHECK reaches it
+# there. To scrape it from the host, say so (docs/operations.md,
+# "Container"): -p 127.0.0.1:9337:9337 and, after the image name,
+# --config /etc/relay/relay.json --metrics 0.0.0.0:9337.
 #
 # Mount the config *directory*, not the file: an editor saves by writing a
 # new file and renaming it over the old one, and a single-file bind mount
@@ -52,10 +58,11 @@ LABEL org.opencontainers.image.title="urbit-relay" \
 COPY --from=build /out/relay /relay
 USER nonroot:nonroot
 # 13337/udp: the relay's socket (the ship's public port; map it with -p).
-# 9337/tcp: /metrics, /healthz and /readyz.
+# 9337/tcp: /metrics, /healthz and /readyz, on 127.0.0.1 unless --metrics
+# says otherwise.
 EXPOSE 13337/udp 9337/tcp
 HEALTHCHECK --interval=30s --timeout=5s --start-period=5s --retries=3 \
   CMD ["/relay", "health", "--url", "http://127.0.0.1:9337/healthz"]
 # Flags after the image name replace the CMD and override the config file.
-ENTRYPOINT ["/relay", "run", "--listen", "0.0.0.0:13337", "--metrics", "0.0.0.0:9337"]
+ENTRYPOINT ["/relay", "run", "--listen", "0.0.0.0:13337", "--metrics", "127.0.0.1:9337"]
 CMD ["--config", "/etc/relay/relay.json"]

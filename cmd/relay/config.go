@@ -75,10 +75,10 @@ type runConfig struct {
 	sockets       int // SO_REUSEPORT sockets on the listen address
 	gso           bool
 	logLevel      zapcore.Level
-	logFormat     string // "auto", "json" or "console"
-	metrics       string // "" for none, else HOST:PORT for net.Listen
-	pprof         bool
-	capture       string // "" for none
+	logFormat     string         // "auto", "json" or "console"
+	metrics       string         // "" for none, else HOST:PORT for net.Listen
+	metricsOpts   metricsOptions // the listener's limits, and --pprof
+	capture       string         // "" for none
 	captureBytes  int64
 	captureFiles  int
 	// front, when set, is fronting mode: the ship's namespace and device.
@@ -114,6 +114,7 @@ type runFlags struct {
 	batch                              int
 	logLevel, logFormat                string
 	metrics                            string
+	metricsMaxConns, metricsMaxScrapes int
 	pprof, gso                         bool
 	sockets, ampFactor, ampRate        int
 	ampBurst, ampNetFactor             int
@@ -216,6 +217,8 @@ func defineRunFlags() *runFlags {
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error (debug adds rate-limited per-datagram logs)")
 	fs.StringVar(&f.logFormat, "log-format", "auto", "log format: json, console, or auto (console on a terminal, else json)")
 	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus /metrics, /healthz and /readyz on TCP `ADDR:PORT` (e.g. 127.0.0.1:9337); an IPv4 address, 0.0.0.0 too, listens on IPv4 only, as the UDP socket does; an empty host (:9337) on IPv4 and IPv6")
+	fs.IntVar(&f.metricsMaxConns, "metrics-max-connections", defaultMetricsMaxConns, "most connections the --metrics listener holds open; more wait in the kernel's accept queue until one closes")
+	fs.IntVar(&f.metricsMaxScrapes, "metrics-max-scrapes", defaultMetricsMaxScrapes, "most /metrics requests served at once (fewer than metrics-max-connections); more are answered 503 and closed, so /healthz always finds a connection")
 	fs.BoolVar(&f.pprof, "pprof", false, "also serve /debug/pprof/ on the --metrics listener")
 	fs.StringVar(&f.capture, "capture", "", "record every datagram read and sent to pcap `FILE` (rotated: FILE.1, FILE.2, ...)")
 	fs.Int64Var(&f.captureBytes, "capture-max-bytes", capture.DefaultMaxBytes, "start a new capture file past this size")
@@ -556,6 +559,14 @@ func (f *runFlags) validate() (runConfig, error) {
 	if f.pprof && f.metrics == "" {
 		return c, f.bad("pprof", `needs "metrics" (--metrics), whose listener serves it`)
 	}
+	if f.metricsMaxConns < minMetricsConns || f.metricsMaxConns > maxMetricsConns {
+		return c, f.bad("metrics-max-connections", fmt.Sprintf("want a whole number from %d to %d", minMetricsConns, maxMetricsConns))
+	}
+	if f.metricsMaxScrapes < 1 || f.metricsMaxScrapes >= f.metricsMaxConns {
+		return c, f.bad("metrics-max-scrapes", fmt.Sprintf(`want a whole number from 1 to %d, fewer than "metrics-max-connections" (%d), so that /healthz always finds a connection`,
+			f.metricsMaxConns-1, f.metricsMaxConns))
+	}
+	c.metricsOpts = metricsOptions{maxConns: f.metricsMaxConns, maxScrapes: f.metricsMaxScrapes, pprof: f.pprof}
 	if f.batch < 1 || f.batch > transport.MaxBatchSize {
 		return c, f.bad("batch", fmt.Sprintf("want a whole number from 1 to %d", transport.MaxBatchSize))
 	}
@@ -628,7 +639,6 @@ func (f *runFlags) validate() (runConfig, error) {
 	c.batch = f.batch
 	c.sockets = f.sockets
 	c.gso = f.gso
-	c.pprof = f.pprof
 	c.settings = map[string]string{}
 	f.fs.VisitAll(func(fl *flag.Flag) { c.settings[fl.Name] = fl.Value.String() })
 	return c, nil

@@ -58,8 +58,11 @@ func TestConfigFile(t *testing.T) {
 				if c.relay.Pending.MaxEntries != pit.DefaultMaxEntries || c.relay.Pending.TTL != pit.DefaultTTL {
 					t.Errorf("limits not defaulted: %+v", c.relay.Pending)
 				}
-				if c.metrics != "" || c.pprof || c.logFormat != "auto" {
-					t.Errorf("metrics %q pprof %v format %q", c.metrics, c.pprof, c.logFormat)
+				if c.metrics != "" || c.metricsOpts.pprof || c.logFormat != "auto" {
+					t.Errorf("metrics %q pprof %v format %q", c.metrics, c.metricsOpts.pprof, c.logFormat)
+				}
+				if want := (metricsOptions{maxConns: defaultMetricsMaxConns, maxScrapes: defaultMetricsMaxScrapes}); c.metricsOpts != want {
+					t.Errorf("metrics listener %+v, want the defaults %+v", c.metricsOpts, want)
 				}
 			},
 		},
@@ -88,6 +91,8 @@ func TestConfigFile(t *testing.T) {
 				"log-level": "warn",
 				"log-format": "json",
 				"metrics": "127.0.0.1:9337",
+				"metrics-max-connections": 16,
+				"metrics-max-scrapes": 3,
 				"pprof": true
 			}`,
 			check: func(t *testing.T, c runConfig) {
@@ -121,8 +126,11 @@ func TestConfigFile(t *testing.T) {
 				if r.Amp != wantAmp {
 					t.Errorf("amp %+v, want %+v", r.Amp, wantAmp)
 				}
-				if c.batch != 32 || c.logLevel.String() != "warn" || c.logFormat != "json" || c.metrics != "127.0.0.1:9337" || !c.pprof {
-					t.Errorf("batch %d level %v format %q metrics %q pprof %v", c.batch, c.logLevel, c.logFormat, c.metrics, c.pprof)
+				if want := (metricsOptions{maxConns: 16, maxScrapes: 3, pprof: true}); c.metricsOpts != want {
+					t.Errorf("metrics listener %+v, want %+v", c.metricsOpts, want)
+				}
+				if c.batch != 32 || c.logLevel.String() != "warn" || c.logFormat != "json" || c.metrics != "127.0.0.1:9337" || !c.metricsOpts.pprof {
+					t.Errorf("batch %d level %v format %q metrics %q pprof %v", c.batch, c.logLevel, c.logFormat, c.metrics, c.metricsOpts.pprof)
 				}
 			},
 		},

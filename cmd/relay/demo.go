@@ -367,7 +367,7 @@ func (n *demoNet) keep(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			m := serveMetrics(ln, newMetricsHandler(newMetricsRegistry(node.Server, nil, version), nil, false))
+			m := serveMetrics(ln, newMetricsHandler(newMetricsRegistry(node.Server, nil, version), nil, metricsOptions{}))
 			n.metrics = append(n.metrics, m)
 			metrics = "  metrics " + m.URL() + "/metrics"
 		}

@@ -189,11 +189,16 @@ func TestDockerfileImage(t *testing.T) {
 	if user == "" || strings.HasPrefix(user, "root") || strings.HasPrefix(user, "0") {
 		t.Errorf("USER %q: want a non-root user", user)
 	}
-	m := regexp.MustCompile(`"--metrics", "[0-9.]*:(\d+)"`).FindStringSubmatch(entry)
+	m := regexp.MustCompile(`"--metrics", "([0-9.]*):(\d+)"`).FindStringSubmatch(entry)
 	if m == nil {
 		t.Fatalf("ENTRYPOINT %q does not set --metrics", entry)
 	}
-	port := m[1]
+	// Loopback: under --network host the metrics listener is the host's,
+	// and must not be public unless the operator says so (issue 20).
+	if m[1] != "127.0.0.1" {
+		t.Errorf("ENTRYPOINT's --metrics on %s; want 127.0.0.1, which --network host does not expose", m[1])
+	}
+	port := m[2]
 	if !strings.Contains(expose, "13337/udp") || !strings.Contains(expose, port+"/tcp") {
 		t.Errorf("EXPOSE %q: want 13337/udp and %s/tcp", expose, port)
 	}
@@ -400,17 +405,32 @@ func TestDockerImage(t *testing.T) {
 	}
 
 	// The config directory, mounted as the docs say.
+	// Started first, as its HEALTHCHECK takes longest: the image's
+	// defaults, whose metrics listener is on the container's 127.0.0.1.
+	dc := startContainer(t, ctx, image, configDir(t)+":/etc/relay:ro", nil)
 	confDir := configDir(t)
 	confFile := filepath.Join(confDir, "relay.json")
-	c := startContainer(t, ctx, image, confDir+":/etc/relay:ro", "-p", "127.0.0.1::13337/udp")
+	c := startContainer(t, ctx, image, confDir+":/etc/relay:ro", []string{"-p", "127.0.0.1::13337/udp"}, exposeMetrics...)
 	name, p := c.name, c.relayProc
+	c.waitReady(t, ctx)
 	udpAddr := publishedPort(t, ctx, name, "13337/udp")
-	if started := p.waitLog(t, "relay started"); started["listen"] != "0.0.0.0:13337" {
-		t.Errorf("relay started on %v, want the entrypoint's 0.0.0.0:13337", started["listen"])
+	if started := p.waitLog(t, "relay started"); started["listen"] != "0.0.0.0:13337" || started["metrics"] != "0.0.0.0:9337" {
+		t.Errorf("relay started on %v, metrics %v; want the entrypoint's 0.0.0.0:13337 and the exposing 0.0.0.0:9337", started["listen"], started["metrics"])
 	}
 	// Meanwhile, the pitfall the docs warn of: a single-file mount.
 	single := configDir(t)
-	sc := startContainer(t, ctx, image, filepath.Join(single, "relay.json")+":/etc/relay/relay.json:ro")
+	sc := startContainer(t, ctx, image, filepath.Join(single, "relay.json")+":/etc/relay/relay.json:ro", nil, exposeMetrics...)
+	sc.waitReady(t, ctx)
+
+	// The defaults: metrics on 127.0.0.1 inside, so a published port (or
+	// --network host) reaches nothing.
+	if started := dc.waitLog(t, "relay started"); started["metrics"] != "127.0.0.1:9337" {
+		t.Errorf("by default the metrics listener is on %v, want 127.0.0.1:9337", started["metrics"])
+	}
+	if resp, err := (&http.Client{Timeout: 2 * time.Second}).Get(dc.url + "/healthz"); err == nil {
+		resp.Body.Close()
+		t.Errorf("the image's defaults answered %s through a published port; want nothing reachable from outside", resp.Status)
+	}
 
 	// The process: uid and gid 65532, as the host sees it.
 	var state struct{ Pid int }
@@ -452,14 +472,17 @@ func TestDockerImage(t *testing.T) {
 	sc.waitMetric(t, `relay_config_reloads_total{result="ok"}`, 1)
 	sc.waitMetric(t, "relay_galaxy_lanes", 0)
 
-	// The image's own HEALTHCHECK (exec form: distroless has no shell).
-	var health string
-	if err := waitUntil(ctx, dockerHealthTimeout, func() bool {
-		health = dockerRun(t, ctx, nil, "inspect", "--format", "{{.State.Health.Status}}", name)
-		return health == "healthy"
-	}); err != nil {
-		t.Fatalf("health %q after %v: %v\n%s", health, dockerHealthTimeout, err,
-			dockerRun(t, ctx, nil, "inspect", "--format", "{{json .State.Health}}", name))
+	// The image's own HEALTHCHECK (exec form: distroless has no shell),
+	// with metrics exposed and with the defaults.
+	for _, n := range []string{name, dc.name} {
+		var health string
+		if err := waitUntil(ctx, dockerHealthTimeout, func() bool {
+			health = dockerRun(t, ctx, nil, "inspect", "--format", "{{.State.Health.Status}}", n)
+			return health == "healthy"
+		}); err != nil {
+			t.Fatalf("%s: health %q after %v: %v\n%s", n, health, dockerHealthTimeout, err,
+				dockerRun(t, ctx, nil, "inspect", "--format", "{{json .State.Health}}", n))
+		}
 	}
 
 	// A clean stop: SIGTERM, a prompt exit 0, the shutdown logged.
@@ -521,18 +544,23 @@ type container struct {
 	*relayProc
 }
 
-// startContainer runs image detached with volume mounted and the metrics
-// port published on 127.0.0.1 (and ports more -p flags), follows its logs
-// into the relayProc, and waits for /readyz through the published port.
-// The container is removed at cleanup.
-func startContainer(t *testing.T, ctx context.Context, image, volume string, ports ...string) *container {
+// exposeMetrics are the arguments after the image name that serve the
+// metrics listener on the container's every address, to be published, as
+// docs/operations.md says: the image's default is its 127.0.0.1.
+var exposeMetrics = []string{"--config", "/etc/relay/relay.json", "--metrics", "0.0.0.0:9337"}
+
+// startContainer runs image detached with volume mounted, the metrics
+// port published on 127.0.0.1 (and more, the -p flags in ports) and args
+// after the image name, and follows its logs into the relayProc. The
+// container is removed at cleanup.
+func startContainer(t *testing.T, ctx context.Context, image, volume string, ports []string, args ...string) *container {
 	t.Helper()
 	name := "relay-dockertest-" + rand.Text()[:8]
 	t.Cleanup(func() {
 		exec.Command("docker", "rm", "-f", name).Run()
 	})
-	args := append([]string{"run", "-d", "--name", name, "-p", "127.0.0.1::9337/tcp", "-v", volume}, ports...)
-	dockerRun(t, ctx, nil, append(args, image)...)
+	run := append([]string{"run", "-d", "--name", name, "-p", "127.0.0.1::9337/tcp", "-v", volume}, ports...)
+	dockerRun(t, ctx, nil, append(append(run, image), args...)...)
 	logs := &vtool.SyncBuffer{}
 	follow := exec.CommandContext(ctx, "docker", "logs", "-f", name)
 	follow.Stdout, follow.Stderr = logs, logs
@@ -546,7 +574,12 @@ func startContainer(t *testing.T, ctx context.Context, image, volume string, por
 			t.Logf("logs of container %s:\n%s", name, logs.String())
 		}
 	})
-	c := &container{name: name, relayProc: &relayProc{stderr: logs, url: "http://" + publishedPort(t, ctx, name, "9337/tcp").String()}}
+	return &container{name: name, relayProc: &relayProc{stderr: logs, url: "http://" + publishedPort(t, ctx, name, "9337/tcp").String()}}
+}
+
+// waitReady waits for /readyz through the published metrics port.
+func (c *container) waitReady(t *testing.T, ctx context.Context) {
+	t.Helper()
 	client := &http.Client{Timeout: 2 * time.Second}
 	if err := waitUntil(ctx, dockerStartTimeout, func() bool {
 		resp, err := client.Get(c.url + "/readyz")
@@ -556,9 +589,8 @@ func startContainer(t *testing.T, ctx context.Context, image, volume string, por
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	}); err != nil {
-		t.Fatalf("container %s: /readyz through the published port: %v", name, err)
+		t.Fatalf("container %s: /readyz through the published port: %v", c.name, err)
 	}
-	return c
 }
 
 // stunThroughPort sends a binding request to addr and checks the answer.

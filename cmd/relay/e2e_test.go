@@ -50,6 +50,21 @@ func buildRelay(t *testing.T, dir string) string {
 	return bin
 }
 
+// startProcess starts cmd, and at cleanup kills it unless it has been
+// waited for.
+func startProcess(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+}
+
 // relayProc is a `relay run` child process.
 type relayProc struct {
 	cmd    *exec.Cmd
@@ -118,15 +133,7 @@ func startRelay(t *testing.T, bin string, args ...string) *relayProc {
 	t.Helper()
 	p := &relayProc{cmd: exec.Command(bin, append([]string{"run"}, args...)...), stderr: &vtool.SyncBuffer{}}
 	p.cmd.Stderr = p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			p.cmd.Process.Kill()
-			p.cmd.Wait()
-		}
-	})
+	startProcess(t, p.cmd)
 	started := p.waitLog(t, "relay started")
 	var err error
 	if p.listen, err = netip.ParseAddrPort(fmt.Sprint(started["listen"])); err != nil {

@@ -1,34 +1,18 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"net"
-	"net/http"
-	"net/http/pprof"
 	"runtime"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
 	"github.com/urbit-relay/relay/internal/hist"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/capture"
 	"github.com/urbit-relay/relay/relay/transport"
-)
-
-const (
-	// metricsReadHeaderTimeout bounds how long the metrics listener waits
-	// for a request's headers, so idle scrapers cannot pile up connections.
-	metricsReadHeaderTimeout = 5 * time.Second
-	// metricsShutdownTimeout bounds the metrics listener's shutdown: a
-	// scrape in progress gets this long to finish. It is well inside the
-	// one second the relay has to exit after SIGTERM.
-	metricsShutdownTimeout = 200 * time.Millisecond
 )
 
 // socketBufferRequest is the receive and send buffer size `relay run` and
@@ -50,6 +34,8 @@ type opsStats struct {
 	// ready is set once the relay is serving and, with --galaxy-domain,
 	// the first DNS round is done; stopping once shutdown has begun.
 	ready, stopping atomic.Bool
+	// http are the metrics listener's counts.
+	http httpStats
 }
 
 // configLoaded records a configuration applied at now: the first, at
@@ -92,6 +78,7 @@ type relayCollector struct {
 	captureRecords, captureDropped, captureBytes             *prometheus.Desc
 	captureRotations, captureErrors                          *prometheus.Desc
 	serviceTime                                              *prometheus.Desc
+	httpConns, httpRefused, httpGathers                      *prometheus.Desc
 }
 
 // eventDesc exports one relay.Event as a counter.
@@ -188,6 +175,9 @@ func newRelayCollector(srv *relay.Server, ops *opsStats, version, revision strin
 		captureDropped:   d("capture_dropped_total", "Datagrams not captured (the disk fell behind, or a write failed)."),
 		captureRotations: d("capture_rotations_total", "Capture files started after the first."),
 		captureErrors:    d("capture_write_errors_total", "Failed capture file operations (create, write, rename)."),
+		httpConns:        d("metrics_connections", "Connections open on the --metrics listener (at most --metrics-max-connections; more wait to be accepted)."),
+		httpRefused:      d("metrics_scrapes_refused_total", "Scrapes of /metrics answered 503 because --metrics-max-scrapes were in progress."),
+		httpGathers:      d("metrics_gathers_total", "Gathers run for /metrics; scrapes arriving together share one."),
 		serviceTime:      d("service_seconds", "Time datagrams spend in the relay: from the read that brought one to the last write of its batch; the latency the relay adds."),
 		buildInf:         d("build_info", "Always 1; labels give the relay's version, VCS revision and Go version.", "version", "revision", "goversion"),
 	}
@@ -226,6 +216,9 @@ func (c *relayCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- c.lastReloadAt
 		ch <- c.galaxyLanes
 		ch <- c.pinnedLanes
+		ch <- c.httpConns
+		ch <- c.httpRefused
+		ch <- c.httpGathers
 	}
 	if c.ops != nil && c.ops.capture != nil {
 		ch <- c.captureRecords
@@ -305,6 +298,9 @@ func (c *relayCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.lastReloadAt, float64(c.ops.lastLoadAt.Load())/1e9)
 		gauge(c.galaxyLanes, float64(c.ops.galaxyLanes.Load()))
 		gauge(c.pinnedLanes, float64(c.ops.pinnedLanes.Load()))
+		gauge(c.httpConns, float64(c.ops.http.conns.Load()))
+		counter(c.httpRefused, c.ops.http.scrapesRefused.Load())
+		counter(c.httpGathers, c.ops.http.gathers.Load())
 	}
 	if c.ops != nil && c.ops.capture != nil {
 		cs := c.ops.capture.Stats()
@@ -369,72 +365,4 @@ func newMetricsRegistry(srv *relay.Server, ops *opsStats, version string) *prome
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return reg
-}
-
-// newMetricsHandler serves /metrics from reg, /healthz and /readyz from
-// ops (always healthy and ready when ops is nil), and with withPprof the
-// /debug/pprof/ endpoints.
-func newMetricsHandler(reg *prometheus.Registry, ops *opsStats, withPprof bool) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if ops != nil && ops.stopping.Load() {
-			http.Error(w, "stopping", http.StatusServiceUnavailable)
-			return
-		}
-		w.Write([]byte("ok\n"))
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if ops != nil && (!ops.ready.Load() || ops.stopping.Load()) {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
-			return
-		}
-		w.Write([]byte("ready\n"))
-	})
-	if withPprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
-	return mux
-}
-
-// metricsServer serves a metrics handler on a listener.
-type metricsServer struct {
-	srv  *http.Server
-	ln   net.Listener
-	done chan error
-}
-
-// serveMetrics starts serving h on ln.
-func serveMetrics(ln net.Listener, h http.Handler) *metricsServer {
-	m := &metricsServer{
-		srv:  &http.Server{Handler: h, ReadHeaderTimeout: metricsReadHeaderTimeout},
-		ln:   ln,
-		done: make(chan error, 1),
-	}
-	go func() {
-		err := m.srv.Serve(ln)
-		if errors.Is(err, http.ErrServerClosed) {
-			err = nil
-		}
-		m.done <- err
-	}()
-	return m
-}
-
-// URL returns the base URL the server is reached at.
-func (m *metricsServer) URL() string { return "http://" + m.ln.Addr().String() }
-
-// Close shuts the server down, giving requests in progress
-// metricsShutdownTimeout to finish.
-func (m *metricsServer) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), metricsShutdownTimeout)
-	defer cancel()
-	if err := m.srv.Shutdown(ctx); err != nil {
-		m.srv.Close()
-	}
-	return <-m.done
 }

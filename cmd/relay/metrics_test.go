@@ -147,7 +147,7 @@ func TestMetrics(t *testing.T) {
 	ops.ready.Store(true)
 	ops.reloadsOK.Add(2)
 	ops.galaxyLanes.Store(1)
-	ts := httptest.NewServer(newMetricsHandler(newMetricsRegistry(m.srv, ops, "v9.9.9"), ops, false))
+	ts := httptest.NewServer(newMetricsHandler(newMetricsRegistry(m.srv, ops, "v9.9.9"), ops, metricsOptions{}))
 	defer ts.Close()
 	code, body := get(t, ts.URL+"/metrics")
 	if code != http.StatusOK {
@@ -211,7 +211,7 @@ func TestHealthAndReady(t *testing.T) {
 	ops := &opsStats{}
 	reg := newMetricsRegistry(m.srv, ops, version)
 	for _, withPprof := range []bool{false, true} {
-		ts := httptest.NewServer(newMetricsHandler(reg, ops, withPprof))
+		ts := httptest.NewServer(newMetricsHandler(reg, ops, metricsOptions{pprof: withPprof}))
 		ops.ready.Store(false)
 		ops.stopping.Store(false)
 		check := func(path string, want int) {
@@ -235,7 +235,7 @@ func TestHealthAndReady(t *testing.T) {
 		ts.Close()
 	}
 	// Without daemon state (the demo) the relay is always ready.
-	ts := httptest.NewServer(newMetricsHandler(reg, nil, false))
+	ts := httptest.NewServer(newMetricsHandler(reg, nil, metricsOptions{}))
 	defer ts.Close()
 	if code, _ := get(t, ts.URL+"/readyz"); code != 200 {
 		t.Errorf("demo /readyz = %d", code)

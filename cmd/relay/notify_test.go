@@ -55,15 +55,7 @@ func TestSystemdNotify(t *testing.T) {
 	cmd := exec.Command(bin, "run", "--config", config)
 	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sockPath)
 	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
+	startProcess(t, cmd)
 
 	if got, want := next("READY=1"), "READY=1\nSTATUS=serving on "+listen.String(); got != want {
 		t.Fatalf("first notification %q, want %q\n%s", got, want, stderr)

@@ -150,7 +150,7 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 	})
 	if ln != nil {
 		reg := newMetricsRegistry(d.srv, d.ops, version)
-		d.metrics = serveMetrics(ln, newMetricsHandler(reg, d.ops, cfg.pprof))
+		d.metrics = serveMetrics(ln, newMetricsHandler(reg, d.ops, cfg.metricsOpts))
 	}
 	d.srv.Start()
 	fields := append([]zap.Field{

@@ -1,0 +1,415 @@
+package main
+
+// The HTTP side of `relay run --metrics` (and of the demo's relays): one
+// small server for /metrics, /healthz, /readyz and, with --pprof,
+// /debug/pprof/. Nothing a client does on it may cost forwarding (issue
+// 20: 1,500 clients pipelining GET /metrics and never reading added
+// 476 MiB to the relay, 6,000 took 1.64 GB and 197 % CPU, forwarding fell
+// to 0-10 of 150 peeks and /healthz timed out), so every resource a client
+// can hold is capped:
+//
+//   - connections: at most metrics-max-connections open; the next one
+//     waits in the kernel's accept queue (netutil.LimitListener);
+//   - time: every connection is closed after metricsReadHeaderTimeout
+//     without a request, metricsWriteTimeout on an unread answer, or
+//     metricsIdleTimeout idle between requests;
+//   - /metrics: at most metrics-max-scrapes at once, the rest answered 503
+//     and closed at once, so /healthz and /readyz always find connections
+//     free; and the scrapes in progress share gathers (scrapeShare), at
+//     most one every metricsGatherInterval, whatever their number.
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"golang.org/x/net/netutil"
+)
+
+// The metrics listener's caps and timeouts. The two an operator may need
+// to change are flags (--metrics-max-connections, --metrics-max-scrapes);
+// the timeouts are far from what any scraper or health check needs.
+const (
+	// defaultMetricsMaxConns is the default of --metrics-max-connections:
+	// the most connections the listener holds open. Connection number
+	// N+1 is not accepted: it waits in the kernel's accept queue until one
+	// closes. Waiting there costs the relay nothing (no goroutine, no
+	// buffer, no CPU), and a client that waits, a scrape or the health
+	// check, is then served; accepting it only to close it would refuse
+	// an honest client and spend the relay's CPU on every reconnection of
+	// a hostile one. A connection holds about 20 KiB (its goroutine, 4 KiB
+	// read and write buffers), so 64 hold about 1.3 MiB; one Prometheus
+	// uses one.
+	defaultMetricsMaxConns = 64
+	// minMetricsConns and maxMetricsConns bound --metrics-max-connections:
+	// at least one for a scrape and one for /healthz; 4,096 connections
+	// hold about 80 MiB, more than a relay should give its metrics.
+	minMetricsConns, maxMetricsConns = 2, 4096
+	// defaultMetricsMaxScrapes is the default of --metrics-max-scrapes: the
+	// most /metrics requests served at once, waiting for a gather or
+	// writing its answer. One more is answered 503 and its connection
+	// closed, so /metrics never holds more than this many connections and
+	// the rest keep turning over: /healthz and /readyz, which are not
+	// limited, get in. Scrapes at the same moment share one gather, so a
+	// few Prometheus servers need one each only while they write.
+	defaultMetricsMaxScrapes = 8
+	// metricsGatherInterval is the least time between the starts of two
+	// gathers. A scrape is answered from a gather that started after it
+	// arrived, so it sees everything before it (a reload, a datagram); one
+	// that arrives within this of the last gather's start waits for the
+	// next, and shares it with every scrape arriving meanwhile. A flood
+	// of scrapes so costs at most four gathers a second (each about a
+	// millisecond), and a Prometheus scraping every 15 s never waits.
+	metricsGatherInterval = 250 * time.Millisecond
+	// metricsReadHeaderTimeout bounds the wait for a request's headers,
+	// from the accept (on a kept connection, from the request's first
+	// byte): a client sends them at once, so a connection that sends none
+	// gives its slot back within 2 s.
+	metricsReadHeaderTimeout = 2 * time.Second
+	// metricsReadTimeout bounds the reading of a whole request, a body
+	// included (none of the paths reads one).
+	metricsReadTimeout = 5 * time.Second
+	// metricsWriteTimeout bounds the writing of an answer, from the end of
+	// the request's headers: a scrape is about 23 KB (5 KB gzipped),
+	// written in milliseconds, so a client that does not read (the issue's
+	// attack) has its connection closed after 5 s. Go's pprof handlers
+	// extend it by the profile's duration.
+	metricsWriteTimeout = 5 * time.Second
+	// metricsIdleTimeout is how long a connection is kept between
+	// requests. A Prometheus scraping every 15 s keeps its connection; a
+	// slower one opens a new one per scrape, which costs a handshake.
+	metricsIdleTimeout = 30 * time.Second
+	// metricsMaxHeaderBytes bounds a request's headers: a scraper sends a
+	// few hundred bytes, a proxy in front adds a few more.
+	metricsMaxHeaderBytes = 8 << 10
+	// metricsShutdownTimeout bounds the metrics listener's shutdown: a
+	// scrape in progress gets this long to finish. It is well inside the
+	// one second the relay has to exit after SIGTERM.
+	metricsShutdownTimeout = 200 * time.Millisecond
+)
+
+// metricsOptions are the metrics listener's settings; a zero field takes
+// its default.
+type metricsOptions struct {
+	maxConns   int  // --metrics-max-connections
+	maxScrapes int  // --metrics-max-scrapes
+	pprof      bool // --pprof
+}
+
+// withDefaults returns o with every zero field set to its default.
+func (o metricsOptions) withDefaults() metricsOptions {
+	if o.maxConns <= 0 {
+		o.maxConns = defaultMetricsMaxConns
+	}
+	if o.maxScrapes <= 0 {
+		o.maxScrapes = defaultMetricsMaxScrapes
+	}
+	return o
+}
+
+// httpStats are the metrics listener's counts, exported with the daemon's
+// (relay_metrics_*).
+type httpStats struct {
+	conns          atomic.Int64  // connections open
+	scrapesRefused atomic.Uint64 // /metrics answered 503: metrics-max-scrapes in progress
+	gathers        atomic.Uint64 // gathers run for /metrics
+}
+
+// metricsHandler serves the metrics listener's paths.
+type metricsHandler struct {
+	// Static after construction.
+	mux     *http.ServeMux
+	opts    metricsOptions
+	stats   *httpStats
+	share   *scrapeShare
+	scrapes chan struct{} // a slot per /metrics request in progress
+}
+
+// newMetricsHandler serves /metrics from reg, /healthz and /readyz from
+// ops (always healthy and ready when ops is nil, as in the demo), and
+// with opts.pprof the /debug/pprof/ endpoints. Its counts are ops's, or
+// its own without ops.
+func newMetricsHandler(reg prometheus.Gatherer, ops *opsStats, opts metricsOptions) *metricsHandler {
+	opts = opts.withDefaults()
+	h := &metricsHandler{mux: http.NewServeMux(), opts: opts, stats: &httpStats{}, scrapes: make(chan struct{}, opts.maxScrapes)}
+	if ops != nil {
+		h.stats = &ops.http
+	}
+	h.share = &scrapeShare{gather: reg.Gather, interval: metricsGatherInterval, gathers: &h.stats.gathers}
+	mux := h.mux
+	mux.HandleFunc("GET /metrics", h.serveMetrics)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if ops != nil && ops.stopping.Load() {
+			http.Error(w, "stopping", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if ops != nil && (!ops.ready.Load() || ops.stopping.Load()) {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ready\n"))
+	})
+	if opts.pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return h
+}
+
+func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// serveMetrics answers a scrape from the gather it shares with the
+// scrapes arriving with it, or 503 when metrics-max-scrapes are in
+// progress. The 503 closes the connection, so a client that pipelines
+// requests and never reads cannot hold it.
+func (h *metricsHandler) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	select {
+	case h.scrapes <- struct{}{}:
+		defer func() { <-h.scrapes }()
+	default:
+		h.stats.scrapesRefused.Add(1)
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, fmt.Sprintf("%d scrapes in progress (metrics-max-scrapes); try again later", cap(h.scrapes)), http.StatusServiceUnavailable)
+		return
+	}
+	key := scrapeKey{format: expfmt.NegotiateAccept(r.Header, expfmt.DefaultAcceptedFormats()...), gzip: acceptsGzip(r.Header)}
+	body, err := h.share.get(r.Context(), key)
+	switch {
+	case r.Context().Err() != nil:
+		return // the client is gone, or the server stopping
+	case err != nil:
+		http.Error(w, "An error has occurred while serving metrics:\n\n"+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	hd := w.Header()
+	hd.Add("Vary", "Accept")
+	hd.Add("Vary", "Accept-Encoding")
+	hd.Set("Content-Type", string(key.format))
+	if key.gzip {
+		hd.Set("Content-Encoding", "gzip")
+	}
+	hd.Set("Content-Length", strconv.Itoa(len(body)))
+	w.Write(body) // shared with the other scrapes of the gather: read only
+}
+
+// acceptsGzip reports whether an Accept-Encoding in h names gzip with a
+// weight above 0.
+func acceptsGzip(h http.Header) bool {
+	for _, v := range h.Values("Accept-Encoding") {
+		for part := range strings.SplitSeq(v, ",") {
+			name, params, _ := strings.Cut(part, ";")
+			if !strings.EqualFold(strings.TrimSpace(name), "gzip") {
+				continue
+			}
+			q, ok := strings.CutPrefix(strings.TrimSpace(params), "q=")
+			f, err := strconv.ParseFloat(q, 64)
+			return !ok || err != nil || f > 0
+		}
+	}
+	return false
+}
+
+// scrapeKey is what a scrape's body depends on: its format and whether it
+// is gzipped.
+type scrapeKey struct {
+	format expfmt.Format
+	gzip   bool
+}
+
+// scrapeShare runs /metrics' gathers: one at a time, each starting at
+// least interval after the one before and shared by every scrape that
+// arrived before it started. A scrape is so answered with data gathered
+// after it arrived; N scrapes at once cost one gather, and one encoding
+// for each format they ask for, written to all of them from one []byte;
+// and a flood costs at most one gather per interval.
+type scrapeShare struct {
+	// Static after construction.
+	gather   func() ([]*dto.MetricFamily, error)
+	interval time.Duration
+	gathers  *atomic.Uint64
+
+	mu   sync.Mutex
+	next *scrapeRound // guarded by mu: the round a scrape arriving now joins; nil when none waits to start
+	last *scrapeRound // guarded by mu: the round started last
+
+	gz *gzip.Writer // owned by the round running: rounds never overlap
+}
+
+// scrapeRound is one gather and the bodies encoded from it. The scrape
+// that opens a round runs it; the others wait for done.
+type scrapeRound struct {
+	prev   *scrapeRound           // the round before, which this one starts after; owned by the runner
+	keys   map[scrapeKey]struct{} // the bodies asked for; guarded by scrapeShare.mu until the round starts
+	start  time.Time              // set when it starts, before done
+	bodies map[scrapeKey][]byte   // set before done is closed, read only after
+	err    error                  // likewise
+	done   chan struct{}
+}
+
+// get returns the body for key from the next gather to start, which it
+// runs itself if no other scrape is waiting for one. It returns early,
+// with ctx's error, when ctx ends; a round it runs is finished first.
+func (s *scrapeShare) get(ctx context.Context, key scrapeKey) ([]byte, error) {
+	s.mu.Lock()
+	r := s.next
+	lead := r == nil
+	if lead {
+		r = &scrapeRound{prev: s.last, keys: map[scrapeKey]struct{}{}, done: make(chan struct{})}
+		s.next = r
+	}
+	r.keys[key] = struct{}{}
+	s.mu.Unlock()
+	if lead {
+		// Others may be waiting on this round: it runs whatever ctx does,
+		// for at most an interval and a gather.
+		s.run(r)
+	}
+	select {
+	case <-r.done:
+		return r.bodies[key], r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// run waits for the round before r to end and for the interval since its
+// start, then gathers once and encodes every body r's scrapes asked for.
+func (s *scrapeShare) run(r *scrapeRound) {
+	if prev := r.prev; prev != nil {
+		r.prev = nil // no chain of old rounds kept alive
+		<-prev.done
+		if wait := time.Until(prev.start.Add(s.interval)); wait > 0 {
+			time.Sleep(wait)
+		}
+	}
+	s.mu.Lock()
+	s.next, s.last = nil, r // scrapes arriving from now on wait for the next round
+	r.start = time.Now()
+	s.mu.Unlock()
+	// Should the gather or an encoding panic (net/http recovers it), the
+	// round still ends, with an error, and so does every one after it.
+	r.err = errGatherPanicked
+	defer close(r.done)
+	s.gathers.Add(1)
+	mfs, err := s.gather()
+	bodies := make(map[scrapeKey][]byte, len(r.keys))
+	for k := range r.keys {
+		if err != nil {
+			break
+		}
+		bodies[k], err = s.encode(mfs, k)
+	}
+	r.bodies, r.err = bodies, err
+}
+
+// errGatherPanicked is the error of a round whose gather or encoding
+// panicked.
+var errGatherPanicked = errors.New("the gather panicked")
+
+// encode returns mfs encoded as k says.
+func (s *scrapeShare) encode(mfs []*dto.MetricFamily, k scrapeKey) ([]byte, error) {
+	var b bytes.Buffer
+	w := io.Writer(&b)
+	if k.gzip {
+		if s.gz == nil {
+			s.gz = gzip.NewWriter(&b)
+		} else {
+			s.gz.Reset(&b)
+		}
+		w = s.gz
+	}
+	enc := expfmt.NewEncoder(w, k.format)
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			return nil, err
+		}
+	}
+	if c, ok := enc.(expfmt.Closer); ok {
+		if err := c.Close(); err != nil {
+			return nil, err
+		}
+	}
+	if k.gzip {
+		if err := s.gz.Close(); err != nil {
+			return nil, err
+		}
+	}
+	return b.Bytes(), nil
+}
+
+// metricsServer serves a metrics handler on a listener.
+type metricsServer struct {
+	srv  *http.Server
+	ln   net.Listener
+	done chan error
+}
+
+// serveMetrics starts serving h on ln, at most h's maxConns connections
+// at once (the next waits in the accept queue), each bounded by the
+// metrics timeouts.
+func serveMetrics(ln net.Listener, h *metricsHandler) *metricsServer {
+	ln = netutil.LimitListener(ln, h.opts.maxConns)
+	m := &metricsServer{
+		srv: &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: metricsReadHeaderTimeout,
+			ReadTimeout:       metricsReadTimeout,
+			WriteTimeout:      metricsWriteTimeout,
+			IdleTimeout:       metricsIdleTimeout,
+			MaxHeaderBytes:    metricsMaxHeaderBytes,
+			ConnState: func(_ net.Conn, s http.ConnState) {
+				switch s {
+				case http.StateNew:
+					h.stats.conns.Add(1)
+				case http.StateClosed, http.StateHijacked:
+					h.stats.conns.Add(-1)
+				}
+			},
+		},
+		ln:   ln,
+		done: make(chan error, 1),
+	}
+	go func() {
+		err := m.srv.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		m.done <- err
+	}()
+	return m
+}
+
+// URL returns the base URL the server is reached at.
+func (m *metricsServer) URL() string { return "http://" + m.ln.Addr().String() }
+
+// Close shuts the server down, giving requests in progress
+// metricsShutdownTimeout to finish.
+func (m *metricsServer) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), metricsShutdownTimeout)
+	defer cancel()
+	if err := m.srv.Shutdown(ctx); err != nil {
+		m.srv.Close()
+	}
+	return <-m.done
+}
