@@ -2,6 +2,7 @@ package interop
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,6 +136,43 @@ func TestFrontedVere(t *testing.T) {
 		if page.Str("from") != frontRelayLane || page.Str("data") != "hello" {
 			t.Errorf("the sponsee's page came as %s; want from %s, data hello", page, frontRelayLane)
 		}
+		t.Logf("requester: %s", page)
+	})
+
+	// A sponsee on the operator's LAN (10.77.0.5, outside --hint-net)
+	// pings vere, which acks it there through the relay; a peek for it
+	// from outside is forwarded there and answered, and no next-hop the
+	// requester reads names the LAN.
+	t.Run("LANSponseeAcked", func(t *testing.T) {
+		w := newFrontWorld(t, all)
+		f := startFront(t, w)
+		sponsee := frontLANIP + ":40000"
+		pub := w.outside("publish", "~milrys-soglec", "40000", "--bind", frontLANIP,
+			"--ping", "~nec@"+frontRelayLane, "--time-limit", "10")
+		pub.MustNext("READY", nil, readyTimeout)
+		ack := pub.MustNext("RECV", map[string]any{"type": "page", "path": "/a/x/1//ack/1"}, eventTimeout)
+		if ack.Str("from") != frontRelayLane {
+			t.Errorf("the LAN sponsee read the ack as %s; want from %s", ack, frontRelayLane)
+		}
+		sent := f.ship.MustNext("SEND", map[string]any{"type": "page", "path": "/a/x/1//ack/1"}, eventTimeout)
+		if sent.Str("to") != sponsee {
+			t.Errorf("vere sent the ack as %s; want to %s", sent, sponsee)
+		}
+		p := w.outside("peek", "~milrys-soglec", "/c/x/4/hello", frontRelayLane, "--bind", "10.88.0.8", "--from", "41008", "--time-limit", "5")
+		waitOK(t, p)
+		page := p.MustNext("RECV", map[string]any{"type": "page", "path": "/c/x/4/hello"}, time.Second)
+		if page.Str("from") != frontRelayLane || page.Str("data") != "hello" || strings.HasPrefix(page.Str("next_hop"), "10.77.") {
+			t.Errorf("the sponsee's page came as %s; want from %s, data hello, no LAN next-hop", page, frontRelayLane)
+		}
+		m, err := scrapeIn(w.name, "http://"+frontMetricsAddr+"/metrics")
+		if err != nil {
+			t.Fatalf("scrape in %s: %v", w.name, err)
+		}
+		if v := m[`relay_from_ship_dropped_total{reason="bad_target"}`]; v != 0 {
+			t.Errorf("bad_target drops %v; want 0 (nonzero: %v)", v, vtool.Nonzero(m, "relay_"))
+		}
+		t.Logf("sponsee: %s", ack)
+		t.Logf("vere: %s", sent)
 		t.Logf("requester: %s", page)
 	})
 

@@ -28,6 +28,9 @@ const (
 	frontWorldNet   = "10.88.0.0/24" // d0's addresses in WORLD
 	frontWorldHosts = 20             // WORLD has 10.88.0.1 to 10.88.0.20
 	frontHintNet    = "10.88.0.0/16" // the relays' --hint-net: WORLD counts as public
+	// frontLANIP is a host on the operator's LAN, also on d0: private, and
+	// outside every relay's --hint-net.
+	frontLANIP = "10.77.0.5"
 )
 
 // frontSeq numbers the namespaces one test process creates.
@@ -148,6 +151,7 @@ func newFrontWorld(t *testing.T, all *outsideLog) *frontWorld {
 	for i := 1; i <= frontWorldHosts; i++ {
 		must("addr", "add", fmt.Sprintf("10.88.0.%d/24", i), "dev", "d0")
 	}
+	must("addr", "add", frontLANIP+"/24", "dev", "d0")
 	return &frontWorld{t: t, name: name, all: all}
 }
 
