@@ -149,6 +149,9 @@ func startRelay(t testing.TB, netns string, argv, args []string, prepare ...func
 	return r
 }
 
+// Pid returns the relay's process id.
+func (r *Relay) Pid() int { return r.cmd.Process.Pid }
+
 // Log returns what the relay has logged so far, one JSON object a line.
 func (r *Relay) Log() string { return r.stderr.String() }
 

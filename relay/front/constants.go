@@ -80,6 +80,22 @@ const (
 	// RTM_NEWLINK message of a TUN device is about 1.5 KiB.
 	netlinkReadBytes = 16 << 10
 
+	// vnetHdrLen is the virtio_net_hdr a TUN with IFF_VNET_HDR puts in
+	// front of every packet (the kernel's default vnet_hdr_sz).
+	vnetHdrLen = 10
+
+	// gsoMaxSegments caps the datagrams of one UDP GSO super-packet the
+	// relay writes into the TUN: UDP_MAX_SEGMENTS of kernels before 6.9
+	// (128 since), and the relay's write batch.
+	gsoMaxSegments = 64
+
+	// The virtio_net_hdr values coalesce writes: flags
+	// VIRTIO_NET_HDR_F_NEEDS_CSUM, gso_type VIRTIO_NET_HDR_GSO_UDP_L4,
+	// and VIRTIO_NET_HDR_GSO_NONE (what a packet read must carry).
+	virtioNeedsCsum = 1
+	virtioGSOUDPL4  = 5
+	virtioGSONone   = 0
+
 	// tunOffset is the headroom left at the front of every buffer handed
 	// to a device: a device with a virtio_net_hdr (wireguard's tun, whose
 	// in-memory TUN the tests use) writes 10 bytes there; 16 keeps the IP

@@ -37,7 +37,11 @@
 // sockets such as DNS lookups are counted in Stats and dropped; give vere
 // galaxy addresses it need not resolve, or an /etc/netns/NAME/hosts), or
 // receive from a loopback lane (the ship's kernel drops such "martian"
-// sources; WriteBatch refuses them with transport.ErrInvalidAddr).
+// sources; WriteBatch refuses them with transport.ErrInvalidAddr). Nor can
+// it reach the relay's host: its datagrams to loopback or to the host's own
+// addresses (Conn.SetHostAddrs) are refused unless the operator declared
+// the lane (Config.HostLanes), so the namespace reaches the world, not the
+// host's own services.
 //
 // The MTU is 65535 (DefaultMTU) so that no datagram vere sends is cut into
 // IP fragments inside the namespace; the relay's public socket fragments

@@ -105,7 +105,7 @@ func (c Config) withDefaults() (Config, error) {
 }
 
 // Files are a prepared device's two files, which Prepare opens in the
-// ship's namespace and Open serves: the TUN device (IFF_TUN | IFF_NO_PI,
+// ship's namespace and Open serves: the TUN device (IFF_TUN | IFF_NO_PI | IFF_VNET_HDR,
 // non-blocking) and a NETLINK_ROUTE socket in the namespace, for the
 // device's counters. Neither needs privilege once open, and both can be
 // handed to another process (TUNFileName and NetlinkFileName are the names
@@ -266,7 +266,10 @@ func openTUN(name string) (*os.File, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI)
+	// IFF_VNET_HDR, and no TUNSETOFFLOAD: the ship's kernel hands the
+	// relay whole packets with complete checksums, and the relay may
+	// write UDP GSO super-packets (fileDevice.Write).
+	ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI | unix.IFF_VNET_HDR)
 	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
 		unix.Close(fd)
 		return nil, err

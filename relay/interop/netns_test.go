@@ -291,59 +291,27 @@ func logRelayLines(t *testing.T, who string, r *vtool.Relay, substr string) {
 }
 
 // scrapeIn GETs url from inside the network namespace name: the TCP socket
-// is made on a thread that entered it (a socket keeps the namespace it was
-// made in), and the request is written by hand, as http.Client dials from
-// goroutines of its own.
+// is made there (inNetns), and the request is written by hand, as
+// http.Client dials from goroutines of its own.
 func scrapeIn(name, url string) (map[string]float64, error) {
 	req, err := http.NewRequest("GET", url, nil)
 	if err != nil {
 		return nil, err
 	}
 	req.Close = true
-	type result struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: err}
-			return
-		}
-		defer orig.Close()
-		ns, err := netns.GetFromName(name)
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: err}
-			return
-		}
-		defer ns.Close()
-		if err := netns.Set(ns); err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: err}
-			return
-		}
-		c, err := net.DialTimeout("tcp", req.URL.Host, 5*time.Second)
-		// A thread left in another namespace must die with its goroutine:
-		// unlock only once it is back.
-		if netns.Set(orig) == nil {
-			runtime.UnlockOSThread()
-		}
-		ch <- result{c, err}
-	}()
-	r := <-ch
-	if r.err != nil {
-		return nil, r.err
-	}
-	defer r.c.Close()
-	r.c.SetDeadline(time.Now().Add(5 * time.Second))
-	if err := req.Write(r.c); err != nil {
+	var c net.Conn
+	if err := inNetns(name, func() (err error) {
+		c, err = net.DialTimeout("tcp", req.URL.Host, 5*time.Second)
+		return err
+	}); err != nil {
 		return nil, err
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(r.c), req)
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := req.Write(c); err != nil {
+		return nil, err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), req)
 	if err != nil {
 		return nil, err
 	}
@@ -352,4 +320,39 @@ func scrapeIn(name, url string) (map[string]float64, error) {
 		return nil, fmt.Errorf("%s: %s", url, resp.Status)
 	}
 	return vtool.ParseMetrics(resp.Body)
+}
+
+// inNetns runs fn on a thread inside the network namespace name: sockets
+// it makes keep that namespace. The thread returns to its own namespace
+// after, or, if it cannot, dies with its goroutine.
+func inNetns(name string, fn func() error) error {
+	ch := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- err
+			return
+		}
+		defer orig.Close()
+		ns, err := netns.GetFromName(name)
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- err
+			return
+		}
+		defer ns.Close()
+		if err := netns.Set(ns); err != nil {
+			runtime.UnlockOSThread()
+			ch <- err
+			return
+		}
+		err = fn()
+		if netns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		}
+		ch <- err
+	}()
+	return <-ch
 }
