@@ -88,8 +88,10 @@ func TestFrontSpeed(t *testing.T) {
 		relayPid = r.Process.Pid
 		time.Sleep(time.Second)
 	} else {
-		f.spec.relay = []string{"--metrics", frontMetricsAddr}
-		f.relay = f.startRelay(t)
+		// As an operator runs it: unprivileged, info level (the fronting
+		// tests' relays log every datagram at debug).
+		f.relay = vtool.StartUnprivilegedRelayIn(t, w.name, frontRelayUser, "--ship", "~nec", "--listen", frontRelayLane,
+			"--front-netns", shipNS, "--hint-net", frontHintNet, "--metrics", frontMetricsAddr)
 		relayPid = f.relay.Pid()
 	}
 	frontedPid := quiet(shipNS, "ship", "~nec", "13338", "--time-limit", limit)
