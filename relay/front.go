@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/urbit-relay/relay/lane"
+	"github.com/urbit-relay/relay/relay/route"
 	"github.com/urbit-relay/relay/relay/transport"
 	"github.com/urbit-relay/relay/scry"
 )
@@ -55,6 +56,15 @@ func (t *pingTable) put(from lane.Key, s lane.Ship, now time.Duration) {
 	t.mu.Lock()
 	t.slots[pingSlotOf(from)] = pingSlot{from: from, ship: s, at: now}
 	t.mu.Unlock()
+}
+
+// pinger returns the ship whose ping from lane to was last handed to the
+// ship, however long ago (a collision forgets it).
+func (t *pingTable) pinger(to lane.Key) (lane.Ship, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := &t.slots[pingSlotOf(to)]
+	return s.ship, s.from == to && s.from.IsValid()
 }
 
 // answered returns the ship whose ping from lane to was handed to the ship
@@ -150,8 +160,9 @@ func (r *Relay) handToShip(b []byte, k Kind, from netip.AddrPort, fromKey lane.K
 // public socket), and appends what to send to out, as Handle does. The ship
 // speaks for itself: what it sends goes to to, unchanged but for a private
 // next-hop or origin, which is scrubbed. It is dropped only when to is not a
-// lane the relay may send to (this process, port 0, or a network not
-// declared routable: vere learned a lane it should not have).
+// lane the ship may send to (shipMayReach: this process, port 0, or a
+// network not declared routable that is no sponsee's lane: vere learned a
+// lane it should not have).
 //
 // It returns what it decided, as Handle does; the decision's Kind is the
 // datagram's as parsed (the ship's datagrams are not counted in In).
@@ -194,7 +205,7 @@ func shipKind(b []byte) Kind {
 func (r *Relay) fromShip(b []byte, to netip.AddrPort, now time.Duration, out *Out) {
 	out.c.add(EventFromShip, 1)
 	toKey := lane.KeyOf(to)
-	if !r.front || !r.hintOK(to) || r.routes.IsSelf(toKey) {
+	if !r.front || r.routes.IsSelf(toKey) || !r.shipMayReach(b, to, toKey, now) {
 		out.shipDrop(ShipDropTarget)
 		return
 	}
@@ -258,6 +269,70 @@ func (r *Relay) fromShip(b []byte, to netip.AddrPort, now time.Duration, out *Ou
 	out.act(ActionForwarded)
 	out.c.shipBytes.Add(uint64(len(b)))
 	out.add(b, to)
+}
+
+// shipMayReach reports whether the ship may send b to lane to: a lane the
+// relay may send to (hintOK), or, whatever its network, one the relay
+// itself forwards to for a sponsee of the ship (sponseeLane). That is the
+// one rule for a lane on the operator's LAN: the relay learned it as a
+// sponsee's own (its ping came from there), so the ship may answer the
+// sponsee there and forward to it there, as the relay does. The sponsee is
+// the ship whose ping last came from to (pingTable.pinger), or the receiver
+// b names (a request or legacy packet the ship forwards); the route table
+// decides whether to is that sponsee's lane. What leaves is scrubbed as
+// anything else: such a lane never becomes a next-hop or an origin.
+func (r *Relay) shipMayReach(b []byte, to netip.AddrPort, toKey lane.Key, now time.Duration) bool {
+	if r.hintOK(to) {
+		return true
+	}
+	if to.Port() == 0 || !to.Addr().Is4() {
+		return false
+	}
+	if s, ok := r.pings.pinger(toKey); ok && r.sponseeLane(s, toKey, now) {
+		return true
+	}
+	s, ok := receiverOf(b)
+	return ok && r.sponseeLane(s, toKey, now)
+}
+
+// sponseeLane reports whether s is a sponsee of the ship (the ship is in
+// its sponsorship chain) and k is a lane the relay would send a request
+// for s to now (route.Table.Plan, changing nothing).
+func (r *Relay) sponseeLane(s lane.Ship, k lane.Key, now time.Duration) bool {
+	if s == r.ship {
+		return false
+	}
+	var buf [8]lane.Ship
+	below := false
+	for _, sp := range r.sponsors.AppendChain(buf[:0], s) {
+		below = below || (sp == r.ship && sp != s)
+	}
+	if !below {
+		return false
+	}
+	p := r.routes.Plan(route.Query{Rcvr: s}, now)
+	for _, l := range p.Lanes[:p.N] {
+		if l == k {
+			return true
+		}
+	}
+	return false
+}
+
+// receiverOf returns the ship a request or legacy packet b is for.
+func receiverOf(b []byte) (lane.Ship, bool) {
+	if scry.IsMesa(b) {
+		typ, nameWire, ok := scry.NameWire(b)
+		if !ok || typ == scry.TypePage {
+			return lane.Ship{}, false
+		}
+		return scry.NameShip(nameWire)
+	}
+	var a scry.AmesPacket
+	if a.Parse(b) != nil {
+		return lane.Ship{}, false
+	}
+	return a.Rcvr, true
 }
 
 // vouch records that the ship itself sends s's traffic to lane k.

@@ -152,6 +152,57 @@ func TestFrontPingAnswerVouches(t *testing.T) {
 	oneSend(t, f.handle(peekOf(sponseeOfMarzod, "later"), bob), sponseeLn)
 }
 
+// TestFrontLANSponseeAnswered: a sponsee on the operator's LAN (a private
+// address, no HintNets) pings the ship. The relay forwards requests for it
+// to that lane, so the ship may answer it there (its ack) and forward to it
+// there; its pages to outsiders never name the LAN lane, and the same lane
+// is refused for any other ship, or once the sponsee has moved.
+func TestFrontLANSponseeAnswered(t *testing.T) {
+	lan := netip.MustParseAddrPort("10.77.0.5:40000")
+	f := newFrontFixture(t)
+	ping := scry.NewPoke(scry.Name{Ship: ship(t, "~marzod"), Bloq: 13, Path: []byte("ping")},
+		scry.Name{Ship: sponseeOfMarzod, Bloq: 13, Path: []byte("ping")}, scry.Data{AuthKind: scry.AuthNone})
+	pb := ping.Append(nil)
+	wantToShip(t, f.handle(pb, lan), lan, pb)
+	// The relay forwards an outsider's peek for the sponsee to the LAN lane.
+	oneSend(t, f.handle(peekOf(sponseeOfMarzod, "out"), bob), lan)
+	// The ship's ack, long after the ping window.
+	f.now += 10 * 1e9
+	ack := page(t, "~marzod", "ping", 0, netip.AddrPort{})
+	oneSend(t, f.shipSends(ack, lan), lan)
+	// The ship's page to an outsider naming the LAN lane leaves without it.
+	s := oneSend(t, f.shipSends(page(t, "~marzod", "x", 1, lan), alice), alice)
+	sp := parse(t, s)
+	if next, ok := sp.NextHopAddr(); ok && next == lan {
+		t.Fatalf("the LAN lane left as a next-hop")
+	}
+	// A forward for another ship to a LAN lane is refused; so are the
+	// sponsee's old lane once it pings from elsewhere, and a forward there.
+	other := scry.NewPeek(scry.Name{Ship: ship(t, "~nec"), Bloq: scry.DefaultBloq, Path: []byte("v")})
+	other.Header.Hops = 1
+	before := f.snap().ShipDrops[relay.ShipDropTarget]
+	if s := f.shipSends(other.Append(nil), netip.MustParseAddrPort("10.77.0.6:40000")); len(s) != 0 {
+		t.Fatalf("a forward to a LAN lane no sponsee has was sent")
+	}
+	f.now += route.DefaultDirectLaneExpiry + 1
+	wantToShip(t, f.handle(pb, sponseeLn), sponseeLn, pb)
+	if s := f.shipSends(ack, lan); len(s) != 0 {
+		t.Fatalf("an answer to the sponsee's old LAN lane was sent after it moved")
+	}
+	fwd := scry.NewPeek(scry.Name{Ship: sponseeOfMarzod, Bloq: scry.DefaultBloq, Path: []byte("v")})
+	fwd.Header.Hops = 1
+	if s := f.shipSends(fwd.Append(nil), lan); len(s) != 0 {
+		t.Fatalf("a forward to the sponsee's old LAN lane was sent after it moved")
+	}
+	if got := f.snap().ShipDrops[relay.ShipDropTarget] - before; got != 3 {
+		t.Fatalf("bad_target drops %d, want 3", got)
+	}
+	// The ship's forward for the sponsee to its LAN lane is sent.
+	g := newFrontFixture(t)
+	wantToShip(t, g.handle(pb, lan), lan, pb)
+	oneSend(t, g.shipSends(fwd.Append(nil), lan), lan)
+}
+
 // TestFrontNothingPrivateLeaves: a page the ship sends with a loopback
 // next-hop leaves with the relay's public lane instead; a relayed legacy
 // packet with a private origin likewise; the ship's datagrams to loopback,

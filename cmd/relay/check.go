@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+
+	"github.com/urbit-relay/relay/relay/front"
 )
 
 // runCheck is `relay check`: it validates a configuration as `relay run`
@@ -24,6 +26,11 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	mode := "ship lane " + addrOrNone(cfg.relay.ShipLane)
 	if cfg.front != nil {
+		// The namespace trap: one made where the host cannot see it.
+		if err := front.CheckVisible(cfg.front.Namespace); err != nil {
+			fmt.Fprintf(stderr, "relay check: %v\n", err)
+			return exitUsage
+		}
 		mode = "fronting in namespace " + cfg.front.Namespace
 	}
 	fmt.Fprintf(stdout, "config ok: %s on %v, %s, %d galaxies, %d pinned lanes\n",

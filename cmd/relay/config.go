@@ -100,6 +100,7 @@ type runFlags struct {
 	config, listen, shipName, shipLane string
 	public                             laneList
 	hintNets                           prefixList
+	frontHostLanes                     laneList
 	galaxies                           galaxyLanes
 	pinned, relays                     shipLanes
 	sponsors                           *sponsorFlag
@@ -154,12 +155,13 @@ func (f *runFlags) ampConfig() relay.AmpConfig {
 
 // fileKeys maps the config file's keys that differ from their flag's name.
 var fileKeys = map[string]string{
-	"galaxies":     "galaxy",
-	"lanes":        "lane",
-	"sponsors":     "sponsor",
-	"public-lanes": "public-lane",
-	"hint-nets":    "hint-net",
-	"relays":       "relay",
+	"galaxies":         "galaxy",
+	"lanes":            "lane",
+	"sponsors":         "sponsor",
+	"public-lanes":     "public-lane",
+	"hint-nets":        "hint-net",
+	"front-host-lanes": "front-host-lane",
+	"relays":           "relay",
 }
 
 // newRunFlags returns the flag set of `relay run`, writing nothing: the
@@ -187,6 +189,7 @@ func defineRunFlags() *runFlags {
 	fs.StringVar(&f.frontDevice, "front-device", front.DefaultDevice, "fronting mode: the TUN device's `NAME` in the ship's namespace")
 	fs.StringVar(&f.frontAddr, "front-addr", front.DefaultShipAddr.String(), "fronting mode: the ship's IPv4 `ADDR` on its device (link-local: never seen outside)")
 	fs.IntVar(&f.frontPort, "front-port", 0, "fronting mode: the UDP `PORT` vere binds in its namespace; 0 means the listen port")
+	fs.Var(&f.frontHostLanes, "front-host-lane", "fronting mode: an `ADDR:PORT` on this host's own addresses that the ship may reach (repeatable); the ship's datagrams to any other lane of this host, or to loopback, are refused")
 	fs.Var(&f.hintNets, "hint-net", "a private `PREFIX` (CIDR) that next-hops and origins may name and the ship may send to, such as a LAN or loopback in a test (repeatable); by default only public addresses")
 	fs.Var(f.galaxies, "galaxy", "galaxy lane `~GALAXY=ADDR:PORT` (repeatable)")
 	fs.Var(f.pinned, "lane", "pinned lane of any ship `SHIP=ADDR:PORT` (repeatable)")
@@ -395,7 +398,7 @@ func (f *runFlags) applyKey(key string, raw json.RawMessage) error {
 			}
 		}
 		return nil
-	case "public-lane", "hint-net":
+	case "public-lane", "hint-net", "front-host-lane":
 		var l []string
 		if err := json.Unmarshal(raw, &l); err != nil {
 			want := `want an array of lanes, such as ["203.0.113.7:13337"]`
@@ -538,7 +541,13 @@ func (f *runFlags) validate() (runConfig, error) {
 		if port <= 0 || port > 65535 {
 			return c, f.bad("front-port", "want a port from 1 to 65535 (0 means the listen port, which is 0 here)")
 		}
-		c.front = &front.Config{Namespace: f.frontNetns, Device: f.frontDevice, ShipAddr: addr, ShipPort: uint16(port)}
+		for _, l := range f.frontHostLanes {
+			if !l.Addr().Unmap().Is4() {
+				return c, f.bad("front-host-lane", "want an IPv4 lane such as 192.0.2.1:5353 (vere speaks IPv4)")
+			}
+		}
+		c.front = &front.Config{Namespace: f.frontNetns, Device: f.frontDevice, ShipAddr: addr, ShipPort: uint16(port),
+			HostLanes: f.frontHostLanes}
 		sl = netip.AddrPortFrom(addr, uint16(port))
 	}
 	if err := c.logLevel.Set(f.logLevel); err != nil {

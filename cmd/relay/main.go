@@ -4,6 +4,7 @@
 //
 //	relay run --ship ~SHIP [flags]     run the relay (see relay run -h)
 //	relay check [--config FILE] [flags] validate the configuration as run would, binding nothing
+//	relay front setup [flags] [-- CMD] make fronting mode's namespace and device, once, with privileges
 //	relay demo [--keep] [--svg FILE]  a relay network on 127.0.0.1 showing route tightening
 //	relay decode [--json] [HEX ...]   decode mesa and legacy ames packets
 //	relay ship [--json] [SHIP ...]    print ships: @p, number, class, sponsorship chain
@@ -35,6 +36,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runRun(args[1:], stdout, stderr)
 	case "check":
 		return runCheck(args[1:], stdout, stderr)
+	case "front":
+		return runFront(args[1:], stdout, stderr)
 	case "demo":
 		return runDemo(args[1:], stdout, stderr)
 	case "health":
@@ -60,6 +63,8 @@ func usage(w io.Writer) {
 commands:
   run --ship ~SHIP [flags]    run the relay on one UDP socket (relay run -h for flags)
   check [run's flags]         validate a configuration as run would, binding nothing: exit 0 or 2
+  front setup [run's flags]   make fronting mode's namespace and device once, with privileges,
+                              for a relay that holds none (relay front setup -h)
   demo [--keep] [--svg FILE]  run a small relay network on 127.0.0.1 and show route tightening
   decode [--json] [HEX ...]   decode mesa and legacy ames packets (hex, one per line on stdin)
   ship [--json] [SHIP ...]    print ships (@p or decimal, one per line on stdin)

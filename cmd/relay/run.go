@@ -70,8 +70,9 @@ type daemon struct {
 	ops     *opsStats
 	metrics *metricsServer  // nil without --metrics
 	capture *capture.Writer // nil without --capture
+	front   *front.Conn     // the ship's device; nil outside fronting mode
 	cancel  context.CancelFunc
-	bg      sync.WaitGroup // the DNS resolver
+	bg      sync.WaitGroup // the DNS resolver, the host's addresses for the device
 
 	// cfg is owned by the goroutine handling signals.
 	cfg runConfig
@@ -110,8 +111,9 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 		}
 	}
 	var ship transport.Conn
+	var fc *front.Conn
 	if cfg.front != nil {
-		fc, err := front.Setup(*cfg.front)
+		fc, err = openFront(*cfg.front)
 		if err != nil {
 			closeAll(conns)
 			if ln != nil {
@@ -128,8 +130,11 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 	for _, c := range conns {
 		r.AddListener(c.LocalAddr(), local)
 	}
+	if fc != nil {
+		fc.SetHostAddrs(local)
+	}
 
-	d := &daemon{args: args, log: log, level: level, cfg: cfg, ops: &opsStats{capture: cw}, capture: cw}
+	d := &daemon{args: args, log: log, level: level, cfg: cfg, ops: &opsStats{capture: cw}, capture: cw, front: fc}
 	d.lanes = &laneState{r: r, ops: d.ops}
 	d.lanes.setConfigured(cfg.relay.Galaxies, cfg.relay.Pinned)
 	tap := packetLogger(log, level)
@@ -177,6 +182,13 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 		}()
 	} else {
 		d.ops.ready.Store(true)
+	}
+	if fc != nil {
+		d.bg.Add(1)
+		go func() {
+			defer d.bg.Done()
+			d.routineFrontHost(ctx)
+		}()
 	}
 	return d, nil
 }

@@ -7,7 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"os"
 	"os/exec"
+	osuser "os/user"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,12 +52,55 @@ func StartRelay(t testing.TB, args ...string) *Relay {
 func StartRelayIn(t testing.TB, netns string, args ...string) *Relay {
 	t.Helper()
 	bin := BuildRelay(t)
+	return startRelay(t, netns, append(append([]string{bin, "run"}, args...), "--log-format", "json"), args)
+}
+
+// StartUnprivilegedRelayIn is StartRelayIn for fronting mode as an
+// operator runs it without systemd: `relay front setup ARGS --user USER --
+// relay run ARGS` makes the namespace and the device with the test's
+// privileges, then execs the relay as USER with no capabilities (the same
+// process: Kill and Stop reach the relay).
+func StartUnprivilegedRelayIn(t testing.TB, netns, user string, args ...string) *Relay {
+	t.Helper()
+	bin := BuildRelay(t)
+	run := append(append([]string{bin, "run"}, args...), "--log-format", "json")
+	argv := append(append(append([]string{bin, "front", "setup"}, args...), "--user", user, "--"), run...)
+	return startRelay(t, netns, argv, args)
+}
+
+// StartStoredRelayIn is StartRelayIn as systemd starts relay-front.service's
+// relay once `relay front setup` has filled the unit's file descriptor
+// store: as USER with no capabilities (setpriv), and files open from fd 3
+// on, named in LISTEN_FDNAMES (sd_listen_fds(3)).
+func StartStoredRelayIn(t testing.TB, netns, user string, files []*os.File, names []string, args ...string) *Relay {
+	t.Helper()
+	bin := BuildRelay(t)
+	u, err := osuser.Lookup(user)
+	if err != nil {
+		t.Fatalf("user %s: %v", user, err)
+	}
+	argv := append([]string{"setpriv", "--reuid=" + u.Uid, "--regid=" + u.Gid, "--clear-groups",
+		"--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--",
+		"sh", "-c", `LISTEN_PID=$$ exec "$0" "$@"`, bin, "run"}, args...)
+	argv = append(argv, "--log-format", "json")
+	return startRelay(t, netns, argv, args, func(c *exec.Cmd) {
+		c.ExtraFiles = files
+		c.Env = append(os.Environ(), fmt.Sprintf("LISTEN_FDS=%d", len(files)), "LISTEN_FDNAMES="+strings.Join(names, ":"))
+	})
+}
+
+// startRelay runs argv (in netns, if not "") and waits for the relay's
+// "relay started" line; args are the relay's flags, for messages.
+func startRelay(t testing.TB, netns string, argv, args []string, prepare ...func(*exec.Cmd)) *Relay {
+	t.Helper()
 	r := &Relay{t: t, exited: make(chan struct{})}
-	argv := append(append([]string{bin, "run"}, args...), "--log-format", "json")
 	if netns != "" {
 		argv = append([]string{"ip", "netns", "exec", netns}, argv...)
 	}
 	r.cmd = exec.Command(argv[0], argv[1:]...)
+	for _, p := range prepare {
+		p(r.cmd)
+	}
 	pipe, err := r.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -103,6 +148,9 @@ func StartRelayIn(t testing.TB, netns string, args ...string) *Relay {
 	}
 	return r
 }
+
+// Pid returns the relay's process id.
+func (r *Relay) Pid() int { return r.cmd.Process.Pid }
 
 // Log returns what the relay has logged so far, one JSON object a line.
 func (r *Relay) Log() string { return r.stderr.String() }

@@ -623,6 +623,11 @@ func BuildRelay(t testing.TB) string {
 			buildErr = err
 			return
 		}
+		// An unprivileged relay (StartUnprivilegedRelayIn) runs it too.
+		if err = os.Chmod(buildDir, 0o755); err != nil {
+			buildErr = err
+			return
+		}
 		bin := filepath.Join(buildDir, "relay")
 		cmd := exec.Command(goBin, "build", "-o", bin, "./cmd/relay")
 		cmd.Dir = root

@@ -6,10 +6,9 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
-
-	"golang.zx2c4.com/wireguard/tun"
 
 	"github.com/urbit-relay/relay/relay/transport"
 )
@@ -33,7 +32,7 @@ type Stats struct {
 	SkippedMalformed  uint64 // bad length or checksum (ErrShort, ErrTotalLength, ...)
 	SkippedNotShip    uint64 // UDP not from the ship's lane: another socket of the ship (a DNS lookup)
 	SkippedBadDest    uint64 // to an address the relay cannot send to (multicast, broadcast, port 0)
-	SkippedTooMany    uint64 // a UDP GSO super-packet with more segments than the read batch (tun.ErrTooManySegments)
+	SkippedToHost     uint64 // to the relay host's own addresses or loopback, not declared (Config.HostLanes)
 	SkippedReadErrors uint64 // TUN reads that failed for another reason (returned as errors too)
 }
 
@@ -41,7 +40,7 @@ type Stats struct {
 type counters struct {
 	received, sent                       atomic.Uint64
 	notIPv4, notUDP, fragment, malformed atomic.Uint64
-	notShip, badDest, tooMany, readErrs  atomic.Uint64
+	notShip, badDest, toHost, readErrs   atomic.Uint64
 }
 
 // Conn is the relay's side of a fronted ship: a transport.Conn over a TUN
@@ -55,11 +54,10 @@ type counters struct {
 // msgs[i].Buf[:N] to the ship as a UDP datagram FROM msgs[i].Addr, so the
 // ship sees the true remote lane.
 //
-// Costs: each ReadBatch is one read(2) of the TUN, which carries one packet
-// (many if the ship sends with UDP GSO); each WriteBatch is one tun Write
-// per run of messages from one remote lane (see WriteBatch), one write(2)
-// per packet or per run of packets the library coalesces. Neither
-// allocates.
+// Costs: each packet is one read(2) or write(2) of the TUN; a ReadBatch
+// that finds packets queued reads them all (up to the read batch) in one
+// wake-up, and a WriteBatch writes its messages in runs (see WriteBatch).
+// Neither allocates.
 //
 // Concurrency: one reader goroutine and any number of concurrent writers,
 // and Close from any goroutine, as transport.Conn requires. Concurrent
@@ -67,11 +65,14 @@ type counters struct {
 // buffers (the tun library serialises its writes anyway).
 type Conn struct {
 	// Static after construction.
-	dev      tun.Device
-	name     string         // device name, for errors
-	ship     netip.AddrPort // the ship's lane: ShipAddr:ShipPort
-	maxWrite int            // largest payload WriteBatch accepts
-	link     *nsLink        // the device over netlink, for Drops; nil without Setup
+	dev      device
+	name     string           // device name, for errors
+	ship     netip.AddrPort   // the ship's lane: ShipAddr:ShipPort
+	maxWrite int              // largest payload WriteBatch accepts
+	link     *fdLink          // the device over netlink, for Drops; nil without Open
+	declared []netip.AddrPort // host lanes the ship may reach (Config.HostLanes)
+
+	host atomic.Pointer[[]netip.Addr] // the host's own addresses (SetHostAddrs)
 
 	// Owned by the reader, guarded by readMu.
 	readMu       sync.Mutex
@@ -84,10 +85,9 @@ type Conn struct {
 	wbufs   [][]byte // tunOffset + MTU bytes each, len tunOffset
 	wpkts   [][]byte // the packets of one tun Write, built in wbufs
 
-	closed     atomic.Bool
-	closeOnce  sync.Once
-	eventsDone chan struct{} // closed when the device's event channel is
-	c          counters
+	closed    atomic.Bool
+	closeOnce sync.Once
+	c         counters
 }
 
 // connConfig is what newConn needs; Setup fills it from a Config.
@@ -97,25 +97,26 @@ type connConfig struct {
 	mtu        int
 	readBatch  int
 	writeBatch int
+	declared   []netip.AddrPort
 }
 
 // newConn wraps dev, which delivers the packets of cfg.ship's namespace.
 // The read batch is capped at dev.BatchSize(). It takes ownership of dev.
-func newConn(dev tun.Device, cfg connConfig) *Conn {
+func newConn(dev device, cfg connConfig) *Conn {
 	rb := max(1, min(cfg.readBatch, dev.BatchSize()))
 	wb := max(1, cfg.writeBatch)
 	c := &Conn{
-		dev:        dev,
-		name:       cfg.name,
-		ship:       cfg.ship,
-		maxWrite:   cfg.mtu - HeadersLen,
-		rbufs:      makeBufs(rb, tunOffset+cfg.mtu),
-		rsizes:     make([]int, rb),
-		wbufs:      makeBufs(wb, tunOffset+cfg.mtu),
-		wpkts:      make([][]byte, wb),
-		eventsDone: make(chan struct{}),
+		dev:      dev,
+		name:     cfg.name,
+		ship:     cfg.ship,
+		maxWrite: cfg.mtu - HeadersLen,
+		rbufs:    makeBufs(rb, tunOffset+cfg.mtu),
+		rsizes:   make([]int, rb),
+		wbufs:    makeBufs(wb, tunOffset+cfg.mtu),
+		wpkts:    make([][]byte, wb),
+		declared: cfg.declared,
 	}
-	go c.routineEvents()
+	c.SetHostAddrs(nil)
 	return c
 }
 
@@ -125,16 +126,6 @@ func makeBufs(n, size int) [][]byte {
 		bufs[i] = make([]byte, size)
 	}
 	return bufs
-}
-
-// routineEvents drains the device's up/down/MTU events, which Conn does
-// not use: the tun library's status goroutines block on a full event
-// channel, and could then never end, if nobody reads it. It ends when the
-// library closes the channel, after Close.
-func (c *Conn) routineEvents() {
-	defer close(c.eventsDone)
-	for range c.dev.Events() {
-	}
 }
 
 // ReadBatch implements transport.Conn: it blocks until the ship has sent
@@ -166,6 +157,8 @@ func (c *Conn) ReadBatch(msgs []transport.Message) (int, error) {
 				c.c.notShip.Add(1)
 			case !sendable(dst):
 				c.c.badDest.Add(1)
+			case c.toHost(dst):
+				c.c.toHost.Add(1)
 			default:
 				m := &msgs[n]
 				m.N = copy(m.Buf, payload)
@@ -184,10 +177,6 @@ func (c *Conn) fill() error {
 	k, err := c.dev.Read(c.rbufs, c.rsizes, tunOffset)
 	switch {
 	case err == nil:
-	case errors.Is(err, tun.ErrTooManySegments):
-		// The library filled what it could; the rest of the
-		// super-packet is lost.
-		c.c.tooMany.Add(1)
 	case c.closed.Load() || errors.Is(err, os.ErrClosed):
 		return c.closedErr("read")
 	default:
@@ -221,17 +210,41 @@ func sendable(ap netip.AddrPort) bool {
 
 var broadcast4 = netip.AddrFrom4([4]byte{255, 255, 255, 255})
 
+// toHost reports whether the ship may not reach dst because it is the
+// relay host itself: loopback, or one of the addresses SetHostAddrs gave,
+// and not a lane the operator declared (Config.HostLanes). Sent on, such a
+// datagram would reach the host's own services (a 0.0.0.0 listener) from
+// the relay's lane, from inside a namespace meant to reach the world only.
+func (c *Conn) toHost(dst netip.AddrPort) bool {
+	a := dst.Addr()
+	if !a.IsLoopback() && !slices.Contains(*c.host.Load(), a) {
+		return false
+	}
+	return !slices.Contains(c.declared, dst)
+}
+
+// SetHostAddrs replaces the relay host's own addresses, which ReadBatch
+// refuses the ship unless declared (Config.HostLanes; loopback is refused
+// always). The relay calls it at start and every HostAddrsRefresh, as
+// addresses come and go. Safe from any goroutine.
+func (c *Conn) SetHostAddrs(addrs []netip.Addr) {
+	own := make([]netip.Addr, 0, len(addrs))
+	for _, a := range addrs {
+		own = append(own, a.Unmap().WithZone(""))
+	}
+	c.host.Store(&own)
+}
+
 // WriteBatch implements transport.Conn: it delivers each msgs[i].Buf[:N]
 // to the ship's lane as a datagram from msgs[i].Addr. Addr must be an IPv4
 // unicast address with a non-zero port that the ship's kernel accepts as a
 // source: not loopback (the kernel drops "martian" sources arriving on a
 // device), not the ship's own address; otherwise the error is
-// transport.ErrInvalidAddr. Each run of consecutive messages with one Addr
-// (up to DefaultWriteBatch of them) is one tun Write, which the library
-// may send as one GSO packet; the ship reads the datagrams in order. If
-// the device refuses a write (it is down, say), the error is reported at
-// the first message of that run, and some of the run's messages after it
-// may have been delivered.
+// transport.ErrInvalidAddr. Each run of up to DefaultWriteBatch messages is
+// one device Write, in one wake-up of the poller; the ship reads the
+// datagrams in order. If the device refuses a write (it is down, say), the
+// error is reported at the first message of that run, and some of the
+// run's messages may have been delivered.
 func (c *Conn) WriteBatch(msgs []transport.Message) (int, error) {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
@@ -254,25 +267,17 @@ func (c *Conn) WriteBatch(msgs []transport.Message) (int, error) {
 	return len(msgs), nil
 }
 
-// build encodes into wpkts the longest run of msgs, at most len(wbufs),
-// that shares one source (Addr) and returns its length; err concerns
-// msgs[k], which was not built. One tun Write carries one run: the
-// library coalesces the packets of each flow in a Write into one GSO
-// packet (Linux 6.2+), which reorders interleaved flows, so a run of one
-// flow is what keeps WriteBatch in order.
+// build encodes into wpkts the first messages of msgs, at most
+// len(wbufs), and returns how many; err concerns msgs[k], which was not
+// built.
 func (c *Conn) build(msgs []transport.Message) (int, error) {
 	k := 0
-	var prev netip.AddrPort
 	for ; k < len(msgs) && k < len(c.wbufs); k++ {
 		m := &msgs[k]
 		if m.N < 0 || m.N > len(m.Buf) {
 			return k, transport.ErrInvalidMessage
 		}
 		from := netip.AddrPortFrom(m.Addr.Addr().Unmap(), m.Addr.Port())
-		if k > 0 && from != prev {
-			return k, nil
-		}
-		prev = from
 		if !c.validSource(from) {
 			return k, transport.ErrInvalidAddr
 		}
@@ -328,7 +333,7 @@ func (c *Conn) Stats() Stats {
 		SkippedMalformed:  c.c.malformed.Load(),
 		SkippedNotShip:    c.c.notShip.Load(),
 		SkippedBadDest:    c.c.badDest.Load(),
-		SkippedTooMany:    c.c.tooMany.Load(),
+		SkippedToHost:     c.c.toHost.Load(),
 		SkippedReadErrors: c.c.readErrs.Load(),
 	}
 }
@@ -357,7 +362,6 @@ func (c *Conn) Close() error {
 		if cerr := c.dev.Close(); cerr != nil {
 			err = fmt.Errorf("front: close %s: %w", c.name, cerr)
 		}
-		<-c.eventsDone
 		if c.link != nil {
 			c.link.close()
 		}

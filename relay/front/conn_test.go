@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"reflect"
 	"testing"
 	"time"
 
@@ -212,7 +213,7 @@ func TestConfigDefaultsAndErrors(t *testing.T) {
 		Namespace: DefaultNamespace, Device: DefaultDevice, ShipAddr: DefaultShipAddr, ShipPort: 1,
 		MTU: DefaultMTU, ReadBatch: DefaultReadBatch, WriteBatch: DefaultWriteBatch, TxQueueLen: DefaultTxQueueLen,
 	}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("defaults\n%+v\nwant\n%+v", got, want)
 	}
 	for name, cfg := range map[string]Config{
@@ -224,11 +225,48 @@ func TestConfigDefaultsAndErrors(t *testing.T) {
 		"small MTU":      {ShipPort: 1, MTU: MinMTU - 1},
 		"large MTU":      {ShipPort: 1, MTU: MaxMTU + 1},
 		"negative batch": {ShipPort: 1, ReadBatch: -1},
+		"host lane v6":   {ShipPort: 1, HostLanes: []netip.AddrPort{netip.MustParseAddrPort("[2001:db8::1]:53")}},
+		"host lane port": {ShipPort: 1, HostLanes: []netip.AddrPort{netip.MustParseAddrPort("10.0.0.1:0")}},
 	} {
 		if _, err := Setup(cfg); err == nil {
 			t.Errorf("%s: Setup(%+v) succeeded", name, cfg)
 		} else {
 			t.Logf("%s: %v", name, err)
 		}
+	}
+}
+
+// TestConnRefusesHost: datagrams from the ship to the relay host's own
+// addresses or to loopback are skipped and counted, unless the operator
+// declared the lane; the rest of the world is reached.
+func TestConnRefusesHost(t *testing.T) {
+	ch := tuntest.NewChannelTUN()
+	declared := netip.MustParseAddrPort("192.0.2.1:5353")
+	c := newConn(ch.TUN(), connConfig{name: "test0", ship: testShip, mtu: tuntest.DefaultMTU,
+		readBatch: DefaultReadBatch, writeBatch: 4, declared: []netip.AddrPort{declared}})
+	t.Cleanup(func() { c.Close() })
+	c.SetHostAddrs([]netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("::ffff:198.51.100.9")})
+	world := netip.MustParseAddrPort("203.0.113.5:4000")
+	go func() {
+		for _, to := range []string{"192.0.2.1:4000", "198.51.100.9:13337", "127.0.0.1:9", "127.0.0.53:53", "192.0.2.1:5353", "203.0.113.5:4000"} {
+			feed(t, ch, AppendUDP4(nil, testShip, netip.MustParseAddrPort(to), []byte(to)))
+		}
+	}()
+	var got []netip.AddrPort
+	for len(got) < 2 {
+		msgs := []transport.Message{{Buf: make([]byte, 64)}}
+		n, err := c.ReadBatch(msgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs[:n] {
+			got = append(got, m.Addr)
+		}
+	}
+	if got[0] != declared || got[1] != world {
+		t.Fatalf("read datagrams to %v; want the declared host lane %v and the world %v", got, declared, world)
+	}
+	if st := c.Stats(); st.SkippedToHost != 4 || st.Received != 2 {
+		t.Fatalf("stats %+v; want 4 refused to the host, 2 received", st)
 	}
 }

@@ -1,6 +1,9 @@
 package front
 
-import "net/netip"
+import (
+	"net/netip"
+	"time"
+)
 
 // Defaults applied by Setup to zero Config fields, and the limits it
 // enforces. Every default, cap and size of the package is here.
@@ -31,20 +34,16 @@ const (
 	// MaxMTU is the largest MTU: a whole IPv4 packet.
 	MaxMTU = 65535
 
-	// DefaultReadBatch is the number of packets one read of the TUN may
-	// return (and so the number of MTU-sized read buffers a Conn holds).
-	// The kernel hands the TUN one packet per read(2) unless the ship
-	// sends with UDP segmentation offload, when one read carries a
-	// super-packet the tun library splits into up to 64 segments
-	// (UDP_MAX_SEGMENTS on kernels before 6.9); 64 buffers take them all.
-	// At DefaultMTU this is 4 MiB per Conn.
+	// DefaultReadBatch is the number of packets one ReadBatch may read
+	// from the TUN in one wake-up (and so the number of MTU-sized read
+	// buffers a Conn holds): as many as the relay's own batch
+	// (transport.DefaultBatchSize), so that a burst from the ship is read
+	// in one go. At DefaultMTU this is 4 MiB per Conn.
 	DefaultReadBatch = 64
 
-	// DefaultWriteBatch is the number of packets handed to the TUN per
-	// write call, and the number of MTU-sized write buffers a Conn holds
-	// (4 MiB at DefaultMTU). On Linux 6.2 and later the tun library
-	// coalesces consecutive packets of one flow in a batch into one
-	// UDP GSO super-packet, one trip through the ship's kernel.
+	// DefaultWriteBatch is the number of packets written to the TUN in
+	// one wake-up of the poller, and the number of MTU-sized write
+	// buffers a Conn holds (4 MiB at DefaultMTU).
 	DefaultWriteBatch = 64
 
 	// DefaultTxQueueLen is the TUN's transmit queue length: the packets
@@ -54,11 +53,54 @@ const (
 	// small datagrams.
 	DefaultTxQueueLen = 1024
 
+	// HostAddrsRefresh is how often the relay lists the host's own
+	// addresses again for Conn.SetHostAddrs: addresses come and go (DHCP,
+	// a VPN), and a new one is refused the ship within this long. Listing
+	// them is one netlink dump, cheap at this rate.
+	HostAddrsRefresh = 30 * time.Second
+
+	// HostRefusalCheck is how often the relay looks whether the ship has
+	// sent to the host's own addresses (Stats.SkippedToHost), to warn the
+	// operator soon after the first such datagram; the warning comes at
+	// most once a HostAddrsRefresh. Two atomic loads a second.
+	HostRefusalCheck = time.Second
+
+	// NotifyBarrierTimeout bounds `relay front setup`'s wait for systemd to
+	// confirm it has read the device's files into the unit's file
+	// descriptor store (BARRIER=1, sd_notify_barrier(3), whose own default
+	// is 5 s): systemd answers at once, so this long means it never will.
+	NotifyBarrierTimeout = 5 * time.Second
+
+	// netlinkTimeout bounds a Drops query on the namespace's netlink
+	// socket (a metrics scrape): the kernel answers at once, so a second
+	// means it never will, and the scrape reports 0 rather than hang.
+	netlinkTimeout = time.Second
+
+	// netlinkReadBytes is the buffer a Drops answer is read into: one
+	// RTM_NEWLINK message of a TUN device is about 1.5 KiB.
+	netlinkReadBytes = 16 << 10
+
+	// vnetHdrLen is the virtio_net_hdr a TUN with IFF_VNET_HDR puts in
+	// front of every packet (the kernel's default vnet_hdr_sz).
+	vnetHdrLen = 10
+
+	// gsoMaxSegments caps the datagrams of one UDP GSO super-packet the
+	// relay writes into the TUN: UDP_MAX_SEGMENTS of kernels before 6.9
+	// (128 since), and the relay's write batch.
+	gsoMaxSegments = 64
+
+	// The virtio_net_hdr values coalesce writes: flags
+	// VIRTIO_NET_HDR_F_NEEDS_CSUM, gso_type VIRTIO_NET_HDR_GSO_UDP_L4,
+	// and VIRTIO_NET_HDR_GSO_NONE (what a packet read must carry).
+	virtioNeedsCsum = 1
+	virtioGSOUDPL4  = 5
+	virtioGSONone   = 0
+
 	// tunOffset is the headroom left at the front of every buffer handed
-	// to the tun library: with IFF_VNET_HDR (which tun.CreateTUN sets) it
-	// writes a 10-byte virtio_net_hdr in front of each packet, so Write
-	// needs offset >= 10; 16 keeps the IP header 8-byte aligned, as
-	// wireguard-go's own offset does.
+	// to a device: a device with a virtio_net_hdr (wireguard's tun, whose
+	// in-memory TUN the tests use) writes 10 bytes there; 16 keeps the IP
+	// header 8-byte aligned, as wireguard-go's own offset does. Prepare's
+	// device has no header and reads and writes from the offset on.
 	tunOffset = 16
 )
 

@@ -8,13 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sync"
+	"slices"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
-	"golang.zx2c4.com/wireguard/tun"
 )
 
 // Config says where Setup puts the ship. Zero fields take the defaults of
@@ -47,6 +46,13 @@ type Config struct {
 	// TxQueueLen is the device's transmit queue length. Default
 	// DefaultTxQueueLen.
 	TxQueueLen int
+
+	// HostLanes are lanes on the relay host's own addresses that the
+	// ship may reach (a service the operator runs for it there). Any
+	// other datagram to the host's addresses (Conn.SetHostAddrs) or to
+	// loopback is refused and counted (Stats.SkippedToHost): the ship's
+	// namespace reaches the world, not the host.
+	HostLanes []netip.AddrPort
 }
 
 // withDefaults validates c and fills in its defaults.
@@ -87,95 +93,188 @@ func (c Config) withDefaults() (Config, error) {
 	case c.ReadBatch < 0 || c.WriteBatch < 0 || c.TxQueueLen < 0:
 		return c, errors.New("front: negative batch or queue length")
 	}
+	c.HostLanes = slices.Clone(c.HostLanes)
+	for i, l := range c.HostLanes {
+		l = netip.AddrPortFrom(l.Addr().Unmap(), l.Port())
+		if !l.Addr().Is4() || l.Port() == 0 {
+			return c, fmt.Errorf("front: host lane %v: need an IPv4 address and a port", l)
+		}
+		c.HostLanes[i] = l
+	}
 	return c, nil
 }
 
-// Setup makes the ship's namespace (if absent), creates the TUN device in
-// it and configures the namespace so that the device is its only route:
-// ShipAddr/32 on the device, the device and lo up, a default route via the
-// device with ShipAddr as source. It returns the relay's side of the
-// device; Conn.Close deletes the device and leaves the namespace (see the
-// package comment). It needs CAP_NET_ADMIN and CAP_SYS_ADMIN (root).
+// Files are a prepared device's two files, which Prepare opens in the
+// ship's namespace and Open serves: the TUN device (IFF_TUN | IFF_NO_PI | IFF_VNET_HDR,
+// non-blocking) and a NETLINK_ROUTE socket in the namespace, for the
+// device's counters. Neither needs privilege once open, and both can be
+// handed to another process (TUNFileName and NetlinkFileName are the names
+// `relay front setup` gives them in LISTEN_FDNAMES or systemd's file
+// descriptor store).
+type Files struct {
+	TUN, Netlink *os.File
+}
+
+// Names of Files in LISTEN_FDNAMES (sd_listen_fds(3)) and in systemd's
+// file descriptor store (FDNAME=).
+const (
+	TUNFileName     = "front-tun"
+	NetlinkFileName = "front-netlink"
+)
+
+// Close closes both files (the TUN is deleted once no process holds it).
+func (f *Files) Close() {
+	for _, x := range []*os.File{f.TUN, f.Netlink} {
+		if x != nil {
+			x.Close()
+		}
+	}
+}
+
+// Setup is Prepare and Open in one process: the relay makes the
+// namespace and the device itself, and so needs CAP_NET_ADMIN and
+// CAP_SYS_ADMIN (root). The unprivileged split is Prepare in a
+// privileged step (`relay front setup`) and Open in the relay.
 func Setup(cfg Config) (*Conn, error) {
+	files, err := Prepare(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c, err := Open(cfg, files)
+	if err != nil {
+		files.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Prepare makes the ship's namespace (if absent, and only where the host's
+// `ip netns` will see it: see CheckVisible), creates the TUN device in it
+// and configures the namespace so that the device is its only route:
+// ShipAddr/32 on the device, its MTU and queue length, the device and lo
+// up, a default route via the device with ShipAddr as source. It returns
+// the device's files; the device lives as long as some process holds its
+// TUN file. It needs CAP_NET_ADMIN and CAP_SYS_ADMIN (root). If the device
+// exists and is held (by a running relay, or systemd's file descriptor
+// store), it makes the namespace's configuration again and returns no
+// files and an error wrapping ErrDeviceBusy.
+func Prepare(cfg Config) (*Files, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	ns, dev, err := createInNetns(cfg)
-	if err != nil {
+	if err := CheckVisible(cfg.Namespace); err != nil {
+		return nil, err
+	}
+	ns, files, err := createInNetns(cfg)
+	if err != nil && !errors.Is(err, ErrDeviceBusy) {
 		return nil, err
 	}
 	defer ns.Close()
-	// The Conn first, so that its goroutine drains the device's events
-	// while configure makes them (and Close cleans up if it fails).
+	h, cerr := configure(ns, cfg)
+	if cerr != nil {
+		if files != nil {
+			files.Close()
+		}
+		return nil, cerr
+	}
+	h.Close()
+	return files, err
+}
+
+// ErrDeviceBusy reports a TUN device that exists in the namespace and is
+// held open by another process: Prepare has nothing to open.
+var ErrDeviceBusy = errors.New("device exists and is held by another process (a running relay, or the unit's file descriptor store)")
+
+// Open serves files, which Prepare made for cfg (in this process or
+// another): it needs no privilege. It takes ownership of files; Conn.Close
+// closes them.
+func Open(cfg Config, files *Files) (*Conn, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if files == nil || files.TUN == nil || files.Netlink == nil {
+		return nil, errors.New("front: open: the device's TUN and netlink files are both needed")
+	}
+	dev, err := newFileDevice(files.TUN)
+	if err != nil {
+		return nil, fmt.Errorf("front: open %s: %w", cfg.Device, err)
+	}
+	link, err := newFdLink(files.Netlink, cfg.Device)
+	if err != nil {
+		return nil, err
+	}
 	c := newConn(dev, connConfig{
 		name:       cfg.Device,
 		ship:       netip.AddrPortFrom(cfg.ShipAddr, cfg.ShipPort),
 		mtu:        cfg.MTU,
 		readBatch:  cfg.ReadBatch,
 		writeBatch: cfg.WriteBatch,
+		declared:   cfg.HostLanes,
 	})
-	h, err := configure(ns, cfg)
-	if err != nil {
-		c.Close()
-		return nil, err
-	}
-	c.link = &nsLink{h: h, device: cfg.Device}
+	c.link = link
 	return c, nil
 }
 
-// nsLink is the TUN device seen over a netlink handle in its namespace.
-type nsLink struct {
-	mu     sync.Mutex      // a netlink.Handle is not safe for concurrent use
-	h      *netlink.Handle // nil once closed
-	device string
-}
-
-// txDropped returns the device's tx_dropped counter (0 if it cannot).
-func (l *nsLink) txDropped() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.h == nil {
-		return 0
-	}
-	link, err := l.h.LinkByName(l.device)
-	if err != nil || link.Attrs().Statistics == nil {
-		return 0
-	}
-	return link.Attrs().Statistics.TxDropped
-}
-
-func (l *nsLink) close() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.h != nil {
-		l.h.Close()
-		l.h = nil
-	}
-}
-
 // createInNetns opens (or creates) the namespace and creates the TUN
-// device inside it. It returns a handle on the namespace, for the caller
-// to close.
-func createInNetns(cfg Config) (netns.NsHandle, tun.Device, error) {
-	var dev tun.Device
-	var ns netns.NsHandle
+// device and the netlink socket inside it. It returns a handle on the
+// namespace, for the caller to close, and the files, or none and an error
+// wrapping ErrDeviceBusy if the device is held elsewhere.
+func createInNetns(cfg Config) (netns.NsHandle, *Files, error) {
+	var files *Files
+	ns := netns.None()
 	err := inNetns(cfg.Namespace, true, func(h netns.NsHandle) error {
-		d, err := tun.CreateTUN(cfg.Device, cfg.MTU)
-		if err != nil {
-			return opErr(cfg.Namespace, "create tun "+cfg.Device, err)
-		}
 		// The handle inNetns passes is closed when fn returns; keep a
 		// duplicate for configure.
 		fd, err := unix.FcntlInt(uintptr(h), unix.F_DUPFD_CLOEXEC, 0)
 		if err != nil {
-			d.Close()
 			return opErr(cfg.Namespace, "dup namespace handle", err)
 		}
-		dev, ns = d, netns.NsHandle(fd)
+		ns = netns.NsHandle(fd)
+		tunFile, err := openTUN(cfg.Device)
+		if errors.Is(err, unix.EBUSY) {
+			return fmt.Errorf("front: netns %s: create tun %s: %w", cfg.Namespace, cfg.Device, ErrDeviceBusy)
+		}
+		if err != nil {
+			return opErr(cfg.Namespace, "create tun "+cfg.Device, err)
+		}
+		sock, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
+		if err != nil {
+			tunFile.Close()
+			return opErr(cfg.Namespace, "netlink socket", err)
+		}
+		files = &Files{TUN: tunFile, Netlink: os.NewFile(uintptr(sock), NetlinkFileName)}
 		return nil
 	})
-	return ns, dev, err
+	if err != nil && !errors.Is(err, ErrDeviceBusy) && ns != netns.None() {
+		ns.Close()
+		ns = netns.None()
+	}
+	return ns, files, err
+}
+
+// openTUN opens /dev/net/tun and attaches it to device name in the calling
+// thread's namespace (creating the device), non-blocking.
+func openTUN(name string) (*os.File, error) {
+	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	// IFF_VNET_HDR, and no TUNSETOFFLOAD: the ship's kernel hands the
+	// relay whole packets with complete checksums, and the relay may
+	// write UDP GSO super-packets (fileDevice.Write).
+	ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI | unix.IFF_VNET_HDR)
+	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), TUNFileName), nil
 }
 
 // configure addresses the device, sets it and lo up and routes everything
@@ -203,8 +302,9 @@ func configure(ns netns.NsHandle, cfg Config) (*netlink.Handle, error) {
 	}{
 		{"set lo up", func() error { return h.LinkSetUp(lo) }},
 		{"set txqueuelen of " + cfg.Device, func() error { return h.LinkSetTxQLen(link, cfg.TxQueueLen) }},
+		{"set mtu of " + cfg.Device, func() error { return h.LinkSetMTU(link, cfg.MTU) }},
 		{"add address " + cfg.ShipAddr.String() + "/32 to " + cfg.Device, func() error {
-			return h.AddrAdd(link, &netlink.Addr{IPNet: &host})
+			return h.AddrReplace(link, &netlink.Addr{IPNet: &host})
 		}},
 		{"set " + cfg.Device + " up", func() error { return h.LinkSetUp(link) }},
 		{"add default route via " + cfg.Device, func() error {

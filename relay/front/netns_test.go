@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -312,6 +314,56 @@ func TestSetupWithoutPrivilege(t *testing.T) {
 	}
 }
 
+// prepareChildEnv, set, makes the test binary run Prepare for the
+// namespace it names and print the error (TestPrepareUnderIPNetnsExec's
+// child).
+const prepareChildEnv = "FRONT_TEST_PREPARE_CHILD"
+
+// TestPrepareUnderIPNetnsExec runs Prepare in a child started under `ip
+// netns exec` (a mount namespace of its own, a slave of the host's): for a
+// namespace that does not exist it refuses, with a one-line error saying
+// what to run instead, and creates nothing; for one the host made first it
+// works.
+func TestPrepareUnderIPNetnsExec(t *testing.T) {
+	if ns := os.Getenv(prepareChildEnv); ns != "" {
+		files, err := Prepare(Config{Namespace: ns, ShipPort: nsShipPort})
+		if files != nil {
+			files.Close()
+		}
+		fmt.Printf("ERR %v\n", err)
+		return
+	}
+	outer := testNamespace(t, true)
+	child := func(ns string) string {
+		t.Helper()
+		cmd := exec.Command("ip", "netns", "exec", outer, os.Args[0], "-test.run", "^TestPrepareUnderIPNetnsExec$", "-test.count", "1")
+		cmd.Env = append(os.Environ(), prepareChildEnv+"="+ns)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("child: %v: %s", err, out)
+		}
+		for _, l := range strings.Split(string(out), "\n") {
+			if e, ok := strings.CutPrefix(l, "ERR "); ok {
+				return e
+			}
+		}
+		t.Fatalf("child printed no ERR line:\n%s", out)
+		return ""
+	}
+	absent := testNamespace(t, false)
+	msg := child(absent)
+	if !strings.Contains(msg, ErrHiddenNetns.Error()) || !strings.Contains(msg, "relay front setup") || !strings.Contains(msg, "ip netns add "+absent) {
+		t.Errorf("Prepare of an absent namespace under ip netns exec: %q; want it refused, saying what to run instead", msg)
+	}
+	if _, err := os.Stat(filepath.Join(NetnsDir, absent)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s/%s: %v; want nothing created", NetnsDir, absent, err)
+	}
+	if msg := child(testNamespace(t, true)); msg != "<nil>" {
+		t.Errorf("Prepare of a namespace the host made, under ip netns exec: %s; want it to work", msg)
+	}
+	t.Logf("refused: %s", msg)
+}
+
 func TestOpErr(t *testing.T) {
 	err := opErr("urbit", "create tun urbit0", syscall.EPERM)
 	if got, want := err.Error(), "front: netns urbit: create tun urbit0: operation not permitted (needs CAP_NET_ADMIN and CAP_SYS_ADMIN)"; got != want {
@@ -377,9 +429,9 @@ func setupConn(t testing.TB, cfg Config) (*Conn, string) {
 }
 
 // TestShipGSOSplit has the ship send with UDP segmentation offload: the
-// kernel hands the TUN one super-packet, the tun library splits it, and
-// ReadBatch returns the datagrams one by one, also across calls with room
-// for only one.
+// TUN offers the ship's kernel no offloads, so it segments the datagram
+// before the device, and ReadBatch returns the datagrams one by one, also
+// across calls with room for only one.
 func TestShipGSOSplit(t *testing.T) {
 	c, uc, _ := setupShip(t, Config{})
 	const seg, count = 1000, 5
@@ -406,9 +458,10 @@ func TestShipGSOSplit(t *testing.T) {
 }
 
 // TestWriteBatchCoalesced writes runs of equal-sized datagrams from one
-// remote, which the tun library may coalesce into one GSO packet (Linux
-// 6.2+), and from alternating remotes, which it may not: the ship reads
-// every datagram, whole and in order.
+// remote, which the device coalesces into UDP GSO super-packets (unless
+// the kernel refuses them: before Linux 6.2), and from alternating
+// remotes, which it cannot, more than one write batch: the ship reads
+// every datagram, whole, in order, from its own source.
 func TestWriteBatchCoalesced(t *testing.T) {
 	transporttest.CheckGoroutineLeaks(t)
 	c, uc, ns := setupShip(t, Config{})
@@ -427,8 +480,11 @@ func TestWriteBatchCoalesced(t *testing.T) {
 	if n, err := c.WriteBatch(msgs); n != count || err != nil {
 		t.Fatalf("WriteBatch = %d, %v", n, err)
 	}
-	// Logged, not checked: coalescing needs Linux 6.2+.
-	t.Logf("%d datagrams entered the ship's kernel as %d packets", count, deviceRxPackets(t, ns)-before)
+	pkts := deviceRxPackets(t, ns) - before
+	t.Logf("%d datagrams entered the ship's kernel as %d packets", count, pkts)
+	if gso := !c.dev.(*fileDevice).noGSO.Load(); gso && pkts >= count {
+		t.Errorf("%d datagrams as %d packets: the runs of one flow were not coalesced", count, pkts)
+	}
 	buf := make([]byte, 65536)
 	for i, m := range msgs {
 		k, from, err := uc.ReadFromUDPAddrPort(buf)

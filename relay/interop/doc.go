@@ -23,12 +23,27 @@
 //     by vere, and vere attributes every request it hears through the relay to
 //     the relay's lane, not the requester's: the limit of --ship-lane mode.
 //   - TestFrontedVere: fronting mode (--front-netns), which lifts that limit.
-//     The relay runs in a namespace WORLD on 10.88.0.1:13338 with the outside
-//     parties on 10.88.0.2-9, vere in the relay's ship namespace. vere reads
+//     The relay runs in a namespace WORLD on 10.88.0.1:13338, the outside
+//     parties in OUTSIDE on 10.88.0.3 and up (a veth pair between them),
+//     vere in the relay's ship namespace. vere reads
 //     outside requests and pings from their true lanes and answers those
 //     lanes; its own peeks leave from the relay's public lane; the relay
 //     answers a planet's STUN for vere, which sees none; nothing the outside
 //     receives names a loopback or the ship's link-local address; and
-//     relay_from_ship_total counts vere's sends. It needs root and iproute2
-//     and skips without them.
+//     relay_from_ship_total counts vere's sends; a sponsee on the operator's
+//     LAN (outside --hint-net) is acked; vere's datagrams to the relay host's
+//     own addresses are refused unless declared (--front-host-lane). The
+//     relays run unprivileged (relay front setup --user nobody -- relay run).
+//     It needs root and iproute2 and skips without them.
+//   - TestFrontedStarSTUN, TestFrontedPlanet: a fronted star's and a fronted
+//     planet's own STUN toward their galaxy (vere's drivers, unfronted) is
+//     answered with the relay's public lane; the planet's pings reach its
+//     sponsor from that lane and are acked; a peek for the planet, at its
+//     public lane or through its galaxy, is answered by its vere.
+//   - TestFrontedVereFromFDStore: fronting mode as relay-front.service runs
+//     it: relay front setup stores the device in a (test-played) systemd
+//     file descriptor store, and an unprivileged relay started from it, then
+//     SIGKILLed and started again, serves vere, which never notices.
+//   - TestFrontNamespaceTrap: under ip netns exec, relay front setup, relay
+//     run and relay check refuse to make a namespace the host could not see.
 package interop

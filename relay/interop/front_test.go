@@ -2,6 +2,7 @@ package interop
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,7 +33,8 @@ func startFront(t *testing.T, w *frontWorld, extra ...string) *frontPair {
 // TestFrontedVere runs the relay in fronting mode in front of vere: the
 // relay in WORLD on 10.88.0.1:13338, vere (~nec) in its own namespace whose
 // only route is the relay's TUN device, and the outside parties on
-// 10.88.0.2-9. Each subtest builds a fresh WORLD and relay+ship pair.
+// 10.88.0.3 and up in OUTSIDE. Each subtest builds a fresh WORLD and
+// relay+ship pair.
 func TestFrontedVere(t *testing.T) {
 	requireFrontNetns(t)
 	all := &outsideLog{}
@@ -42,8 +44,8 @@ func TestFrontedVere(t *testing.T) {
 	t.Run("OutsidePeekAnswered", func(t *testing.T) {
 		w := newFrontWorld(t, all)
 		f := startFront(t, w)
-		const from = "10.88.0.2:41002"
-		p := w.outside("peek", "~nec", "/c/x/4/hello", frontRelayLane, "--bind", "10.88.0.2", "--from", "41002", "--time-limit", "5")
+		const from = "10.88.0.10:41002"
+		p := w.outside("peek", "~nec", "/c/x/4/hello", frontRelayLane, "--bind", "10.88.0.10", "--from", "41002", "--time-limit", "5")
 		waitOK(t, p)
 		page := p.MustNext("RECV", map[string]any{"type": "page", "path": "/c/x/4/hello"}, time.Second)
 		if page.Str("from") != frontRelayLane || page.Str("data") != "hello" {
@@ -136,6 +138,81 @@ func TestFrontedVere(t *testing.T) {
 			t.Errorf("the sponsee's page came as %s; want from %s, data hello", page, frontRelayLane)
 		}
 		t.Logf("requester: %s", page)
+	})
+
+	// A sponsee on the operator's LAN (10.77.0.5, outside --hint-net)
+	// pings vere, which acks it there through the relay; a peek for it
+	// from outside is forwarded there and answered, and no next-hop the
+	// requester reads names the LAN.
+	t.Run("LANSponseeAcked", func(t *testing.T) {
+		w := newFrontWorld(t, all)
+		f := startFront(t, w)
+		sponsee := frontLANIP + ":40000"
+		pub := w.outside("publish", "~milrys-soglec", "40000", "--bind", frontLANIP,
+			"--ping", "~nec@"+frontRelayLane, "--time-limit", "10")
+		pub.MustNext("READY", nil, readyTimeout)
+		ack := pub.MustNext("RECV", map[string]any{"type": "page", "path": "/a/x/1//ack/1"}, eventTimeout)
+		if ack.Str("from") != frontRelayLane {
+			t.Errorf("the LAN sponsee read the ack as %s; want from %s", ack, frontRelayLane)
+		}
+		sent := f.ship.MustNext("SEND", map[string]any{"type": "page", "path": "/a/x/1//ack/1"}, eventTimeout)
+		if sent.Str("to") != sponsee {
+			t.Errorf("vere sent the ack as %s; want to %s", sent, sponsee)
+		}
+		p := w.outside("peek", "~milrys-soglec", "/c/x/4/hello", frontRelayLane, "--bind", "10.88.0.8", "--from", "41008", "--time-limit", "5")
+		waitOK(t, p)
+		page := p.MustNext("RECV", map[string]any{"type": "page", "path": "/c/x/4/hello"}, time.Second)
+		if page.Str("from") != frontRelayLane || page.Str("data") != "hello" || strings.HasPrefix(page.Str("next_hop"), "10.77.") {
+			t.Errorf("the sponsee's page came as %s; want from %s, data hello, no LAN next-hop", page, frontRelayLane)
+		}
+		m, err := scrapeIn(w.name, "http://"+frontMetricsAddr+"/metrics")
+		if err != nil {
+			t.Fatalf("scrape in %s: %v", w.name, err)
+		}
+		if v := m[`relay_from_ship_dropped_total{reason="bad_target"}`]; v != 0 {
+			t.Errorf("bad_target drops %v; want 0 (nonzero: %v)", v, vtool.Nonzero(m, "relay_"))
+		}
+		t.Logf("sponsee: %s", ack)
+		t.Logf("vere: %s", sent)
+		t.Logf("requester: %s", page)
+	})
+
+	// vere's datagrams to the relay's host itself (a UDP service on
+	// 10.88.0.2, WORLD's own address, bound 0.0.0.0 as vere binds) are
+	// refused, and the relay warns; declared with --front-host-lane, that
+	// lane is reached, from the relay's public lane.
+	t.Run("HostRefusedUnlessDeclared", func(t *testing.T) {
+		for _, declared := range []bool{false, true} {
+			w := newFrontWorld(t, all)
+			host := vtool.StartIn(t, w.name, "publish", "~bud", "13339", "--bind", "0.0.0.0", "--time-limit", "15")
+			host.MustNext("READY", nil, readyTimeout)
+			relay := []string{"--metrics", frontMetricsAddr}
+			if declared {
+				relay = append(relay, "--front-host-lane", "10.88.0.2:13339")
+			}
+			f := w.front(frontSpec{ship: "~nec", listen: frontRelayLane, relay: relay,
+				vere: []string{"--galaxy", "~bud=10.88.0.2", "--push-peek", "~bud/c/x/4/hello", "--time-limit", "15"}})
+			firstLine(t, f.ship, "SEND", map[string]any{"type": "peek", "to": "10.88.0.2:13339"}, eventTimeout)
+			if declared {
+				recv := host.MustNext("RECV", map[string]any{"type": "peek"}, eventTimeout)
+				if recv.Str("from") != frontRelayLane {
+					t.Errorf("the declared host lane read vere's peek as %s; want from %s", recv, frontRelayLane)
+				}
+				t.Logf("declared: %s", recv)
+				continue
+			}
+			deadline := time.Now().Add(eventTimeout)
+			for !strings.Contains(f.relay.Log(), "sent to this host's own addresses") && time.Now().Before(deadline) {
+				time.Sleep(100 * time.Millisecond)
+			}
+			logRelayLines(t, "relay", f.relay, "this host's own addresses")
+			if !strings.Contains(f.relay.Log(), "sent to this host's own addresses") {
+				t.Errorf("the relay did not warn of the refused datagrams")
+			}
+			if l := host.All("RECV", nil); len(l) != 0 {
+				t.Errorf("the host's own service received from vere: %s", l[0])
+			}
+		}
 	})
 
 	// The relay counts what the ship sent through its device.

@@ -1,8 +1,11 @@
 package interop
 
-// The namespace topology that the fronting tests share: WORLD (the outside
-// parties and the relays, on 10.88.0.x), and one namespace per fronted vere,
-// whose only route is its relay's TUN device.
+// The namespace topology that the fronting tests share: WORLD (the relays'
+// host, on 10.88.0.1 and .2), OUTSIDE (the outside parties, on 10.88.0.3 and
+// up and 10.77.0.5), joined by a veth pair, and one namespace per fronted
+// vere, whose only route is its relay's TUN device. The relays' host is
+// not the outside parties': a fronted vere may reach them, not WORLD's own
+// addresses (front.Conn refuses those unless declared, --front-host-lane).
 
 import (
 	"bufio"
@@ -11,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/user"
 	"runtime"
 	"strconv"
 	"strings"
@@ -25,9 +29,16 @@ import (
 )
 
 const (
-	frontWorldNet   = "10.88.0.0/24" // d0's addresses in WORLD
-	frontWorldHosts = 20             // WORLD has 10.88.0.1 to 10.88.0.20
+	frontWorldNet   = "10.88.0.0/24" // the addresses of WORLD and OUTSIDE
+	frontWorldHosts = 20             // 10.88.0.1 to 10.88.0.20
+	frontRelayHosts = 2              // WORLD has 10.88.0.1 and .2; OUTSIDE the rest
 	frontHintNet    = "10.88.0.0/16" // the relays' --hint-net: WORLD counts as public
+	// frontRelayUser is the user the fronting relays run as, with no
+	// capabilities: relay front setup makes their devices and drops to it.
+	frontRelayUser = "nobody"
+	// frontLANIP is a host on the operator's LAN, also on d0: private, and
+	// outside every relay's --hint-net.
+	frontLANIP = "10.77.0.5"
 )
 
 // frontSeq numbers the namespaces one test process creates.
@@ -38,14 +49,16 @@ func frontNetnsName(prefix string) string {
 	return fmt.Sprintf("%s%d-%d", prefix, os.Getpid(), frontSeq.Add(1))
 }
 
-// frontWorld is a fresh network namespace, WORLD, holding the outside
-// parties and the relays: lo up and one interface, d0, with 10.88.0.1/24 to
-// 10.88.0.20/24. Every vtool started in it through outside is kept, so that
-// a later check can read everything the outside world received.
+// frontWorld is two fresh network namespaces: WORLD, holding the relays
+// (d0: 10.88.0.1/24 and .2, 10.77.0.1/24), and OUTSIDE, holding the outside
+// parties (o0: 10.88.0.3/24 to .20, frontLANIP/24), d0 and o0 the ends of
+// one veth pair. Every vtool started in OUTSIDE through outside is kept, so
+// that a later check can read everything the outside world received.
 type frontWorld struct {
-	t    *testing.T
-	name string
-	all  *outsideLog
+	t       *testing.T
+	name    string // WORLD
+	outName string // OUTSIDE
+	all     *outsideLog
 }
 
 // outsideLog collects the outside vtools of a whole test.
@@ -101,6 +114,9 @@ func requireFrontNetns(t *testing.T) {
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("no ip command (iproute2): fronting test skipped")
 	}
+	if _, err := user.Lookup(frontRelayUser); err != nil {
+		t.Skipf("no user %s to run the unprivileged relay as: %v", frontRelayUser, err)
+	}
 }
 
 // ipCmd runs `ip ARGS`, returning its combined output on failure.
@@ -125,33 +141,36 @@ func newNetns(t *testing.T, name string) {
 	})
 }
 
-// newFrontWorld builds WORLD. d0 is a dummy interface where the kernel has
-// the dummy driver, else one end of a veth pair (both ends up, the peer
-// unaddressed): only d0's local addresses matter.
+// newFrontWorld builds WORLD and OUTSIDE.
 func newFrontWorld(t *testing.T, all *outsideLog) *frontWorld {
 	t.Helper()
-	name := frontNetnsName("rfw")
-	newNetns(t, name)
-	must := func(args ...string) {
+	w := &frontWorld{t: t, name: frontNetnsName("rfw"), outName: frontNetnsName("rfo"), all: all}
+	newNetns(t, w.name)
+	newNetns(t, w.outName)
+	must := func(ns string, args ...string) {
 		t.Helper()
-		if err := ipCmd(append([]string{"-n", name}, args...)...); err != nil {
+		if err := ipCmd(append([]string{"-n", ns}, args...)...); err != nil {
 			t.Fatal(err)
 		}
 	}
-	must("link", "set", "lo", "up")
-	if err := ipCmd("-n", name, "link", "add", "d0", "type", "dummy"); err != nil {
-		t.Logf("no dummy interface (%v): using a veth pair", err)
-		must("link", "add", "d0", "type", "veth", "peer", "name", "d0p")
-		must("link", "set", "d0p", "up")
-	}
-	must("link", "set", "d0", "up")
+	must(w.name, "link", "add", "d0", "type", "veth", "peer", "name", "o0", "netns", w.outName)
 	for i := 1; i <= frontWorldHosts; i++ {
-		must("addr", "add", fmt.Sprintf("10.88.0.%d/24", i), "dev", "d0")
+		ns, dev := w.name, "d0"
+		if i > frontRelayHosts {
+			ns, dev = w.outName, "o0"
+		}
+		must(ns, "addr", "add", fmt.Sprintf("10.88.0.%d/24", i), "dev", dev)
 	}
-	return &frontWorld{t: t, name: name, all: all}
+	must(w.name, "addr", "add", "10.77.0.1/24", "dev", "d0")
+	must(w.outName, "addr", "add", frontLANIP+"/24", "dev", "o0")
+	for _, x := range [][2]string{{w.name, "d0"}, {w.outName, "o0"}} {
+		must(x[0], "link", "set", "lo", "up")
+		must(x[0], "link", "set", x[1], "up")
+	}
+	return w
 }
 
-// outside starts vtool ARGS in WORLD (pass --time-limit) and records it.
+// outside starts vtool ARGS in OUTSIDE (pass --time-limit) and records it.
 // It is the WORLD's test that owns the process, unless the caller passes
 // its own (a subtest's) t.
 func (w *frontWorld) outside(args ...string) *vtool.Proc {
@@ -163,7 +182,7 @@ func (w *frontWorld) outside(args ...string) *vtool.Proc {
 // failure to start fails t.
 func (w *frontWorld) outsideT(t *testing.T, args ...string) *vtool.Proc {
 	t.Helper()
-	p := vtool.StartIn(t, w.name, args...)
+	p := vtool.StartIn(t, w.outName, args...)
 	w.all.add(p)
 	return p
 }
@@ -192,12 +211,10 @@ type frontPair struct {
 // front creates SHIPNS, starts the relay in w and vere in SHIPNS, and waits
 // for vere's READY and born event. The processes belong to w's test.
 //
-// SHIPNS is created here, before the relay, though the relay would create
-// it: `ip netns exec WORLD relay ...` runs the relay in a mount namespace of
-// its own, so the bind mount it makes under /run/netns is invisible outside
-// it, and `ip netns exec SHIPNS` fails ("setting the network namespace ...
-// failed: Invalid argument"). A relay started from the host's own namespace
-// does not have that problem.
+// SHIPNS is created here, before the relay: `ip netns exec WORLD relay
+// front setup ...` runs in a mount namespace of its own, where a namespace
+// it made under /run/netns would be invisible outside it, so it refuses to
+// make one (front.CheckVisible) and asks for `ip netns add` first.
 func (w *frontWorld) front(spec frontSpec) *frontPair {
 	w.t.Helper()
 	f := &frontPair{w: w, spec: spec, shipNS: frontNetnsName("rfs")}
@@ -214,7 +231,7 @@ func (f *frontPair) startRelay(t *testing.T) *vtool.Relay {
 	t.Helper()
 	args := append([]string{"--ship", f.spec.ship, "--listen", f.spec.listen,
 		"--front-netns", f.shipNS, "--hint-net", frontHintNet, "--log-level", "debug"}, f.spec.relay...)
-	return vtool.StartRelayIn(t, f.w.name, args...)
+	return vtool.StartUnprivilegedRelayIn(t, f.w.name, frontRelayUser, args...)
 }
 
 // startShip starts `vtool ship SHIP PORT VERE...` in SHIPNS, owned by t,
@@ -274,59 +291,27 @@ func logRelayLines(t *testing.T, who string, r *vtool.Relay, substr string) {
 }
 
 // scrapeIn GETs url from inside the network namespace name: the TCP socket
-// is made on a thread that entered it (a socket keeps the namespace it was
-// made in), and the request is written by hand, as http.Client dials from
-// goroutines of its own.
+// is made there (inNetns), and the request is written by hand, as
+// http.Client dials from goroutines of its own.
 func scrapeIn(name, url string) (map[string]float64, error) {
 	req, err := http.NewRequest("GET", url, nil)
 	if err != nil {
 		return nil, err
 	}
 	req.Close = true
-	type result struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: err}
-			return
-		}
-		defer orig.Close()
-		ns, err := netns.GetFromName(name)
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: err}
-			return
-		}
-		defer ns.Close()
-		if err := netns.Set(ns); err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: err}
-			return
-		}
-		c, err := net.DialTimeout("tcp", req.URL.Host, 5*time.Second)
-		// A thread left in another namespace must die with its goroutine:
-		// unlock only once it is back.
-		if netns.Set(orig) == nil {
-			runtime.UnlockOSThread()
-		}
-		ch <- result{c, err}
-	}()
-	r := <-ch
-	if r.err != nil {
-		return nil, r.err
-	}
-	defer r.c.Close()
-	r.c.SetDeadline(time.Now().Add(5 * time.Second))
-	if err := req.Write(r.c); err != nil {
+	var c net.Conn
+	if err := inNetns(name, func() (err error) {
+		c, err = net.DialTimeout("tcp", req.URL.Host, 5*time.Second)
+		return err
+	}); err != nil {
 		return nil, err
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(r.c), req)
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := req.Write(c); err != nil {
+		return nil, err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), req)
 	if err != nil {
 		return nil, err
 	}
@@ -335,4 +320,39 @@ func scrapeIn(name, url string) (map[string]float64, error) {
 		return nil, fmt.Errorf("%s: %s", url, resp.Status)
 	}
 	return vtool.ParseMetrics(resp.Body)
+}
+
+// inNetns runs fn on a thread inside the network namespace name: sockets
+// it makes keep that namespace. The thread returns to its own namespace
+// after, or, if it cannot, dies with its goroutine.
+func inNetns(name string, fn func() error) error {
+	ch := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- err
+			return
+		}
+		defer orig.Close()
+		ns, err := netns.GetFromName(name)
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- err
+			return
+		}
+		defer ns.Close()
+		if err := netns.Set(ns); err != nil {
+			runtime.UnlockOSThread()
+			ch <- err
+			return
+		}
+		err = fn()
+		if netns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		}
+		ch <- err
+	}()
+	return <-ch
 }

@@ -58,6 +58,10 @@ const (
 // relay either keeps what vere vouched for or hands the request to vere.
 // RelayRestartLosesNoShipLane goes further: relay G is killed and a new one,
 // knowing nothing, fronts the same vere.
+//
+// Both relays run on one host (WORLD), so each declares the other's lane
+// as one its vere may reach there (--front-host-lane): the star's vere
+// reaches its galaxy, and the galaxy's its star, through the host.
 func TestFrontedGalaxyAndStar(t *testing.T) {
 	requireFrontNetns(t)
 	all := &outsideLog{}
@@ -69,7 +73,8 @@ func TestFrontedGalaxyAndStar(t *testing.T) {
 	g := w.front(frontSpec{
 		ship:   "~nec",
 		listen: topoG,
-		relay:  []string{"--galaxy", "~nec=" + topoG, "--direct-lane-expiry", "2s", "--metrics", topoGMetric},
+		relay: []string{"--galaxy", "~nec=" + topoG, "--direct-lane-expiry", "2s", "--metrics", topoGMetric,
+			"--front-host-lane", topoS},
 		vere: []string{"--galaxy", "~bud=" + topoBudIP, "--lane", topoPlanetG + "=" + topoPlanetGLane,
 			"--push-peek", "~bud/c/x/4/hello", "--time-limit", topoLife},
 	})
@@ -77,7 +82,7 @@ func TestFrontedGalaxyAndStar(t *testing.T) {
 	s := w.front(frontSpec{
 		ship:   "~marnec",
 		listen: topoS,
-		relay:  []string{"--galaxy", "~nec=" + topoG},
+		relay:  []string{"--galaxy", "~nec=" + topoG, "--front-host-lane", topoG},
 		vere:   append([]string{"--push-peek", "~nec/c/x/4/hello", "--until", "heer", "--time-limit", "10"}, starVere...),
 	})
 	// The star's first run ends at the page from its galaxy (or its time
