@@ -2,7 +2,7 @@
 // for Urbit's network, after UIP-0102 "symmetric routing" (shared/seeds/002).
 //
 // A relay fronts one ship (a galaxy, a star, or a planet that sponsors moons)
-// on one UDP socket. For every datagram it reads it decides, as a function of
+// on its public UDP port (one socket, or several with SO_REUSEPORT). For every datagram it reads it decides, as a function of
 // (datagram, lane it came from, now), which datagrams to send to which lanes:
 //
 //   - A request (mesa peek or poke) for receiver R is sent on R's tightest
@@ -851,7 +851,7 @@ func (r *Relay) probe(k lane.Key, now time.Duration, out *Out) {
 	out.c.add(EventProbesSent, 1)
 }
 
-// dropUnrouted counts a datagram for which Select found no target.
+// dropUnrouted counts a datagram whose route plan found no target.
 func (r *Relay) dropUnrouted(out *Out, t *route.Targets) {
 	switch {
 	case t.Looped:

@@ -232,12 +232,13 @@ func defineRunFlags() *runFlags {
 
 // runUsage prints the usage of `relay run`.
 func runUsage(w io.Writer) {
-	fmt.Fprint(w, `usage: relay run --ship ~SHIP [--config FILE] [flags]
+	fmt.Fprintf(w, `usage: relay run --ship ~SHIP [--config FILE] [flags]
 
-Runs the relay on one UDP socket until SIGINT or SIGTERM; SIGHUP reloads the
-config file's galaxies, lanes and log level. Flags override the config file.
+Runs the relay on its UDP port (--sockets sockets) until SIGINT or SIGTERM;
+SIGHUP reloads the config file and applies %s at once (every other
+setting at the next start). Flags override the config file.
 
-`)
+`, strings.Join(liveSettings, ", "))
 	fs := defineRunFlags().fs
 	fs.SetOutput(w)
 	fs.PrintDefaults()

@@ -61,7 +61,7 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `usage: relay COMMAND [ARGS]
 
 commands:
-  run --ship ~SHIP [flags]    run the relay on one UDP socket (relay run -h for flags)
+  run --ship ~SHIP [flags]    run the relay on its UDP port (relay run -h for flags)
   check [run's flags]         validate a configuration as run would, binding nothing: exit 0 or 2
   front setup [run's flags]   make fronting mode's namespace and device once, with privileges,
                               for a relay that holds none (relay front setup -h)

@@ -370,7 +370,7 @@ func (c *Core) page(p *scry.Packet, from netip.AddrPort, now time.Duration, out 
 		if p.Header.Hops == 0 {
 			c.routes.Heard(publisher, fromKey, now)
 		}
-		// Routes.Answered takes a hint only from a page that came the way
+		// route.Table.Answered takes a hint only from a page that came the way
 		// the request went, so a copy through a looser route changes
 		// nothing.
 		c.routes.Answered(publisher, fromKey, nextKey, p.Header.Hops > 0, now)

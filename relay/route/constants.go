@@ -56,7 +56,7 @@ const (
 	DefaultBadLaneHold = 2 * time.Minute
 
 	// DefaultVouchedLaneExpiry is how long a lane the fronted ship itself
-	// sent a sponsee's traffic to (Routes.Vouch) stays usable without the
+	// sent a sponsee's traffic to (Table.Vouch) stays usable without the
 	// ship using it again. vere keeps a sponsee's lane for as long as it
 	// has no newer one, and a ship whose STUN works pings its sponsor
 	// rarely, so this is long: half an hour of the ship never once sending
