@@ -54,3 +54,25 @@ func TestFlagsDocumented(t *testing.T) {
 		}
 	})
 }
+
+// TestFileKeysDocumented: every config-file key that differs from its
+// flag's name (fileKeys: the repeatable flags' tables and arrays) is in
+// docs/operations.md's table of keys and in README's list.
+func TestFileKeysDocumented(t *testing.T) {
+	ops, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, name := range fileKeys {
+		if !strings.Contains(string(ops), "| `"+key+"` | `--"+name) {
+			t.Errorf("docs/operations.md's config-file table has no row for %q (--%s)", key, name)
+		}
+		if !strings.Contains(strings.Join(strings.Fields(string(readme)), " "), "`"+key+"`") {
+			t.Errorf("README.md does not name the config-file key %q", key)
+		}
+	}
+}
