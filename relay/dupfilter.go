@@ -202,9 +202,8 @@ func (d *dupFilter) add(fp uint64, tag uint32, now time.Duration) bool {
 // and the packet was not forwarded within the duplicate window after
 // coming from another lane. It takes the bytes and records the packet,
 // or, refusing, takes nothing and counts why; probe marks the targets the
-// budget wants probed, for the caller to probe once the forward is sent.
-// It lives in Out, so passing it to route.Table.Route as a route.Admitter
-// allocates nothing.
+// budget wants probed, for the caller to probe whether or not the forward
+// is sent. It is made on the stack for each legacy forward.
 type amesAdmit struct {
 	r     *Relay
 	out   *Out
@@ -217,8 +216,9 @@ type amesAdmit struct {
 	probe [route.MaxTargets]bool
 }
 
-// Admit implements route.Admitter.
-func (a *amesAdmit) Admit() bool {
+// admit takes each target's bytes and records the packet, reporting
+// whether the forward may go; refusing, it gives back what it took.
+func (a *amesAdmit) admit() bool {
 	t := &a.plan.Targets
 	for i := 0; i < t.N; i++ {
 		a.probe[i] = false

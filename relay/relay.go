@@ -32,6 +32,26 @@
 // that ship's direct lane; a solicited page's next-hop gives a candidate
 // tighter lane for its publisher.
 //
+// Every decision is plan, then admit, then commit: the route table plans
+// the lanes without changing anything (route.Table.PlanInto); the pending
+// table (a request) or the amplification budget and the duplicate filter
+// (a legacy forward) admit it or not; and only what is sent is committed
+// to the route table (route.Table.Commit). Relay.request and Relay.ames
+// show the three steps in order.
+//
+// Locks. Each table has its own: the route table one mutex, the pending
+// table one per shard, the amplification budget and the duplicate filter
+// one per stripe of slots, the proof table's generator one. No call holds
+// one while it takes another, so there is no lock order to keep: a
+// forwarded request takes the route table's (plan), a pending shard's
+// (admit) and the route table's again (commit); a page a pending shard's
+// (take), the route table's (what the page teaches), then for each
+// requester its address's budget stripe and its network's, one after the
+// other; a legacy forward the route table's, each target's budget stripes
+// and a duplicate-filter stripe, and the route table's. (Before the
+// budget was absolute, a forwarded request took four, two of them nested
+// in the route table's.)
+//
 // The core holds only soft state: a restart loses pending entries and learned
 // lanes, never correctness. Relay.Handle is safe for concurrent use, each
 // goroutine with its own Out (Relay.NewOut, which also gives it counters of
@@ -305,10 +325,8 @@ type Out struct {
 	scratch [][]byte
 	used    int
 	reqs    []lane.Key
-	admit   pendingAdmit // Handle's pending-table admission, reused
-	amesAdm amesAdmit    // Handle's legacy admission, reused
-	plan    route.Plan   // Handle's route plan, reused
-	d       Decision     // the decision in hand, or the last made
+	plan    route.Plan // Handle's route plan, reused
+	d       Decision   // the decision in hand, or the last made
 
 	// owner made o (Relay.NewOut) and counts o's decisions in own; c is
 	// the block of the call in progress: own when the relay deciding is
@@ -556,14 +574,13 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 		out.drop(DropHopLimit)
 		return
 	}
-	out.admit = pendingAdmit{r: r, out: out, key: key, from: fromKey, now: now}
+	// Plan, admit, commit: each step takes its table's lock alone, and no
+	// lock is held while another is taken (the lock order: none nested).
+	// 1. Plan: the route table chooses the lanes, changing nothing.
 	q := route.Query{Rcvr: rcvr, From: fromKey, Sender: p.PayloadName.Ship, Learn: learn}
 	plan := &out.plan
-	sent := r.routes.Route(plan, q, now, &out.admit)
-	if !sent {
-		if plan.N != 0 {
-			return // the pending table's verdict was counted by remember
-		}
+	r.routes.PlanInto(plan, q, now)
+	if plan.N == 0 {
 		if r.front && plan.Sponsee {
 			// Our sponsee, at a lane we do not know: the ship knows its
 			// sponsees and forwards for them (and its forward teaches us
@@ -574,25 +591,18 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 		r.dropUnrouted(out, &plan.Targets)
 		return
 	}
+	// 2. Admit: the pending table records the requester and says whether
+	// to forward (its verdict counted by remember).
+	if !r.remember(out, key, fromKey, now) {
+		return
+	}
+	// 3. Commit what is sent: the lanes' probes, the sender's lane.
+	r.routes.Commit(plan, now)
 	if !fromShip {
 		scry.SetHops(b, int(p.Header.Hops)+1)
 	}
 	r.forward(b, k, &plan.Targets, out)
 }
-
-// pendingAdmit admits a planned request when the pending table says it is
-// to be forwarded (Relay.remember). It lives in Out, so passing it to
-// route.Table.Route as an route.Admitter allocates nothing.
-type pendingAdmit struct {
-	r    *Relay
-	out  *Out
-	key  uint64
-	from lane.Key
-	now  time.Duration
-}
-
-// Admit implements route.Admitter.
-func (a *pendingAdmit) Admit() bool { return a.r.remember(a.out, a.key, a.from, a.now) }
 
 // remember records a request whose name hashes to key in the pending table
 // and reports whether it is to be forwarded.
@@ -803,21 +813,10 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 	if insert {
 		n += scry.AmesOriginLen
 	}
+	// Plan, admit, commit, as for a request (Relay.request).
 	plan := &out.plan
-	out.amesAdm = amesAdmit{r: r, out: out, plan: plan, fp: fp, tag: tag, own: own, n: n, now: now}
-	sent := r.routes.Route(plan, route.Query{Rcvr: a.Rcvr, From: fromKey, Sender: a.Sndr, Learn: learn}, now, &out.amesAdm)
-	if plan.N != 0 {
-		// Admit ran: probe the targets the budget asked for, sent or not.
-		for i := 0; i < plan.Targets.N; i++ {
-			if out.amesAdm.probe[i] {
-				r.probe(plan.Targets.Lanes[i], now, out)
-			}
-		}
-	}
-	if !sent {
-		if plan.N != 0 {
-			return // refused by amesAdmit, which counted why
-		}
+	r.routes.PlanInto(plan, route.Query{Rcvr: a.Rcvr, From: fromKey, Sender: a.Sndr, Learn: learn}, now)
+	if plan.N == 0 {
 		if r.front && plan.Sponsee {
 			r.handToShip(b, KindAmes, from, fromKey, a.Sndr, learn, false, now, out)
 			return
@@ -825,6 +824,20 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 		r.dropUnrouted(out, &plan.Targets)
 		return
 	}
+	// Admit: every target's budget and the duplicate filter (amesAdmit,
+	// which counts a refusal), each lock taken alone; the targets the
+	// budget asked to probe are probed, sent or not.
+	adm := amesAdmit{r: r, out: out, plan: plan, fp: fp, tag: tag, own: own, n: n, now: now}
+	admitted := adm.admit()
+	for i := 0; i < plan.Targets.N; i++ {
+		if adm.probe[i] {
+			r.probe(plan.Targets.Lanes[i], now, out)
+		}
+	}
+	if !admitted {
+		return
+	}
+	r.routes.Commit(plan, now)
 	if scrubbed {
 		out.c.add(EventHintsScrubbed, 1)
 	}

@@ -888,23 +888,15 @@ type Plan struct {
 	fwdOK [MaxTargets]bool
 }
 
-// Admitter decides, under the route table's lock and after the plan, whether
-// a planned datagram is sent (the relay asks its pending table). It must not
-// call back into the route table.
-type Admitter interface {
-	Admit() bool
-}
-
-// Route plans q into p, asks adm (nil: admitted) whether to send, and
-// commits the plan if so, all under one lock, so that nothing changes
-// between the plan and its commit. It reports whether the plan was
-// committed; a plan with no targets is never admitted. p is the caller's
-// (a relay keeps one per reader), so nothing is copied or allocated.
-func (r *Table) Route(p *Plan, q Query, now time.Duration, adm Admitter) bool {
+// Route plans q into p and commits the plan, under one lock: for callers
+// that send whatever they plan (the endpoint). It reports whether the plan
+// has targets. A relay, which must ask its pending table and its budgets
+// before it sends, plans (PlanInto) and commits (Commit) as two steps.
+func (r *Table) Route(p *Plan, q Query, now time.Duration) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.planLocked(p, q, now)
-	if p.N == 0 || (adm != nil && !adm.Admit()) {
+	if p.N == 0 {
 		return false
 	}
 	r.commitLocked(p, now)
@@ -913,11 +905,21 @@ func (r *Table) Route(p *Plan, q Query, now time.Duration, adm Admitter) bool {
 
 // Plan returns the plan for q at now without changing anything.
 func (r *Table) Plan(q Query, now time.Duration) Plan {
+	var p Plan
+	r.PlanInto(&p, q, now)
+	return p
+}
+
+// PlanInto makes the plan for q at now in p, changing nothing in the
+// table; p is the caller's (a relay keeps one per reader), so nothing is
+// copied or allocated. A plan committed later (Commit) is applied to the
+// table as it is then: a route that changed in between keeps its changes,
+// and only the plan's lanes that are still the route's paths wait for an
+// answer.
+func (r *Table) PlanInto(p *Plan, q Query, now time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var p Plan
-	r.planLocked(&p, q, now)
-	return p
+	r.planLocked(p, q, now)
 }
 
 // Commit records that p, made at or before now, was sent: each of its
@@ -935,7 +937,7 @@ func (r *Table) Commit(p *Plan, now time.Duration) {
 // returns from, nor a lane of this process.
 func (r *Table) Select(s lane.Ship, from lane.Key, now time.Duration) Targets {
 	var p Plan
-	r.Route(&p, Query{Rcvr: s, From: from}, now, nil)
+	r.Route(&p, Query{Rcvr: s, From: from}, now)
 	return p.Targets
 }
 
