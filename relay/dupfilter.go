@@ -222,7 +222,7 @@ func (a *amesAdmit) admit() bool {
 	t := &a.plan.Targets
 	for i := 0; i < t.N; i++ {
 		a.probe[i] = false
-		if a.r.trusted.has(t.Lanes[i], a.r.shipKey) {
+		if a.r.trusted.has(t.Lanes[i], a.r.link.key) {
 			continue
 		}
 		ok, probe := a.r.amp.spend(t.Lanes[i], a.n, a.now)
@@ -248,7 +248,7 @@ func (a *amesAdmit) admit() bool {
 func (a *amesAdmit) refund(k int) {
 	t := &a.plan.Targets
 	for i := 0; i < k; i++ {
-		if !a.r.trusted.has(t.Lanes[i], a.r.shipKey) {
+		if !a.r.trusted.has(t.Lanes[i], a.r.link.key) {
 			a.r.amp.refund(t.Lanes[i], a.n, a.now)
 		}
 	}

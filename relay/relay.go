@@ -114,7 +114,7 @@ type Config struct {
 	// Dup sizes the legacy ames duplicate filter (see DupConfig); the
 	// zero value takes the defaults.
 	Dup DupConfig
-	// Front is fronting mode (see front.go): the ship's process is reached
+	// Front is fronting mode (see ship.go): the ship's process is reached
 	// through a device the relay owns (relay/front), datagrams for it carry
 	// their true source (Out.ToShip), and what it sends is decided by
 	// HandleFromShip. ShipLane must then be set: it is the ship's lane on
@@ -137,8 +137,7 @@ type Config struct {
 type Relay struct {
 	// Static after construction.
 	ship     lane.Ship
-	shipLane netip.AddrPort
-	shipKey  lane.Key
+	link     shipLink // how the fronted ship's process is reached (ship.go)
 	sponsors *lane.Sponsors
 	ourChain []lane.Ship // our sponsors, above the fronted ship
 	hashSeed uint64
@@ -148,11 +147,6 @@ type Relay struct {
 	trusted  trustedLanes
 	routes   *route.Table
 	counters Counters
-
-	front      bool
-	publicLane netip.AddrPort
-	pings      pingTable // front mode: pings handed to the ship, by lane
-	stuns      stunTable // front mode: the ship's STUN transactions
 }
 
 // New returns a relay core for cfg.
@@ -216,20 +210,15 @@ func New(cfg Config) (*Relay, error) {
 		return nil, fmt.Errorf("relay: seed: %w", err)
 	}
 	r := &Relay{
-		ship:       cfg.Ship,
-		shipLane:   lane.Canon(cfg.ShipLane),
-		sponsors:   cfg.Sponsors,
-		hashSeed:   binary.LittleEndian.Uint64(seed[:]),
-		pending:    pt,
-		amp:        amp,
-		dups:       dups,
-		routes:     rt,
-		front:      cfg.Front,
-		publicLane: lane.Canon(cfg.PublicLane),
+		ship:     cfg.Ship,
+		sponsors: cfg.Sponsors,
+		hashSeed: binary.LittleEndian.Uint64(seed[:]),
+		pending:  pt,
+		amp:      amp,
+		dups:     dups,
+		routes:   rt,
 	}
-	if r.shipLane.IsValid() {
-		r.shipKey = lane.KeyOf(r.shipLane)
-	}
+	r.link.init(cfg.ShipLane, cfg.Front, cfg.PublicLane)
 	chain := r.sponsors.AppendChain(nil, cfg.Ship)
 	if !cfg.Fraternize {
 		r.ourChain = chain[1:]
@@ -257,8 +246,8 @@ func (r *Relay) SetLanes(galaxies, pinned map[lane.Ship]netip.AddrPort) {
 	for s, ap := range galaxies {
 		m[s] = lane.KeyOf(lane.Canon(ap))
 	}
-	if r.shipLane.IsValid() {
-		m[r.ship] = r.shipKey
+	if r.link.present() {
+		m[r.ship] = r.link.key
 	}
 	r.routes.SetStatic(m)
 	r.trusted.store(&r.trusted.static, m)
@@ -295,7 +284,7 @@ func (r *Relay) AddListener(ap netip.AddrPort, local []netip.Addr) {
 }
 
 // ShipLane returns the fronted ship's lane (invalid when there is none).
-func (r *Relay) ShipLane() netip.AddrPort { return r.shipLane }
+func (r *Relay) ShipLane() netip.AddrPort { return r.link.lane }
 
 // route.Table returns the relay's route table.
 func (r *Relay) Routes() *route.Table { return r.routes }
@@ -455,13 +444,13 @@ func (r *Relay) handle(b []byte, from netip.AddrPort, now time.Duration, out *Ou
 		r.stun(b, from, now, out)
 		return
 	}
-	if r.front || r.amp.probing() {
+	if r.link.takesSTUN() || r.amp.probing() {
 		var resp scry.STUNResponse
 		if resp.Parse(b) == nil {
 			// The answer to the ship's own STUN request (it STUNs its
 			// galaxy through us): its XOR-MAPPED-ADDRESS is our public
 			// lane, as the ship must learn.
-			if r.front && r.stuns.take(resp.TxID, now) {
+			if r.link.takeSTUN(resp.TxID, now) {
 				out.in(KindOther, len(b))
 				r.toShip(b, KindOther, from, out)
 				return
@@ -541,7 +530,7 @@ func (r *Relay) key(name []byte) uint64 {
 // request handles a peek or poke.
 func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, now time.Duration, out *Out) {
 	fromKey := lane.KeyOf(from)
-	fromShip := r.shipLane.IsValid() && from == r.shipLane
+	fromShip := r.link.sent(from)
 	if !fromShip && r.routes.IsSelf(fromKey) {
 		out.drop(DropSelf)
 		return
@@ -552,7 +541,7 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 	key := r.nameKey(p.NameBytes(), out)
 	rcvr := p.Name.Ship
 	if rcvr == r.ship {
-		if !r.shipLane.IsValid() {
+		if !r.link.present() {
 			// Dropped, so nothing is learned from it: a relay with no
 			// ship behind it knows its sponsees from configuration.
 			out.drop(DropOwnShipNoLane)
@@ -562,9 +551,9 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 			out.drop(DropLoop)
 			return
 		}
-		// In front mode the ship answers the requester's true lane
+		// Through a device the ship answers the requester's true lane
 		// itself; otherwise it answers us, and we pass the page on.
-		if !r.front && !r.remember(out, key, fromKey, now) {
+		if !r.link.answersItself() && !r.remember(out, key, fromKey, now) {
 			return
 		}
 		r.handToShip(b, k, from, fromKey, p.PayloadName.Ship, learn, true, now, out)
@@ -581,7 +570,7 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 	plan := &out.plan
 	r.routes.PlanInto(plan, q, now)
 	if plan.N == 0 {
-		if r.front && plan.Sponsee {
+		if plan.Sponsee && r.link.forwardsForSponsees() {
 			// Our sponsee, at a lane we do not know: the ship knows its
 			// sponsees and forwards for them (and its forward teaches us
 			// the lane: HandleFromShip).
@@ -635,7 +624,7 @@ func (r *Relay) remember(out *Out, key uint64, from lane.Key, now time.Duration)
 // page handles a response.
 func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Duration, out *Out) {
 	fromKey := lane.KeyOf(from)
-	fromShip := r.shipLane.IsValid() && from == r.shipLane
+	fromShip := r.link.sent(from)
 	reqs, ok := r.pending.Take(r.nameKey(p.NameBytes(), out), out.reqs[:0], now)
 	out.reqs = reqs[:0]
 	publisher := p.Name.Ship
@@ -680,14 +669,14 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	if !fromShip && hops < MaxHops {
 		hops++
 	}
-	// In front mode the ship gets the page as it came, from where it came.
+	// Through a device the ship gets the page as it came, from where it came.
 	var orig []byte
 	for _, q := range reqs {
 		if bare == nil && r.bareFor(q, sponsors) {
 			bare = out.scratchCopy(b)
 			bare = r.editPage(bare, p, hops, [6]byte{}, false)
 		}
-		if orig == nil && r.front && q == r.shipKey {
+		if orig == nil && r.link.takesPagesAsTheyCame(q) {
 			orig = b
 			if len(reqs) > 1 {
 				orig = out.scratchCopy(b)
@@ -700,7 +689,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	}
 	sent, sentBytes := 0, 0
 	for _, q := range reqs {
-		if orig != nil && q == r.shipKey {
+		if orig != nil && q == r.link.key {
 			r.toShip(orig, KindPage, from, out)
 			continue
 		}
@@ -708,7 +697,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 		if bare != nil && r.bareFor(q, sponsors) {
 			buf = bare
 		}
-		if q != r.shipKey {
+		if q != r.link.key {
 			ok, probe := r.amp.spend(q, len(buf), now)
 			if probe {
 				r.probe(q, now, out)
@@ -738,7 +727,7 @@ func nextHopKey(p *scry.Packet) lane.Key {
 // our own sponsors (the seed's rule), or the ship behind us in ship-lane
 // mode, which must not learn lanes that bypass the relay it sits behind.
 func (r *Relay) bareFor(q lane.Key, sponsors []lane.Key) bool {
-	return slices.Contains(sponsors, q) || (!r.front && r.shipLane.IsValid() && q == r.shipKey)
+	return slices.Contains(sponsors, q) || r.link.mustNotLearnBypasses(q)
 }
 
 // editPage sets a page's hop count and next-hop (cleared when !set), with
@@ -765,7 +754,7 @@ func (r *Relay) editPage(b []byte, p *scry.Packet, hops int, hop [6]byte, set bo
 // from them. A forward goes to all its targets or to none.
 func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time.Duration, out *Out) {
 	fromKey := lane.KeyOf(from)
-	fromShip := r.shipLane.IsValid() && from == r.shipLane
+	fromShip := r.link.sent(from)
 	if !fromShip && r.routes.IsSelf(fromKey) {
 		out.drop(DropSelf)
 		return
@@ -777,7 +766,7 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 	// galaxy as its sender says nothing of where the galaxy is.
 	learn := !a.Relayed && !fromShip && a.Sndr.Class() != lane.Galaxy
 	if a.Rcvr == r.ship {
-		if !r.shipLane.IsValid() {
+		if !r.link.present() {
 			out.drop(DropOwnShipNoLane) // and learns nothing: see request
 			return
 		}
@@ -804,7 +793,7 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 		if !r.hintOK(from) {
 			// A sender on a private network is named by our public
 			// lane, or not at all: answers then come back through us.
-			ap, scrubbed = r.publicLane, true
+			ap, scrubbed = r.link.public, true
 		}
 		origin, insert = lane.EncodeShort(ap)
 		insert = insert && ap.IsValid()
@@ -817,7 +806,7 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 	plan := &out.plan
 	r.routes.PlanInto(plan, route.Query{Rcvr: a.Rcvr, From: fromKey, Sender: a.Sndr, Learn: learn}, now)
 	if plan.N == 0 {
-		if r.front && plan.Sponsee {
+		if plan.Sponsee && r.link.forwardsForSponsees() {
 			r.handToShip(b, KindAmes, from, fromKey, a.Sndr, learn, false, now, out)
 			return
 		}

@@ -290,7 +290,7 @@ func (s *Server) routineRead(rd *reader) {
 			// A fronting relay served without the ship's device: its
 			// lane is reached through the public socket.
 			for _, m := range out.ToShip {
-				out.add(m.Buf, s.relay.shipLane)
+				out.add(m.Buf, s.relay.link.lane)
 			}
 			out.ToShip = out.ToShip[:0]
 		}

@@ -11,10 +11,14 @@ import (
 	"github.com/urbit-relay/relay/scry"
 )
 
-// Fronting mode (Config.Front): the fronted ship's own process (vere) sits
-// behind a device the relay owns (relay/front: a TUN device that is the only
-// route of the ship's network namespace), so that it behaves exactly as if it
-// stood on the relay's public lane:
+// The fronted ship, as the core sees it: a lane (shipLink), reached one of
+// two ways. Everything the core does differently for the two is asked of
+// the shipLink here; nothing else in the package tests a mode.
+//
+// Through a device (Config.Front, fronting mode): the ship's own process
+// (vere) sits behind a device the relay owns (package relay/front: a TUN
+// device that is the only route of the ship's network namespace), so that
+// it behaves exactly as if it stood on the relay's public lane:
 //
 //   - Every datagram for the ship is handed to it unchanged, with its true
 //     source (Out.ToShip), so that vere's own lane learning, next-hops,
@@ -33,6 +37,69 @@ import (
 //     forwards a sponsee's traffic to, or answers a sponsee's ping on, is
 //     recorded as vouched (route.Table.Vouch), kept while the ship keeps using
 //     it, and not displaced by lanes learned from the wire.
+//
+// At a lane (Config.ShipLane alone): the ship's process listens on a port
+// the relay sends to from its public socket; it answers the relay, which
+// records requesters in the pending table and passes the pages on, and
+// what it sends arrives at the public socket from its lane.
+
+// shipLink is how the core reaches the fronted ship's process. It is set
+// by New; the tables it holds are safe for concurrent use.
+type shipLink struct {
+	lane   netip.AddrPort // the ship's lane (on the device, or its port); invalid: none
+	key    lane.Key       // lane's key
+	device bool           // reached through a device the relay owns (fronting mode)
+	public netip.AddrPort // the relay's public lane, what private hints become
+	pings  pingTable      // through a device: pings handed to the ship, by lane
+	stuns  stunTable      // through a device: the ship's STUN transactions
+}
+
+// init sets l up for the ship's lane, the way it is reached and the
+// relay's public lane.
+func (l *shipLink) init(ship netip.AddrPort, device bool, public netip.AddrPort) {
+	l.lane, l.device, l.public = lane.Canon(ship), device, lane.Canon(public)
+	if l.lane.IsValid() {
+		l.key = lane.KeyOf(l.lane)
+	}
+}
+
+// present reports whether there is a ship process to hand datagrams to.
+func (l *shipLink) present() bool { return l.lane.IsValid() }
+
+// sent reports whether a datagram heard on the public socket from lane
+// from was sent by the ship's process.
+func (l *shipLink) sent(from netip.AddrPort) bool { return l.lane.IsValid() && from == l.lane }
+
+// answersItself reports whether the ship answers a requester's true lane
+// itself (through a device), so that the relay records no pending entry
+// for a request handed to it.
+func (l *shipLink) answersItself() bool { return l.device }
+
+// forwardsForSponsees reports whether requests for the ship's sponsees at
+// lanes the relay does not know are handed to the ship, which knows them
+// (through a device; at a lane the ship would see them from the relay).
+func (l *shipLink) forwardsForSponsees() bool { return l.device }
+
+// takesPagesAsTheyCame reports whether requester q is the ship taking its
+// pages unchanged, from where they came (through a device).
+func (l *shipLink) takesPagesAsTheyCame(q lane.Key) bool { return l.device && q == l.key }
+
+// mustNotLearnBypasses reports whether requester q is the ship at a lane,
+// which gets pages with no next-hop: it must not learn lanes that bypass
+// the relay it sits behind.
+func (l *shipLink) mustNotLearnBypasses(q lane.Key) bool {
+	return !l.device && l.lane.IsValid() && q == l.key
+}
+
+// takesSTUN reports whether the ship's own STUN requests go out through
+// the relay (through a device), so that their responses are looked for.
+func (l *shipLink) takesSTUN() bool { return l.device }
+
+// takeSTUN reports whether a STUN response with id tx answers the ship's
+// own request (through a device), and takes it.
+func (l *shipLink) takeSTUN(tx [12]byte, now time.Duration) bool {
+	return l.device && l.stuns.take(tx, now)
+}
 
 // pingTable remembers, for each lane a hop-0 poke was handed to the ship
 // from, the ship the poke named as its sender: when the ship answers that
@@ -133,11 +200,11 @@ func (r *Relay) toShip(b []byte, k Kind, from netip.AddrPort, out *Out) bool {
 	out.c.add(EventToShip, 1)
 	out.act(ActionToShip)
 	out.c.countOut(k, 1, len(b))
-	if r.front {
+	if r.link.device {
 		out.ToShip = append(out.ToShip, transport.Message{Buf: b, N: len(b), Addr: from})
 		return true
 	}
-	out.add(b, r.shipLane)
+	out.add(b, r.link.lane)
 	return true
 }
 
@@ -150,8 +217,8 @@ func (r *Relay) handToShip(b []byte, k Kind, from netip.AddrPort, fromKey lane.K
 		return
 	}
 	r.routes.Contacted(sender, fromKey, now)
-	if r.front && ping {
-		r.pings.put(fromKey, sender, now)
+	if r.link.device && ping {
+		r.link.pings.put(fromKey, sender, now)
 	}
 }
 
@@ -205,7 +272,7 @@ func shipKind(b []byte) Kind {
 func (r *Relay) fromShip(b []byte, to netip.AddrPort, now time.Duration, out *Out) {
 	out.c.add(EventFromShip, 1)
 	toKey := lane.KeyOf(to)
-	if !r.front || r.routes.IsSelf(toKey) || !r.shipMayReach(b, to, toKey, now) {
+	if !r.link.device || r.routes.IsSelf(toKey) || !r.shipMayReach(b, to, toKey, now) {
 		out.shipDrop(ShipDropTarget)
 		return
 	}
@@ -222,13 +289,13 @@ func (r *Relay) fromShip(b []byte, to netip.AddrPort, now time.Duration, out *Ou
 		switch typ {
 		case scry.TypePeek, scry.TypePoke:
 			// Its answer comes back to the public socket, for the ship.
-			r.remember(out, r.nameKey(nameWire, out), r.shipKey, now)
+			r.remember(out, r.nameKey(nameWire, out), r.link.key, now)
 			if rcvr, ok := scry.NameShip(nameWire); ok && rcvr != r.ship && h.Hops > 0 {
 				// The ship forwards a request: it knows the receiver there.
 				r.vouch(out.c, rcvr, toKey, now)
 			}
 		case scry.TypePage:
-			if s, ok := r.pings.answered(toKey, now); ok {
+			if s, ok := r.link.pings.answered(toKey, now); ok {
 				r.vouch(out.c, s, toKey, now)
 			}
 			if h.NextHop == scry.NextHopNone {
@@ -246,7 +313,7 @@ func (r *Relay) fromShip(b []byte, to netip.AddrPort, now time.Duration, out *Ou
 		var req scry.STUNRequest
 		if req.Parse(b) == nil {
 			// The ship STUNs its galaxy: let the answer through to it.
-			r.stuns.put(req.TxID, now)
+			r.link.stuns.put(req.TxID, now)
 			break
 		}
 		var a scry.AmesPacket
@@ -261,7 +328,7 @@ func (r *Relay) fromShip(b []byte, to netip.AddrPort, now time.Duration, out *Ou
 			if a.Rcvr != r.ship {
 				r.vouch(out.c, a.Rcvr, toKey, now)
 			}
-		} else if s, ok := r.pings.answered(toKey, now); ok && s == a.Rcvr {
+		} else if s, ok := r.link.pings.answered(toKey, now); ok && s == a.Rcvr {
 			r.vouch(out.c, s, toKey, now)
 		}
 	}
@@ -288,7 +355,7 @@ func (r *Relay) shipMayReach(b []byte, to netip.AddrPort, toKey lane.Key, now ti
 	if to.Port() == 0 || !to.Addr().Is4() {
 		return false
 	}
-	if s, ok := r.pings.pinger(toKey); ok && r.sponseeLane(s, toKey, now) {
+	if s, ok := r.link.pings.pinger(toKey); ok && r.sponseeLane(s, toKey, now) {
 		return true
 	}
 	s, ok := receiverOf(b)
@@ -349,8 +416,8 @@ func (r *Relay) vouch(c *counterBlock, s lane.Ship, k lane.Key, now time.Duratio
 // public lane is known.
 func (r *Relay) scrubNextHop(c *counterBlock, b []byte, p *scry.Packet) []byte {
 	c.add(EventHintsScrubbed, 1)
-	hop, ok := lane.EncodeShort(r.publicLane)
-	nb, err := scry.EditPageNextHop(b, p, hop, ok && r.publicLane.IsValid())
+	hop, ok := lane.EncodeShort(r.link.public)
+	nb, err := scry.EditPageNextHop(b, p, hop, ok && r.link.public.IsValid())
 	if err != nil {
 		return b
 	}
@@ -362,8 +429,8 @@ func (r *Relay) scrubNextHop(c *counterBlock, b []byte, p *scry.Packet) []byte {
 // false, changing nothing, when no public lane is known: the packet must
 // then not be sent.
 func (r *Relay) scrubOrigin(c *counterBlock, b []byte) bool {
-	o, ok := lane.EncodeShort(r.publicLane)
-	if !ok || !r.publicLane.IsValid() || len(b) < scry.AmesHeaderLen+scry.AmesOriginLen {
+	o, ok := lane.EncodeShort(r.link.public)
+	if !ok || !r.link.public.IsValid() || len(b) < scry.AmesHeaderLen+scry.AmesOriginLen {
 		return false
 	}
 	c.add(EventHintsScrubbed, 1)
