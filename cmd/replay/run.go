@@ -130,6 +130,7 @@ type runner struct {
 
 	pubRequests, pubAnswers, pubHeld, pubUnknown, pubSilent atomic.Uint64
 	unmatched, foreign, unrecognized, writeErrs             atomic.Uint64
+	probes                                                  atomic.Uint64 // the relay's STUN probes, answered
 }
 
 func (r *runner) now() time.Duration { return time.Since(r.start) }
@@ -416,7 +417,19 @@ func (r *runner) routineRead(l int32, c transport.Conn) {
 				r.delivered(key)
 				r.reply(l, key)
 			default:
-				r.unrecognized.Add(1)
+				// The relay probes a busy lane with a STUN binding
+				// request; every vere ship answers one, as this does.
+				var q scry.STUNRequest
+				if !scry.IsSTUN(b) || q.Parse(b) != nil {
+					r.unrecognized.Add(1)
+					continue
+				}
+				resp := scry.STUNResponse{TxID: q.TxID, Mapped: c.LocalAddr()}
+				rb := resp.Append(nil)
+				if _, err := c.WriteBatch([]transport.Message{{Buf: rb, N: len(rb), Addr: m.Addr}}); err != nil {
+					r.writeErrs.Add(1)
+				}
+				r.probes.Add(1)
 			}
 		}
 	}

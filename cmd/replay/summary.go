@@ -38,8 +38,11 @@ type summary struct {
 	// Unmatched counts answers and deliveries no outstanding request was
 	// waiting for (late after the timeout, or duplicates); Foreign,
 	// datagrams from an address other than the relay; Unrecognized,
-	// datagrams from the relay that are not mesa or ames.
+	// datagrams from the relay that are not mesa or ames; Probes, the
+	// relay's STUN binding requests (amplification budget probes), each
+	// answered as vere answers one.
 	Unmatched    uint64 `json:"unmatched"`
+	Probes       uint64 `json:"probes_answered"`
 	Foreign      uint64 `json:"foreign"`
 	Unrecognized uint64 `json:"unrecognized"`
 	WriteErrors  uint64 `json:"write_errors"`
@@ -106,7 +109,7 @@ func (r *runner) summarize(sendPhase, elapsed time.Duration) *summary {
 			Held: r.pubHeld.Load(), Unknown: r.pubUnknown.Load(), Silent: r.pubSilent.Load(),
 		},
 		Unmatched: r.unmatched.Load(), Foreign: r.foreign.Load(),
-		Unrecognized: r.unrecognized.Load(), WriteErrors: r.writeErrs.Load(),
+		Unrecognized: r.unrecognized.Load(), WriteErrors: r.writeErrs.Load(), Probes: r.probes.Load(),
 	}
 	var all latHist
 	for k := range numKinds {
@@ -171,8 +174,8 @@ func (s *summary) writeText(w io.Writer) {
 	p := s.Publisher
 	fmt.Fprintf(w, "publishers: %d requests heard, %d answers sent (%d held), %d without an answer in the fixture, %d to silent lanes\n",
 		p.Requests, p.Answers, p.Held, p.Unknown, p.Silent)
-	fmt.Fprintf(w, "unmatched %d (late or duplicate), foreign %d, unrecognized %d, write errors %d\n",
-		s.Unmatched, s.Foreign, s.Unrecognized, s.WriteErrors)
+	fmt.Fprintf(w, "unmatched %d (late or duplicate), foreign %d, unrecognized %d, write errors %d, probes answered %d\n",
+		s.Unmatched, s.Foreign, s.Unrecognized, s.WriteErrors, s.Probes)
 	switch {
 	case s.MetricsError != "":
 		fmt.Fprintf(w, "relay drops: metrics unavailable: %s\n", s.MetricsError)
