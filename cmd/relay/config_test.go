@@ -311,6 +311,8 @@ func FuzzConfig(f *testing.F) {
 		`{"ship": "256", "max-pending": 5000, "pending-ttl": "20s", "refuse-when-full": true, "log-level": "debug"}`,
 		`{"ship": "~zod", "metrics": ":9337", "pprof": true, "batch": 1024, "max_pending": 1}`,
 		"{\n  \"ship\": \"~sipsyl\",\n  \"batch\" 5\n}",
+		`{"ship": "~zod", "pending": {"max-entries": 5000, "ttl": "20s"}, "network": {"galaxies": {"~zod": "1.2.3.4:5"}}}`,
+		`{"ship": "~zod", "pending": {"max-entries": 1}, "max-pending": 2, "amplification": null, "io": {"batch_": 1}}`,
 		`[]`, `null`, ``, `{"ship": {"a": 1}}`,
 	} {
 		f.Add([]byte(s))
