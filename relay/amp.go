@@ -87,6 +87,24 @@ type AmpConfig struct {
 	ProofSlots    int           // tracked lanes being probed or proven, a power of two
 }
 
+// ConfigError is a field of Config's AmpConfig or DupConfig that New (and
+// their Validate) rejects. The pending and route tables' settings are
+// rejected by their packages' own ConfigError (pit.ConfigError,
+// route.ConfigError), which New wraps.
+type ConfigError struct {
+	Field string // the field's path in Config, such as "Amp.Burst"
+	Value any    // its value
+	Want  string // what is wanted, such as "0 or more bytes"
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("relay: Config.%s %v: want %s", e.Field, e.Value, e.Want)
+}
+
+// Validate reports the first field of c that New would reject, as a
+// *ConfigError; nil if New accepts c.
+func (c AmpConfig) Validate() error { return c.fill() }
+
 // fill gives each zero field its default (so the zero AmpConfig is the
 // default budget) and checks the rest. A negative Rate disables the
 // budget, a negative NetRate its per-network part, a negative
@@ -95,19 +113,32 @@ func (c *AmpConfig) fill() error {
 	if c.Rate < 0 {
 		return nil
 	}
-	if c.Burst < 0 || c.Slots < 0 || c.NetBurst < 0 || c.LightRate < 0 || c.LightBurst < 0 ||
-		c.NetSlots < 0 || c.Net4Bits < 0 || c.Net6Bits < 0 || c.ProbeInterval < 0 || c.ProbeAfter < 0 || c.ProofSlots < 0 {
-		return fmt.Errorf("relay: negative amplification setting %+v", *c)
+	type field struct {
+		name string
+		v    *int
+		def  int
+		max  int    // 0: no bound beyond the type's
+		unit string // of max, for the message
 	}
-	for _, f := range []struct {
-		v   *int
-		def int
-	}{{&c.Rate, DefaultAmpRate}, {&c.Burst, DefaultAmpBurst}, {&c.Slots, DefaultAmpSlots},
-		{&c.NetRate, DefaultAmpNetRate}, {&c.NetBurst, DefaultAmpNetBurst},
-		{&c.LightRate, DefaultAmpLightRate}, {&c.LightBurst, DefaultAmpLightBurst},
-		{&c.NetSlots, DefaultAmpNetSlots},
-		{&c.Net4Bits, DefaultAmpNet4Bits}, {&c.Net6Bits, DefaultAmpNet6Bits},
-		{&c.ProbeAfter, DefaultProbeAfter}, {&c.ProofSlots, DefaultProofSlots}} {
+	fields := []field{{"Rate", &c.Rate, DefaultAmpRate, MaxAmpRate, " bytes a second"},
+		{"Burst", &c.Burst, DefaultAmpBurst, MaxAmpBurst, " bytes"},
+		{"NetRate", &c.NetRate, DefaultAmpNetRate, MaxAmpRate, " bytes a second"},
+		{"NetBurst", &c.NetBurst, DefaultAmpNetBurst, MaxAmpBurst, " bytes"},
+		{"LightRate", &c.LightRate, DefaultAmpLightRate, MaxAmpRate, " bytes a second"},
+		{"LightBurst", &c.LightBurst, DefaultAmpLightBurst, MaxAmpBurst, " bytes"},
+		{"Slots", &c.Slots, DefaultAmpSlots, 0, ""}, {"NetSlots", &c.NetSlots, DefaultAmpNetSlots, 0, ""},
+		{"Net4Bits", &c.Net4Bits, DefaultAmpNet4Bits, 32, ""}, {"Net6Bits", &c.Net6Bits, DefaultAmpNet6Bits, 128, ""},
+		{"ProbeAfter", &c.ProbeAfter, DefaultProbeAfter, 0, " bytes"}, {"ProofSlots", &c.ProofSlots, DefaultProofSlots, 0, ""}}
+	for _, f := range fields {
+		// A negative NetRate is the per-network budget off.
+		if *f.v < 0 && f.name != "NetRate" {
+			return &ConfigError{Field: "Amp." + f.name, Value: *f.v, Want: "0 or more" + f.unit}
+		}
+	}
+	if c.ProbeInterval < 0 {
+		return &ConfigError{Field: "Amp.ProbeInterval", Value: c.ProbeInterval, Want: "a duration of 0s or more"}
+	}
+	for _, f := range fields {
 		if *f.v == 0 {
 			*f.v = f.def
 		}
@@ -118,23 +149,27 @@ func (c *AmpConfig) fill() error {
 	if c.ProbeInterval == 0 {
 		c.ProbeInterval = DefaultProbeInterval
 	}
-	if c.Rate > MaxAmpRate || c.NetRate > MaxAmpRate || c.LightRate > MaxAmpRate {
-		return fmt.Errorf("relay: amplification rate over %d bytes a second", MaxAmpRate)
+	for _, f := range fields {
+		if f.max != 0 && *f.v > f.max {
+			return &ConfigError{Field: "Amp." + f.name, Value: *f.v, Want: fmt.Sprintf("at most %d%s", f.max, f.unit)}
+		}
 	}
-	if c.Burst > MaxAmpBurst || c.NetBurst > MaxAmpBurst || c.LightBurst > MaxAmpBurst {
-		return fmt.Errorf("relay: amplification burst over %d bytes", MaxAmpBurst)
+	pow2 := func(name string, v int) error {
+		if bits.OnesCount(uint(v)) != 1 {
+			return &ConfigError{Field: "Amp." + name, Value: v, Want: "a power of two"}
+		}
+		return nil
 	}
-	if bits.OnesCount(uint(c.Slots)) != 1 {
-		return fmt.Errorf("relay: amplification slots %d is not a power of two", c.Slots)
+	if err := pow2("Slots", c.Slots); err != nil {
+		return err
 	}
-	if c.NetRate >= 0 && bits.OnesCount(uint(c.NetSlots)) != 1 {
-		return fmt.Errorf("relay: amplification network slots %d is not a power of two", c.NetSlots)
+	if c.NetRate >= 0 {
+		if err := pow2("NetSlots", c.NetSlots); err != nil {
+			return err
+		}
 	}
-	if c.ProofLifetime > 0 && bits.OnesCount(uint(c.ProofSlots)) != 1 {
-		return fmt.Errorf("relay: proof slots %d is not a power of two", c.ProofSlots)
-	}
-	if c.Net4Bits > 32 || c.Net6Bits > 128 {
-		return fmt.Errorf("relay: network prefix /%d (IPv4) or /%d (IPv6) too long", c.Net4Bits, c.Net6Bits)
+	if c.ProofLifetime > 0 {
+		return pow2("ProofSlots", c.ProofSlots)
 	}
 	return nil
 }

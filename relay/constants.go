@@ -3,6 +3,7 @@ package relay
 import (
 	"time"
 
+	"github.com/urbit-relay/relay/relay/pit"
 	"github.com/urbit-relay/relay/scry"
 )
 
@@ -21,12 +22,10 @@ const (
 	// (urbit/urbit#2078, #3778).
 	MaxHops = scry.MesaMaxHops
 
-	// DefaultPendingSourceDivisor sets the default per-source cap on pending
-	// entries: MaxEntries/10. One source IP cannot hold more than a tenth of
-	// the table, so a flood from one address (or one spoofed address) leaves
-	// room for everyone else, while a downstream relay that aggregates many
-	// ships behind one address still gets a large share.
-	DefaultPendingSourceDivisor = 10
+	// DefaultPendingSourceDivisor is the pending table's default
+	// per-source cap, MaxEntries/10 (pit.DefaultSourceDivisor, which says
+	// why).
+	DefaultPendingSourceDivisor = pit.DefaultSourceDivisor
 
 	// DefaultExpiryInterval is how often the relay loop advances the pending
 	// table's timer wheel and its other timers.

@@ -52,6 +52,10 @@ type DupConfig struct {
 	Slots  int           // fingerprints remembered, a power of two and at least dupWays
 }
 
+// Validate reports the field of c that New would reject, as a
+// *ConfigError; nil if New accepts c.
+func (c DupConfig) Validate() error { return c.fill() }
+
 // fill gives each zero field its default and checks the rest.
 func (c *DupConfig) fill() error {
 	if c.Window < 0 {
@@ -64,7 +68,7 @@ func (c *DupConfig) fill() error {
 		c.Slots = DefaultDupSlots
 	}
 	if c.Slots < dupWays || bits.OnesCount(uint(c.Slots)) != 1 {
-		return fmt.Errorf("relay: duplicate filter slots %d is not a power of two of at least %d", c.Slots, dupWays)
+		return &ConfigError{Field: "Dup.Slots", Value: c.Slots, Want: fmt.Sprintf("a power of two of at least %d", dupWays)}
 	}
 	return nil
 }

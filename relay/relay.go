@@ -102,9 +102,9 @@ type Config struct {
 	// Sponsors overrides default sponsorship (escaped ships); nil for none.
 	// It must not be changed after New.
 	Sponsors *lane.Sponsors
-	// Pending configures the pending-request table. A zero
-	// MaxEntriesPerSource takes MaxEntries/DefaultPendingSourceDivisor; a
-	// negative one means no per-source cap.
+	// Pending configures the pending-request table (a zero
+	// MaxEntriesPerSource is MaxEntries/pit.DefaultSourceDivisor, a
+	// negative one no per-source cap).
 	Pending pit.Config
 	// Routes configures the route table.
 	Routes route.Config
@@ -164,16 +164,6 @@ func New(cfg Config) (*Relay, error) {
 		if !ap.IsValid() || ap.Port() == 0 {
 			return nil, fmt.Errorf("relay: galaxy %s has an invalid lane %v", g, ap)
 		}
-	}
-	switch pc := &cfg.Pending; {
-	case pc.MaxEntriesPerSource == 0:
-		n := pc.MaxEntries
-		if n == 0 {
-			n = pit.DefaultMaxEntries
-		}
-		pc.MaxEntriesPerSource = max(1, n/DefaultPendingSourceDivisor)
-	case pc.MaxEntriesPerSource < 0:
-		pc.MaxEntriesPerSource = 0 // no cap
 	}
 	pt, err := pit.New(cfg.Pending)
 	if err != nil {

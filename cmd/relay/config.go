@@ -4,13 +4,15 @@ package main
 // file, and their validation.
 //
 // Every setting is a flag. The config file (--config FILE) is one JSON
-// object whose keys are the flag names, except that the repeatable flags
-// --galaxy, --lane and --sponsor are the objects "galaxies", "lanes" and
-// "sponsors" (ship to lane, ship to lane, ship to sponsor) and --public-lane
-// is the array "public-lanes". The file is applied first and the command
+// object nested as relay run -h groups the flags (configgroups.go): the
+// settings every deployment sets at the top level, the others in one
+// object per topic ({"pending": {"max-entries": 100000}}); the repeatable
+// flags are objects (ship to lane, ship to sponsor) or arrays. The flat
+// keys of before (the flag names; fileKeys for the tables) still read,
+// each with a deprecation note. The file is applied first and the command
 // line after it, so a flag given on the command line wins over the file
-// (for the tables, per ship). On SIGHUP the file is read again and the same
-// command line applied over it.
+// (for the tables, per ship). On SIGHUP the file is read again and the
+// same command line applied over it.
 
 import (
 	"bytes"
@@ -86,6 +88,8 @@ type runConfig struct {
 	// settings holds every flag's final value as text, keyed by flag name,
 	// to tell on reload what changed.
 	settings map[string]string
+	// deprecated notes the file's deprecated (flat) keys, one line each.
+	deprecated []string
 }
 
 // liveSettings are the settings a SIGHUP reload applies to the running
@@ -131,6 +135,8 @@ type runFlags struct {
 	configPath string            // the config file applied, "" for none
 	fromArgs   map[string]bool   // flags the command line set
 	fromFile   map[string]string // flags the file set: their JSON text
+	fileKey    map[string]string // flags the file set: the key, as keyPath writes it
+	deprecated []string          // notes on the file's flat keys
 	inArgs     bool              // the command line is being parsed
 	argErr     error             // the last command-line value rejected
 }
@@ -153,7 +159,8 @@ func (f *runFlags) ampConfig() relay.AmpConfig {
 	return a
 }
 
-// fileKeys maps the config file's keys that differ from their flag's name.
+// fileKeys maps the flat config keys (deprecated) that differ from their
+// flag's name.
 var fileKeys = map[string]string{
 	"galaxies":         "galaxy",
 	"lanes":            "lane",
@@ -177,10 +184,10 @@ func newRunFlags() *runFlags {
 // package's own values, whose types its usage names (duration, int).
 func defineRunFlags() *runFlags {
 	f := &runFlags{galaxies: galaxyLanes{shipLanes{}}, pinned: shipLanes{}, relays: shipLanes{}, sponsors: newSponsorFlag(),
-		fromArgs: map[string]bool{}, fromFile: map[string]string{}}
+		fromArgs: map[string]bool{}, fromFile: map[string]string{}, fileKey: map[string]string{}}
 	fs := flag.NewFlagSet("relay run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&f.config, "config", "", "JSON config `FILE`; its keys are these flags' names (see docs/operations.md); flags override it")
+	fs.StringVar(&f.config, "config", "", "JSON config `FILE`, nested by the groups below (see docs/operations.md); flags override it")
 	fs.StringVar(&f.shipName, "ship", "", "the fronted ship, a galaxy, star or planet as @p (required)")
 	fs.StringVar(&f.listen, "listen", defaultListen, "UDP `ADDR:PORT` to listen on (the ship's public port)")
 	fs.StringVar(&f.shipLane, "ship-lane", "", "`ADDR:PORT` of the fronted ship's own process; datagrams for the ship go there")
@@ -236,12 +243,11 @@ func runUsage(w io.Writer) {
 
 Runs the relay on its UDP port (--sockets sockets) until SIGINT or SIGTERM;
 SIGHUP reloads the config file and applies %s at once (every other
-setting at the next start). Flags override the config file.
+setting at the next start). Flags override the config file, whose objects
+are the groups below: {"ship": "~sipsyl", "pending": {"max-entries": 100000}}.
 
 `, strings.Join(liveSettings, ", "))
-	fs := defineRunFlags().fs
-	fs.SetOutput(w)
-	fs.PrintDefaults()
+	printGroupedUsage(w, defineRunFlags().fs)
 }
 
 // loadRunConfig builds and validates the configuration of `relay run` (and
@@ -326,16 +332,51 @@ func (f *runFlags) applyConfig(b []byte) error {
 	if doc == nil {
 		return errors.New("want a JSON object")
 	}
-	keys := make([]string, 0, len(doc))
-	for k := range doc {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, key := range keys {
-		if err := f.applyKey(key, doc[key]); err != nil {
-			return err
+	for _, key := range slices.Sorted(maps.Keys(doc)) {
+		raw := doc[key]
+		g, isGroup := groupOf(key)
+		if !isGroup || g.key == "" {
+			if err := f.applyTopKey(key, raw); err != nil {
+				return err
+			}
+			continue
+		}
+		var sub map[string]json.RawMessage
+		if json.Unmarshal(raw, &sub) != nil || sub == nil {
+			return &settingError{ref: fileRef(key), value: jsonText(raw),
+				want: fmt.Sprintf("want an object of the %s settings, such as {%q: ...}", strings.ToLower(g.title), g.keys[0].key)}
+		}
+		for _, k := range slices.Sorted(maps.Keys(sub)) {
+			name, ok := g.flagOf(k)
+			if !ok {
+				return unknownGroupKeyError(g, k, sub[k])
+			}
+			if err := f.applyKey(keyPath(g.key, k), name, sub[k]); err != nil {
+				return err
+			}
 		}
 	}
+	return nil
+}
+
+// applyTopKey applies a top-level key of the file other than a group: a
+// setting every deployment sets, or a deprecated flat key.
+func (f *runFlags) applyTopKey(key string, raw json.RawMessage) error {
+	top, _ := groupOf("")
+	if name, ok := top.flagOf(key); ok {
+		return f.applyKey(key, name, raw)
+	}
+	name, table := fileKeys[key]
+	if !table {
+		name = key
+	}
+	if f.fs.Lookup(name) == nil || name == "config" || (!table && fileKeyOf(name) != key) {
+		return unknownKeyError(f.fs, key, raw)
+	}
+	if err := f.applyKey(key, name, raw); err != nil {
+		return err
+	}
+	f.deprecated = append(f.deprecated, deprecationNote(key, name))
 	return nil
 }
 
@@ -359,17 +400,20 @@ func jsonText(raw []byte) string {
 	return clip(b.String())
 }
 
-// applyKey sets the flag named by config key key to raw, a JSON value.
-func (f *runFlags) applyKey(key string, raw json.RawMessage) error {
+// applyKey sets flag name from config key key (as keyPath writes it) to
+// raw, a JSON value. A setting the file gives twice, nested and flat, is
+// an error naming both.
+func (f *runFlags) applyKey(key, name string, raw json.RawMessage) error {
 	fs := f.fs
-	name, table := fileKeys[key]
-	if !table {
-		name = key
+	if prev, twice := f.fileKey[name]; twice {
+		nested, flat := prev, key
+		if configKeyOf(name) != prev {
+			nested, flat = key, prev
+		}
+		return &settingError{ref: fmt.Sprintf("config: %q and %q", nested, flat),
+			want: fmt.Sprintf("both set; want one, %q (%q is the deprecated flat key)", nested, flat)}
 	}
-	fl := fs.Lookup(name)
-	if fl == nil || name == "config" || (!table && fileKeyOf(name) != key) {
-		return unknownKeyError(fs, key, raw)
-	}
+	f.fileKey[name] = key
 	f.fromFile[name] = jsonText(raw)
 	// set applies one value; echo is how the file wrote it.
 	set := func(v, echo string) error {
@@ -422,7 +466,7 @@ func (f *runFlags) applyKey(key string, raw json.RawMessage) error {
 	return set(v, jsonText(raw))
 }
 
-// fileKeyOf returns the config file key of flag name.
+// fileKeyOf returns the flat (deprecated) config key of flag name.
 func fileKeyOf(name string) string {
 	for k, n := range fileKeys {
 		if n == name {
@@ -432,18 +476,36 @@ func fileKeyOf(name string) string {
 	return name
 }
 
-// unknownKeyError reports a config key no flag has, suggesting the key
-// meant when it is a flag's name with '_' for '-', or a table's flag name.
+// unknownKeyError reports a top-level config key that is no setting,
+// suggesting the key meant when it is one written with '_' for '-'.
 func unknownKeyError(fs *flag.FlagSet, key string, raw json.RawMessage) error {
 	e := &settingError{ref: fileRef(key), value: jsonText(raw),
-		want: "unknown key; the keys are relay run's flag names (see relay run -h)"}
+		want: "unknown key; the keys are the groups and settings of relay run -h (see docs/operations.md)"}
 	guess := strings.ReplaceAll(key, "_", "-")
-	if _, table := fileKeys[guess]; table && guess != key {
-		e.want = fmt.Sprintf("unknown key; did you mean %q?", guess)
-	} else if fs.Lookup(guess) != nil && guess != "config" && fileKeyOf(guess) != key {
-		e.want = fmt.Sprintf("unknown key; did you mean %q?", fileKeyOf(guess))
-	} else if key == "config" {
+	name := guess
+	if n, table := fileKeys[guess]; table {
+		name = n
+	}
+	_, group := groupOf(guess)
+	switch {
+	case key == "config":
 		e.want = "unknown key; a config file cannot name another"
+	case group && guess != key:
+		e.want = fmt.Sprintf("unknown key; did you mean %q?", guess)
+	case fs.Lookup(name) != nil && name != "config" && configKeyOf(name) != key:
+		e.want = fmt.Sprintf("unknown key; did you mean %q?", configKeyOf(name))
+	}
+	return e
+}
+
+// unknownGroupKeyError reports a key of group g that is no setting of it.
+func unknownGroupKeyError(g settingGroup, key string, raw json.RawMessage) error {
+	e := &settingError{ref: fileRef(keyPath(g.key, key)), value: jsonText(raw),
+		want: fmt.Sprintf("unknown key; the keys of %q are %s", g.key, g.keyNames())}
+	if guess := strings.ReplaceAll(key, "_", "-"); guess != key {
+		if _, ok := g.flagOf(guess); ok {
+			e.want = fmt.Sprintf("unknown key; did you mean %q?", keyPath(g.key, guess))
+		}
 	}
 	return e
 }
@@ -583,20 +645,6 @@ func (f *runFlags) validate() (runConfig, error) {
 	if f.sockets < 1 || f.sockets > maxSockets {
 		return c, f.bad("sockets", fmt.Sprintf("want a whole number from 1 to %d", maxSockets))
 	}
-	if f.ampRate >= 0 && f.ampFactor >= 0 {
-		for _, s := range []struct {
-			name, unit string
-			v, max     int
-		}{{"amp-rate", " a second", f.ampRate, relay.MaxAmpRate}, {"amp-net-rate", " a second", f.ampNetRate, relay.MaxAmpRate},
-			{"amp-burst", "", f.ampBurst, relay.MaxAmpBurst}, {"amp-net-burst", "", f.ampNetBurst, relay.MaxAmpBurst}} {
-			switch {
-			case s.v < 0 && s.unit == "":
-				return c, f.bad(s.name, `want 0 or more bytes (a negative "amp-rate" turns the budget off)`)
-			case s.v > s.max:
-				return c, f.bad(s.name, fmt.Sprintf("want at most %d bytes%s", s.max, s.unit))
-			}
-		}
-	}
 	c.galaxyDomain = strings.Trim(f.domain, ".")
 	if c.galaxyDomain != "" && f.refresh <= 0 {
 		return c, f.bad("galaxy-refresh", `want a positive duration such as "300s"`)
@@ -642,52 +690,73 @@ func (f *runFlags) validate() (runConfig, error) {
 		Routes: route.Config{MaxRoutes: f.maxRoutes, DirectLaneExpiry: f.laneExpiry},
 		Amp:    f.ampConfig(),
 	}
-	if err := f.checkLimits(c.relay); err != nil {
+	if err := f.checkPackages(c.relay); err != nil {
 		return c, err
 	}
 	c.galaxyRefresh = f.refresh
 	c.batch = f.batch
 	c.sockets = f.sockets
 	c.gso = f.gso
+	c.deprecated = f.deprecated
 	c.settings = map[string]string{}
 	f.fs.VisitAll(func(fl *flag.Flag) { c.settings[fl.Name] = fl.Value.String() })
 	return c, nil
 }
 
-// Ranges of the pending-table settings, as relay/pit checks them for the
-// shard count and tick cmd/relay leaves at their defaults.
-const (
-	minMaxPending = pit.DefaultShards
-	maxMaxPending = pit.DefaultShards * pit.MaxEntriesPerShard
-	minPendingTTL = pit.DefaultTick
-	maxPendingTTL = pit.DefaultTick * pit.MaxTTLTicks
-)
+// packageFlags names the flag that sets each Config field the packages'
+// ConfigErrors name ("pit." + pit.ConfigError.Field, and so on).
+var packageFlags = map[string]string{
+	"pit.MaxEntries":            "max-pending",
+	"pit.MaxRequestersPerEntry": "max-requesters",
+	"pit.MaxOverflowPerSource":  "max-overflow-per-source",
+	"pit.TTL":                   "pending-ttl",
+	"pit.SuppressWindow":        "suppress-window",
+	"route.MaxRoutes":           "max-routes",
+	"route.DirectLaneExpiry":    "direct-lane-expiry",
+	"relay.Amp.Rate":            "amp-rate",
+	"relay.Amp.Burst":           "amp-burst",
+	"relay.Amp.NetRate":         "amp-net-rate",
+	"relay.Amp.NetBurst":        "amp-net-burst",
+}
 
-// checkLimits validates the limits in cfg, naming the setting at fault.
-func (f *runFlags) checkLimits(cfg relay.Config) error {
-	p := cfg.Pending
-	switch {
-	case p.MaxEntries < minMaxPending || p.MaxEntries > maxMaxPending:
-		return f.bad("max-pending", fmt.Sprintf("want a whole number from %d to %d", minMaxPending, maxMaxPending))
-	case p.MaxRequestersPerEntry < 1 || p.MaxRequestersPerEntry > pit.MaxRequestersLimit:
-		return f.bad("max-requesters", fmt.Sprintf("want a whole number from 1 to %d", pit.MaxRequestersLimit))
-	case p.TTL < minPendingTTL || p.TTL > maxPendingTTL:
-		return f.bad("pending-ttl", fmt.Sprintf("want a duration from %v to %v", minPendingTTL, maxPendingTTL))
-	case p.SuppressWindow < 0 || p.SuppressWindow > pit.MaxSuppressWindow:
-		return f.bad("suppress-window", fmt.Sprintf("want a duration from 0s to %v", pit.MaxSuppressWindow))
-	case cfg.Routes.MaxRoutes <= 0:
-		return f.bad("max-routes", "want a positive whole number")
-	case cfg.Routes.DirectLaneExpiry <= 0:
-		return f.bad("direct-lane-expiry", `want a positive duration such as "2m"`)
-	}
-	// relay.New checks the same ranges; building a throwaway core takes
-	// about a millisecond and a few megabytes, so anything the checks
-	// above missed is caught here, and on reload, rather than at the next
-	// restart. Its error names its own fields, not the operator's keys.
-	if _, err := relay.New(cfg); err != nil {
-		return errors.New("the limits (max-pending, max-pending-per-source, max-requesters, pending-ttl, suppress-window, max-routes, amp-*) are not accepted together; see relay run -h for each")
+// checkPackages validates the settings the relay core's packages own, as
+// relay.New will (each package's Validate), and reports the first
+// rejected one as the setting that set it.
+func (f *runFlags) checkPackages(cfg relay.Config) error {
+	for _, err := range []error{cfg.Pending.Validate(), cfg.Routes.Validate(), cfg.Amp.Validate(), cfg.Dup.Validate()} {
+		if err != nil {
+			return f.packageError(err)
+		}
 	}
 	return nil
+}
+
+// packageError turns a package's ConfigError into a settingError naming
+// the setting as the operator gave it and what the package wants.
+func (f *runFlags) packageError(err error) error {
+	var field, want string
+	var pe *pit.ConfigError
+	var re *route.ConfigError
+	var ce *relay.ConfigError
+	switch {
+	case errors.As(err, &pe):
+		field, want = "pit."+pe.Field, pe.Want
+	case errors.As(err, &re):
+		field, want = "route."+re.Field, re.Want
+	case errors.As(err, &ce):
+		field, want = "relay."+ce.Field, ce.Want
+	default:
+		return err
+	}
+	name, ok := packageFlags[field]
+	if !ok {
+		// A field no setting of relay run sets, at its default: a bug.
+		return fmt.Errorf("the relay's defaults are refused (%v); please report this", err)
+	}
+	if (name == "amp-burst" || name == "amp-net-burst") && strings.HasPrefix(want, "0 or more") {
+		want += ` (a negative "amp-rate" turns the budget off)`
+	}
+	return f.bad(name, "want "+want)
 }
 
 // checkCaptureDir checks that a capture file can be created at path: its
@@ -746,9 +815,9 @@ func changedSettings(old, new runConfig) (live, restart []string) {
 			continue
 		}
 		if slices.Contains(liveSettings, name) {
-			live = append(live, fileKeyOf(name))
+			live = append(live, configKeyOf(name))
 		} else {
-			restart = append(restart, fileKeyOf(name))
+			restart = append(restart, configKeyOf(name))
 		}
 	}
 	sort.Strings(live)
@@ -907,6 +976,7 @@ func (c runConfig) logFields() []zap.Field {
 		zap.String("config", c.configPath),
 		zap.String("metrics", c.metrics),
 		zap.String("capture", c.capture),
+		zap.Strings("deprecated_config_keys", c.deprecated),
 	}
 }
 

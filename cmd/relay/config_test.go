@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -186,15 +187,33 @@ func TestConfigFileMissing(t *testing.T) {
 }
 
 // TestEveryFlagIsAConfigKey checks that each flag of relay run but
-// --config can be set from the file under its documented key.
+// --config can be set from the file under its nested key, and under its
+// deprecated flat key with a note.
 func TestEveryFlagIsAConfigKey(t *testing.T) {
 	newRunFlags().fs.VisitAll(func(fl *flag.Flag) {
 		if fl.Name == "config" {
 			return
 		}
-		err := newRunFlags().applyKey(fileKeyOf(fl.Name), []byte(`"x"`))
+		key := configKeyOf(fl.Name)
+		text := fmt.Sprintf(`{%q: "x"}`, key)
+		if group, k, nested := strings.Cut(key, "."); nested {
+			text = fmt.Sprintf(`{%q: {%q: "x"}}`, group, k)
+		}
+		f := newRunFlags()
+		err := f.applyConfig([]byte(text))
+		if err != nil && strings.Contains(err.Error(), "unknown key") || len(f.deprecated) != 0 {
+			t.Errorf("flag --%s has no config key %s: %v (deprecated %q)", fl.Name, text, err, f.deprecated)
+		}
+		if _, ok := f.fileKey[fl.Name]; err == nil && !ok {
+			t.Errorf("%s did not set --%s", text, fl.Name)
+		}
+		f = newRunFlags()
+		err = f.applyConfig([]byte(fmt.Sprintf(`{%q: "x"}`, fileKeyOf(fl.Name))))
 		if err != nil && strings.Contains(err.Error(), "unknown key") {
-			t.Errorf("flag --%s has no config key: %v", fl.Name, err)
+			t.Errorf("flag --%s has no flat config key: %v", fl.Name, err)
+		}
+		if top := !strings.Contains(key, "."); len(f.deprecated) == 0 == !top && err == nil {
+			t.Errorf("--%s's flat key %q: deprecation notes %q", fl.Name, fileKeyOf(fl.Name), f.deprecated)
 		}
 	})
 }
@@ -268,10 +287,10 @@ func TestChangedSettings(t *testing.T) {
 	changed := load(`{"ship": "~sipsyl", "galaxies": {"~syl": "10.0.0.2:1"}, "lanes": {"~ritpub-sipsyl": "10.0.0.3:3"},
 		"max-pending": 2000, "log-level": "debug", "sponsors": {"~ritpub-sipsyl": "~sipsyl"}}`)
 	live, restart := changedSettings(old, changed)
-	if !slices.Equal(live, []string{"galaxies", "lanes", "log-level"}) {
+	if !slices.Equal(live, []string{"log.level", "network.galaxies", "network.lanes"}) {
 		t.Errorf("live %v", live)
 	}
-	if !slices.Equal(restart, []string{"max-pending", "sponsors"}) {
+	if !slices.Equal(restart, []string{"network.sponsors", "pending.max-entries"}) {
 		t.Errorf("restart %v", restart)
 	}
 }
@@ -292,6 +311,8 @@ func FuzzConfig(f *testing.F) {
 		`{"ship": "256", "max-pending": 5000, "pending-ttl": "20s", "refuse-when-full": true, "log-level": "debug"}`,
 		`{"ship": "~zod", "metrics": ":9337", "pprof": true, "batch": 1024, "max_pending": 1}`,
 		"{\n  \"ship\": \"~sipsyl\",\n  \"batch\" 5\n}",
+		`{"ship": "~zod", "pending": {"max-entries": 5000, "ttl": "20s"}, "network": {"galaxies": {"~zod": "1.2.3.4:5"}}}`,
+		`{"ship": "~zod", "pending": {"max-entries": 1}, "max-pending": 2, "amplification": null, "io": {"batch_": 1}}`,
 		`[]`, `null`, ``, `{"ship": {"a": 1}}`,
 	} {
 		f.Add([]byte(s))
@@ -374,6 +395,149 @@ func TestMetricsNetwork(t *testing.T) {
 	} {
 		if got := metricsNetwork(addr); got != want {
 			t.Errorf("metricsNetwork(%q) = %q, want %q", addr, got, want)
+		}
+	}
+}
+
+// TestConfigNestedAndFlat runs config texts in the nested form, the flat
+// form and mixed: each pair loads to the same settings, and the flat keys
+// (only those) are noted as deprecated. Conflicts between the forms are
+// TestConfigErrors' ("nested and flat").
+func TestConfigNestedAndFlat(t *testing.T) {
+	tests := []struct {
+		name, nested, flat string
+		deprecated         []string // the flat text's flat keys
+	}{
+		{name: "top level only", nested: `{"ship": "~sipsyl", "listen": "127.0.0.1:13338", "ship-lane": "127.0.0.1:9", "metrics": "127.0.0.1:9337"}`,
+			flat: `{"ship": "~sipsyl", "listen": "127.0.0.1:13338", "ship-lane": "127.0.0.1:9", "metrics": "127.0.0.1:9337"}`},
+		{name: "every group",
+			nested: `{"ship": "~sipsyl",
+				"network": {"galaxies": {"~syl": "203.0.113.5:13441"}, "lanes": {"~ritpub-sipsyl": "198.51.100.9:40000"},
+					"relays": {"~marzod": "203.0.113.60:13337"}, "sponsors": {"~ritpub-sipsyl": "~sipsyl"},
+					"public-lanes": ["203.0.113.7:13338"], "hint-nets": ["10.1.0.0/16"], "galaxy-domain": "urbit.org", "galaxy-refresh": "60s"},
+				"pending": {"max-entries": 50000, "max-entries-per-source": -1, "max-requesters": 8, "max-requesters-per-source": 2,
+					"max-overflow-per-source": 7, "ttl": "20s", "suppress-window": "250ms", "refuse-when-full": true},
+				"routes": {"max-routes": 4096, "direct-lane-expiry": "90s"},
+				"amplification": {"rate": 3000000, "burst": 1000, "net-rate": -1, "net-burst": 2000, "probes": false, "factor": 0, "net-factor": 0},
+				"io": {"sockets": 2, "batch": 32, "gso": false},
+				"log": {"level": "warn", "format": "json"},
+				"pcap": {"file": "", "max-bytes": 200000, "files": 3},
+				"metrics-http": {"max-connections": 16, "max-scrapes": 3},
+				"fronting": {"device": "u1", "addr": "169.254.1.1", "port": 5, "host-lanes": ["192.0.2.1:53"]}}`,
+			flat: `{"ship": "~sipsyl",
+				"galaxies": {"~syl": "203.0.113.5:13441"}, "lanes": {"~ritpub-sipsyl": "198.51.100.9:40000"},
+				"relays": {"~marzod": "203.0.113.60:13337"}, "sponsors": {"~ritpub-sipsyl": "~sipsyl"},
+				"public-lanes": ["203.0.113.7:13338"], "hint-nets": ["10.1.0.0/16"], "galaxy-domain": "urbit.org", "galaxy-refresh": "60s",
+				"max-pending": 50000, "max-pending-per-source": -1, "max-requesters": 8, "max-requesters-per-source": 2,
+				"max-overflow-per-source": 7, "pending-ttl": "20s", "suppress-window": "250ms", "refuse-when-full": true,
+				"max-routes": 4096, "direct-lane-expiry": "90s",
+				"amp-rate": 3000000, "amp-burst": 1000, "amp-net-rate": -1, "amp-net-burst": 2000, "amp-probes": false, "amp-factor": 0, "amp-net-factor": 0,
+				"sockets": 2, "batch": 32, "gso": false,
+				"log-level": "warn", "log-format": "json",
+				"capture": "", "capture-max-bytes": 200000, "capture-files": 3,
+				"metrics-max-connections": 16, "metrics-max-scrapes": 3,
+				"front-device": "u1", "front-addr": "169.254.1.1", "front-port": 5, "front-host-lanes": ["192.0.2.1:53"]}`,
+			deprecated: []string{"amp-burst", "amp-factor", "amp-net-burst", "amp-net-factor", "amp-net-rate", "amp-probes", "amp-rate",
+				"batch", "capture", "capture-files", "capture-max-bytes", "direct-lane-expiry", "front-addr", "front-device", "front-host-lanes",
+				"front-port", "galaxies", "galaxy-domain", "galaxy-refresh", "gso", "hint-nets", "lanes", "log-format", "log-level",
+				"max-overflow-per-source", "max-pending", "max-pending-per-source", "max-requesters", "max-requesters-per-source", "max-routes",
+				"metrics-max-connections", "metrics-max-scrapes", "pending-ttl", "public-lanes", "refuse-when-full", "relays", "sockets",
+				"sponsors", "suppress-window"}},
+		{name: "mixed", nested: `{"ship": "~sipsyl", "pending": {"max-entries": 3000, "ttl": "10s"}, "log": {"level": "debug"}}`,
+			flat:       `{"ship": "~sipsyl", "pending": {"max-entries": 3000}, "pending-ttl": "10s", "log": {"level": "debug"}}`,
+			deprecated: []string{"pending-ttl"}},
+	}
+	load := func(t *testing.T, text string) runConfig {
+		t.Helper()
+		c, err := loadRunConfig([]string{"--config", writeConfig(t, text)})
+		if err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		return c
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n, f := load(t, tt.nested), load(t, tt.flat)
+			if len(n.deprecated) != 0 {
+				t.Errorf("nested form: deprecation notes %q", n.deprecated)
+			}
+			if live, restart := changedSettings(n, f); len(live)+len(restart) != 0 {
+				t.Errorf("the forms differ in %v %v", live, restart)
+			}
+			var notes []string
+			for _, k := range tt.deprecated {
+				name, table := fileKeys[k]
+				if !table {
+					name = k
+				}
+				notes = append(notes, deprecationNote(k, name))
+			}
+			if !slices.Equal(f.deprecated, notes) {
+				t.Errorf("deprecation notes\n  %q\nwant\n  %q", f.deprecated, notes)
+			}
+		})
+	}
+	// The values reach the core's config.
+	c := load(t, tests[1].nested)
+	if c.relay.Pending.MaxEntries != 50000 || c.relay.Pending.TTL != 20*time.Second || c.relay.Pending.MaxEntriesPerSource != -1 ||
+		c.relay.Routes.MaxRoutes != 4096 || c.relay.Amp.Burst != 1000 || c.relay.Amp.NetRate != -1 || c.sockets != 2 || c.gso ||
+		c.metricsOpts.maxScrapes != 3 || c.captureFiles != 3 || len(c.relay.Relays) != 1 {
+		t.Errorf("nested values not applied: %+v", c)
+	}
+}
+
+// TestZeroTakesTheDefault: a package setting given as 0 is its default,
+// as the package's zero value is.
+func TestZeroTakesTheDefault(t *testing.T) {
+	c, err := loadRunConfig([]string{"--config", writeConfig(t,
+		`{"ship": "~sipsyl", "pending": {"max-entries": 0, "max-requesters": 0, "ttl": "0s"}, "routes": {"max-routes": 0, "direct-lane-expiry": "0s"}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := relay.New(c.relay); err != nil {
+		t.Errorf("relay.New: %v", err)
+	}
+}
+
+// TestSettingGroups: every flag of relay run is in exactly one group, no
+// group's object is also a top-level or flat key, and relay run -h shows
+// the groups in order, the settings every deployment sets first.
+func TestSettingGroups(t *testing.T) {
+	seen := map[string]string{}
+	for _, g := range settingGroups {
+		if g.key != "" {
+			if fl := newRunFlags().fs.Lookup(g.key); fl != nil || fileKeys[g.key] != "" {
+				t.Errorf("group %q is also a flat key", g.key)
+			}
+		}
+		for _, k := range g.keys {
+			if prev, dup := seen[k.flag]; dup {
+				t.Errorf("--%s is in %q and %q", k.flag, prev, g.title)
+			}
+			seen[k.flag] = g.title
+		}
+	}
+	defineRunFlags().fs.VisitAll(func(fl *flag.Flag) {
+		if _, ok := seen[fl.Name]; !ok {
+			t.Errorf("--%s is in no group of settingGroups", fl.Name)
+		}
+	})
+	var b bytes.Buffer
+	runUsage(&b)
+	out := b.String()
+	at := 0
+	for i, g := range settingGroups {
+		heading := g.title + ":\n"
+		if g.key != "" {
+			heading = fmt.Sprintf("\n%s (config file: %q):\n", g.title, g.key)
+		}
+		j := strings.Index(out, heading)
+		if j < at {
+			t.Fatalf("relay run -h: heading %q missing or out of order", heading)
+		}
+		at = j
+		if i == 0 && !strings.HasPrefix(out[j+len(heading):], "  -ship string\n") {
+			t.Errorf("relay run -h does not show --ship first under %q", heading)
 		}
 	}
 }

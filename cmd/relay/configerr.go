@@ -175,7 +175,7 @@ func (v *settingValue) Set(s string) error {
 func (f *runFlags) bad(name, want string) error {
 	v := clip(f.fs.Lookup(name).Value.String())
 	if raw, inFile := f.fromFile[name]; inFile && !f.fromArgs[name] {
-		return &settingError{ref: fileRef(fileKeyOf(name)), value: raw, want: want}
+		return &settingError{ref: fileRef(f.fileKey[name]), value: raw, want: want}
 	}
 	if !f.fromArgs[name] {
 		return &settingError{ref: flagRef(name), value: shellWord(v) + " (the default)", want: want}

@@ -81,13 +81,49 @@ func badConfigs(t *testing.T) []badConfig {
 
 		// Keys.
 		{name: "unknown key", text: `{"ship": "~sipsyl", "shp": 1}`,
-			want: `config: "shp": 1: unknown key; the keys are relay run's flag names (see relay run -h)`},
+			want: `config: "shp": 1: unknown key; the keys are the groups and settings of relay run -h (see docs/operations.md)`},
 		{name: "underscore key", text: `{"ship": "~sipsyl", "max_pending": 5}`,
-			want: `config: "max_pending": 5: unknown key; did you mean "max-pending"?`},
+			want: `config: "max_pending": 5: unknown key; did you mean "pending.max-entries"?`},
 		{name: "singular table key", text: `{"ship": "~sipsyl", "galaxy": {}}`,
-			want: `config: "galaxy": {}: unknown key; did you mean "galaxies"?`},
+			want: `config: "galaxy": {}: unknown key; did you mean "network.galaxies"?`},
 		{name: "underscore table key", text: `{"ship": "~sipsyl", "public_lanes": []}`,
-			want: `config: "public_lanes": []: unknown key; did you mean "public-lanes"?`},
+			want: `config: "public_lanes": []: unknown key; did you mean "network.public-lanes"?`},
+		{name: "underscore group", text: `{"ship": "~sipsyl", "metrics_http": {}}`,
+			want: `config: "metrics_http": {}: unknown key; did you mean "metrics-http"?`},
+		{name: "unknown key in a group", text: `{"ship": "~sipsyl", "routes": {"max": 5}}`,
+			want: `config: "routes.max": 5: unknown key; the keys of "routes" are max-routes, direct-lane-expiry`},
+		{name: "underscore key in a group", text: `{"ship": "~sipsyl", "pending": {"max_entries": 5}}`,
+			want: `config: "pending.max_entries": 5: unknown key; did you mean "pending.max-entries"?`},
+		{name: "flat key in a group", text: `{"ship": "~sipsyl", "pending": {"max-pending": 5}}`,
+			wantSub: `config: "pending.max-pending": 5: unknown key; the keys of "pending" are max-entries, `},
+		{name: "top-level key in a group", text: `{"pending": {"ship": "~sipsyl"}}`,
+			wantSub: `config: "pending.ship": "~sipsyl": unknown key; the keys of "pending" are `},
+		{name: "group not an object", text: `{"ship": "~sipsyl", "pending": 5}`,
+			want: `config: "pending": 5: want an object of the pending table settings, such as {"max-entries": ...}`},
+		{name: "group null", text: `{"ship": "~sipsyl", "amplification": null}`,
+			want: `config: "amplification": null: want an object of the amplification settings, such as {"rate": ...}`},
+
+		// Nested and flat: a setting given both ways is an error naming both.
+		{name: "nested and flat", text: `{"ship": "~sipsyl", "pending": {"max-entries": 5000}, "max-pending": 5000}`,
+			want: `config: "pending.max-entries" and "max-pending": both set; want one, "pending.max-entries" ("max-pending" is the deprecated flat key)`},
+		{name: "nested and flat tables", text: `{"ship": "~sipsyl", "galaxies": {"~syl": "10.0.0.1:1"}, "network": {"galaxies": {"~zod": "10.0.0.2:2"}}}`,
+			want: `config: "network.galaxies" and "galaxies": both set; want one, "network.galaxies" ("galaxies" is the deprecated flat key)`},
+		{name: "nested and flat capture", text: `{"ship": "~sipsyl", "capture": "a.pcap", "pcap": {"file": "b.pcap"}}`,
+			want: `config: "pcap.file" and "capture": both set; want one, "pcap.file" ("capture" is the deprecated flat key)`},
+
+		// Nested values: named by their path.
+		{name: "nested duration", text: `{"ship": "~sipsyl", "pending": {"ttl": 30}}`,
+			want: `config: "pending.ttl": 30: want a duration string such as "30s"`},
+		{name: "nested limit", text: `{"ship": "~sipsyl", "pending": {"max-entries": 3}}`,
+			want: `config: "pending.max-entries": 3: want a whole number from 16 to 268435424`},
+		{name: "nested table entry", text: `{"ship": "~sipsyl", "network": {"lanes": {"~ritpub-sipsyl": "10.0.0.1"}}}`,
+			wantSub: `config: "network.lanes": {"~ritpub-sipsyl": "10.0.0.1"}: want a lane as IP:PORT`},
+		{name: "nested amp", text: `{"ship": "~sipsyl", "amplification": {"burst": -1}}`,
+			want: `config: "amplification.burst": -1: want 0 or more bytes (a negative "amp-rate" turns the budget off)`},
+		{name: "nested metrics scrapes", text: `{"ship": "~sipsyl", "metrics-http": {"max-connections": 8, "max-scrapes": 8}}`,
+			want: `config: "metrics-http.max-scrapes": 8: want a whole number from 1 to 7, fewer than "metrics-max-connections" (8), so that /healthz always finds a connection`},
+		{name: "nested flag wins", text: `{"ship": "~sipsyl", "io": {"batch": 8}}`, args: []string{"--batch", "0"},
+			want: `--batch 0: want a whole number from 1 to 1024`},
 		{name: "config in config", text: `{"ship": "~sipsyl", "config": "other.json"}`,
 			want: `config: "config": "other.json": unknown key; a config file cannot name another`},
 
@@ -173,16 +209,16 @@ func badConfigs(t *testing.T) []badConfig {
 			want: `config: "capture": "` + noWrite + `/x.pcap": want a file in a directory this user may write (` + noWrite + ` is not writable)`},
 
 		// Limits: the operator's keys and ranges, never the table's fields.
-		{name: "max-pending 0", text: `{"ship": "~sipsyl", "max-pending": 0}`,
-			want: `config: "max-pending": 0: want a whole number from 16 to 268435424`},
+		{name: "max-pending negative", text: `{"ship": "~sipsyl", "max-pending": -1}`,
+			want: `config: "max-pending": -1: want a whole number from 16 to 268435424`},
 		{name: "max-pending below the shards", text: `{"ship": "~sipsyl", "max-pending": 15}`,
 			want: `config: "max-pending": 15: want a whole number from 16 to 268435424`},
 		{name: "max-pending over the shards' cap", text: `{"ship": "~sipsyl", "max-pending": 268435425}`,
 			want: `config: "max-pending": 268435425: want a whole number from 16 to 268435424`},
 		{name: "max-requesters over the cap", text: `{"ship": "~sipsyl", "max-requesters": 4097}`,
 			want: `config: "max-requesters": 4097: want a whole number from 1 to 4096`},
-		{name: "max-requesters 0", text: `{"ship": "~sipsyl", "max-requesters": 0}`,
-			want: `config: "max-requesters": 0: want a whole number from 1 to 4096`},
+		{name: "max-requesters negative", text: `{"ship": "~sipsyl", "max-requesters": -1}`,
+			want: `config: "max-requesters": -1: want a whole number from 1 to 4096`},
 		{name: "negative ttl", text: `{"ship": "~sipsyl", "pending-ttl": "-1s"}`,
 			want: `config: "pending-ttl": "-1s": want a duration from 100ms to 1h49m13.6s`},
 		{name: "ttl under a tick", text: `{"ship": "~sipsyl", "pending-ttl": "99ms"}`,
@@ -195,8 +231,8 @@ func badConfigs(t *testing.T) []badConfig {
 			want: `config: "suppress-window": "61m": want a duration from 0s to 1h0m0s`},
 		{name: "max-routes", text: `{"ship": "~sipsyl", "max-routes": -1}`,
 			want: `config: "max-routes": -1: want a positive whole number`},
-		{name: "direct lane expiry", text: `{"ship": "~sipsyl", "direct-lane-expiry": "0s"}`,
-			want: `config: "direct-lane-expiry": "0s": want a positive duration such as "2m"`},
+		{name: "direct lane expiry", text: `{"ship": "~sipsyl", "direct-lane-expiry": "-1s"}`,
+			want: `config: "direct-lane-expiry": "-1s": want a positive duration such as "2m"`},
 
 		// Flags: named as flags, the value as typed.
 		{name: "flag: no ship", args: []string{"--listen", "127.0.0.1:1"},
@@ -361,7 +397,7 @@ func TestCheckMatchesRun(t *testing.T) {
 // TestCheckOK: a good config passes check with "config ok" and a summary
 // on stdout, nothing on stderr; -h is check's usage, exit 0.
 func TestCheckOK(t *testing.T) {
-	path := writeConfig(t, `{"ship": "~sipsyl", "listen": "127.0.0.1:13338", "galaxies": {"~syl": "203.0.113.5:13441"}}`)
+	path := writeConfig(t, `{"ship": "~sipsyl", "listen": "127.0.0.1:13338", "network": {"galaxies": {"~syl": "203.0.113.5:13441"}}}`)
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"check", "--config", path, "--lane", "~ritpub-sipsyl=203.0.113.9:4000"}, nil, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, stderr.String())
@@ -369,6 +405,17 @@ func TestCheckOK(t *testing.T) {
 	want := "config ok: ~sipsyl on 127.0.0.1:13338, ship lane none, 1 galaxies, 1 pinned lanes\n"
 	if stdout.String() != want || stderr.Len() != 0 {
 		t.Errorf("stdout %q stderr %q; want stdout %q", stdout.String(), stderr.String(), want)
+	}
+	// A flat key passes, with its deprecation note on stderr.
+	stdout.Reset()
+	path = writeConfig(t, `{"ship": "~sipsyl", "listen": "127.0.0.1:13338", "galaxies": {"~syl": "203.0.113.5:13441"}, "pending-ttl": "20s"}`)
+	if code := run([]string{"check", "--config", path}, nil, &stdout, &stderr); code != 0 {
+		t.Fatalf("flat keys: exit %d, stderr %q", code, stderr.String())
+	}
+	wantErr := `relay check: config: "galaxies" is deprecated (flat keys are read for now); write "network": {"galaxies": ...}` + "\n" +
+		`relay check: config: "pending-ttl" is deprecated (flat keys are read for now); write "pending": {"ttl": ...}` + "\n"
+	if stdout.String() != "config ok: ~sipsyl on 127.0.0.1:13338, ship lane none, 1 galaxies, 0 pinned lanes\n" || stderr.String() != wantErr {
+		t.Errorf("flat keys: stdout %q stderr %q; want stderr %q", stdout.String(), stderr.String(), wantErr)
 	}
 	stdout.Reset()
 	if code := run([]string{"check", "-h"}, nil, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "usage: relay check") {

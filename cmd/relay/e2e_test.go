@@ -278,7 +278,7 @@ func TestE2E(t *testing.T) {
 	if resp := peek(nec, necPub, "e2e/4"); resp.From != p.listen || resp.Next != necPub.Addr() {
 		t.Fatalf("after reload: answer from %v next %v; want next %v", resp.From, resp.Next, necPub.Addr())
 	}
-	if l := p.waitLog(t, "config reloaded"); fmt.Sprint(l["changed"]) != "[galaxies]" {
+	if l := p.waitLog(t, "config reloaded"); fmt.Sprint(l["changed"]) != "[network.galaxies]" {
 		t.Errorf("reload log %v", l)
 	}
 

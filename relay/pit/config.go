@@ -38,8 +38,9 @@ func (p FullPolicy) String() string {
 	return fmt.Sprintf("FullPolicy(%d)", uint8(p))
 }
 
-// Config configures a Table. A zero field takes the default named in
-// constants.go; New rejects out-of-range values.
+// Config configures a Table. Its zero value is the default table: a zero
+// field takes the default named in constants.go. Validate (and New)
+// rejects out-of-range values with a *ConfigError naming the field.
 type Config struct {
 	// MaxEntries is the total capacity across shards; each shard holds at
 	// most MaxEntries/Shards entries (so the table holds at most
@@ -123,7 +124,8 @@ type Config struct {
 	// address (any port), so that one source cannot fill the table. It is
 	// enforced per shard, as MaxEntriesPerSource/Shards rounded up, which
 	// for the uniformly hashed names of any real load is the same thing.
-	// 0 means no cap. A new name from a source at its cap gets
+	// Default MaxEntries/DefaultSourceDivisor (at least 1); negative means
+	// no cap. A new name from a source at its cap gets
 	// VerdictSourceCapped.
 	MaxEntriesPerSource int
 
@@ -151,6 +153,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxOverflowRequesters == 0 && c.MaxEntries > 0 {
 		c.MaxOverflowRequesters = (c.MaxEntries + DefaultOverflowDivisor - 1) / DefaultOverflowDivisor
 	}
+	if c.MaxEntriesPerSource == 0 {
+		c.MaxEntriesPerSource = max(1, c.MaxEntries/DefaultSourceDivisor)
+	}
 	if c.MaxOverflowPerSource == 0 {
 		c.MaxOverflowPerSource = (c.MaxOverflowRequesters + DefaultOverflowSourceDivisor - 1) / DefaultOverflowSourceDivisor
 	}
@@ -169,40 +174,53 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// errConfig is what every *ConfigError is (errors.Is).
 var errConfig = errors.New("pit: invalid config")
+
+// ConfigError is a Config field that Validate (and New) rejects.
+type ConfigError struct {
+	Field string // the Config field, such as "MaxEntries"
+	Value any    // its value (after defaults: a zero field is its default)
+	Want  string // what is wanted, such as "a whole number from 16 to 268435424"
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("pit: Config.%s %v: want %s", e.Field, e.Value, e.Want)
+}
+
+// Unwrap makes every ConfigError errConfig for errors.Is.
+func (e *ConfigError) Unwrap() error { return errConfig }
+
+// Validate reports the first field of c (with its defaults) that New
+// would reject, as a *ConfigError; nil if New accepts c.
+func (c Config) Validate() error { return c.withDefaults().validate() }
 
 // validate reports the first out-of-range field of a defaulted config.
 func (c Config) validate() error {
-	bad := func(format string, a ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{errConfig}, a...)...)
+	bad := func(field string, v any, format string, a ...any) error {
+		return &ConfigError{Field: field, Value: v, Want: fmt.Sprintf(format, a...)}
 	}
+	if c.Shards < 1 || c.Shards > MaxShards || bits.OnesCount(uint(c.Shards)) != 1 {
+		return bad("Shards", c.Shards, "a power of two from 1 to %d", MaxShards)
+	}
+	maxOverflow := c.Shards*lanesPerChunk*MaxEntriesPerShard - 1
 	switch {
-	case c.Shards < 1 || c.Shards > MaxShards || bits.OnesCount(uint(c.Shards)) != 1:
-		return bad("Shards %d is not a power of two in [1, %d]", c.Shards, MaxShards)
-	case c.MaxEntries < c.Shards:
-		return bad("MaxEntries %d is below Shards %d", c.MaxEntries, c.Shards)
-	case c.MaxEntries/c.Shards > MaxEntriesPerShard:
-		return bad("MaxEntries %d exceeds %d per shard", c.MaxEntries, MaxEntriesPerShard)
+	case c.MaxEntries < c.Shards || c.MaxEntries > c.Shards*MaxEntriesPerShard:
+		return bad("MaxEntries", c.MaxEntries, "a whole number from %d to %d", c.Shards, c.Shards*MaxEntriesPerShard)
 	case c.MaxRequestersPerEntry < 1 || c.MaxRequestersPerEntry > MaxRequestersLimit:
-		return bad("MaxRequestersPerEntry %d not in [1, %d]", c.MaxRequestersPerEntry, MaxRequestersLimit)
-	case c.MaxOverflowRequesters < 0:
-		return bad("MaxOverflowRequesters %d is negative", c.MaxOverflowRequesters)
-	case c.MaxOverflowRequesters/c.Shards/lanesPerChunk >= MaxEntriesPerShard:
-		return bad("MaxOverflowRequesters %d too large", c.MaxOverflowRequesters)
+		return bad("MaxRequestersPerEntry", c.MaxRequestersPerEntry, "a whole number from 1 to %d", MaxRequestersLimit)
+	case c.MaxOverflowRequesters < 0 || c.MaxOverflowRequesters/c.Shards/lanesPerChunk >= MaxEntriesPerShard:
+		return bad("MaxOverflowRequesters", c.MaxOverflowRequesters, "a whole number from 0 to %d", maxOverflow)
 	case c.MaxOverflowPerSource/c.Shards/lanesPerChunk >= MaxEntriesPerShard:
-		return bad("MaxOverflowPerSource %d too large", c.MaxOverflowPerSource)
+		return bad("MaxOverflowPerSource", c.MaxOverflowPerSource, "a whole number up to %d (negative: no cap)", maxOverflow)
 	case c.Tick < MinTick:
-		return bad("Tick %v below %v", c.Tick, MinTick)
-	case c.TTL < c.Tick:
-		return bad("TTL %v below Tick %v", c.TTL, c.Tick)
-	case c.TTL/c.Tick > MaxTTLTicks:
-		return bad("TTL %v is more than %d ticks of %v", c.TTL, MaxTTLTicks, c.Tick)
+		return bad("Tick", c.Tick, "a duration of at least %v", MinTick)
+	case c.TTL < c.Tick || c.TTL/c.Tick > MaxTTLTicks || c.TTL/c.Tick == MaxTTLTicks && c.TTL%c.Tick != 0:
+		return bad("TTL", c.TTL, "a duration from %v to %v", c.Tick, c.Tick*MaxTTLTicks)
 	case c.SuppressWindow < 0 || c.SuppressWindow > MaxSuppressWindow:
-		return bad("SuppressWindow %v not in [0, %v]", c.SuppressWindow, MaxSuppressWindow)
-	case c.MaxEntriesPerSource < 0:
-		return bad("MaxEntriesPerSource %d is negative", c.MaxEntriesPerSource)
+		return bad("SuppressWindow", c.SuppressWindow, "a duration from 0s to %v", MaxSuppressWindow)
 	case c.FullPolicy != ShedOldest && c.FullPolicy != RefuseNew:
-		return bad("unknown FullPolicy %d", c.FullPolicy)
+		return bad("FullPolicy", c.FullPolicy, "%v or %v", ShedOldest, RefuseNew)
 	}
 	return nil
 }
@@ -269,7 +287,7 @@ func newParams(c Config) params {
 		maxReq:    uint16(c.MaxRequestersPerEntry),
 		maxReqSrc: maxReqSrc,
 		policy:    c.FullPolicy,
-		sourceCap: uint32((c.MaxEntriesPerSource + c.Shards - 1) / c.Shards),
+		sourceCap: uint32((max(c.MaxEntriesPerSource, 0) + c.Shards - 1) / c.Shards),
 
 		chunkShare: chunkShare,
 		reserveAt:  reserveAt,

@@ -78,9 +78,9 @@ const (
 	// DefaultOverflowSourceDivisor sets the default per-source share of the
 	// overflow pool (Config.MaxOverflowPerSource) to
 	// MaxOverflowRequesters/DefaultOverflowSourceDivisor, the same tenth
-	// the relay gives one source of the table (DefaultPendingSourceDivisor
-	// in relay). Without a share, one address joining many entries from
-	// many ports (each port is a distinct requester lane) used up the pool,
+	// one source gets of the table (DefaultSourceDivisor). Without a
+	// share, one address joining many entries from many ports (each port
+	// is a distinct requester lane) used up the pool,
 	// and honest subscribers of any other name were refused once its first
 	// requester was in. With it, one address holds at most a tenth of each
 	// shard's overflow chunks and nine tenths stay for everyone else; it
@@ -95,6 +95,14 @@ const (
 	// (16 shards) it binds before 200 requesters from one address fit one
 	// entry.
 	DefaultOverflowSourceDivisor = 10
+
+	// DefaultSourceDivisor sets the default per-source cap on entries
+	// (Config.MaxEntriesPerSource) to MaxEntries/DefaultSourceDivisor. One
+	// source IP cannot hold more than a tenth of the table, so a flood
+	// from one address (or one spoofed address) leaves room for everyone
+	// else, while a downstream relay that aggregates many ships behind one
+	// address still gets a large share.
+	DefaultSourceDivisor = 10
 
 	// FullReserveDivisor sets the part of each shard kept, under the
 	// RefuseNew policy, for sources below their fair share:

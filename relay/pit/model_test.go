@@ -314,7 +314,7 @@ func (s *byteSource) next(n int) (int, bool) {
 // operations) the structural invariants, and returns the final stats.
 func runModel(t testing.TB, mc modelConfig, src opSource) Stats {
 	t.Helper()
-	cfg, start := mc.cfg, mc.start
+	cfg, start := noSourceCap(mc.cfg), mc.start
 	tb, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

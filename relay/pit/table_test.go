@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"sync"
 	"testing"
@@ -16,9 +17,13 @@ func laneN(i int) lane.Key {
 	return lane.Key{IP: [16]byte{10: 0xff, 11: 0xff, 12: 10, 13: byte(i >> 16), 14: byte(i >> 8), 15: byte(i)}, Port: uint16(i)}
 }
 
+// mustNew returns a table for cfg, with no per-source entry cap unless cfg
+// sets one: these tests exercise one rule at a time, and the default cap
+// (MaxEntries/DefaultSourceDivisor: TestDefaultSourceCap) would bind first
+// in their small tables.
 func mustNew(t testing.TB, cfg Config) *Table {
 	t.Helper()
-	tb, err := New(cfg)
+	tb, err := New(noSourceCap(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -576,5 +581,64 @@ func TestCap(t *testing.T) {
 	}
 	if def := mustNew(t, Config{}); def.Cap() != DefaultMaxEntries {
 		t.Errorf("default Cap() = %d, want %d", def.Cap(), DefaultMaxEntries)
+	}
+}
+
+// noSourceCap returns cfg with a zero MaxEntriesPerSource made no cap.
+func noSourceCap(cfg Config) Config {
+	if cfg.MaxEntriesPerSource == 0 {
+		cfg.MaxEntriesPerSource = -1
+	}
+	return cfg
+}
+
+// TestDefaultSourceCap: a zero MaxEntriesPerSource is MaxEntries/
+// DefaultSourceDivisor (at least 1), a negative one no cap.
+func TestDefaultSourceCap(t *testing.T) {
+	src := netip.MustParseAddr("192.0.2.1")
+	fill := func(cfg Config) int {
+		tb, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range uint64(cfg.MaxEntries) {
+			tb.Add(k+1, lane.KeyOf(netip.AddrPortFrom(src, uint16(k+1))), 0)
+		}
+		return tb.Len()
+	}
+	if n := fill(Config{Shards: 1, MaxEntries: 100}); n != 100/DefaultSourceDivisor {
+		t.Errorf("default cap: one source holds %d entries, want %d", n, 100/DefaultSourceDivisor)
+	}
+	if n := fill(Config{Shards: 1, MaxEntries: 5}); n != 1 {
+		t.Errorf("default cap of a tiny table: one source holds %d entries, want 1", n)
+	}
+	if n := fill(Config{Shards: 1, MaxEntries: 100, MaxEntriesPerSource: -1}); n != 100 {
+		t.Errorf("no cap: one source holds %d entries, want 100", n)
+	}
+}
+
+// TestConfigErrorNamesField: Validate's errors are *ConfigError, naming
+// the field, its value and what is wanted.
+func TestConfigErrorNamesField(t *testing.T) {
+	for _, tt := range []struct {
+		cfg         Config
+		field, want string
+	}{
+		{Config{MaxEntries: -1}, "MaxEntries", "a whole number from 16 to 268435424"},
+		{Config{MaxEntries: 16*MaxEntriesPerShard + 1}, "MaxEntries", "a whole number from 16 to 268435424"},
+		{Config{MaxRequestersPerEntry: -1}, "MaxRequestersPerEntry", "a whole number from 1 to 4096"},
+		{Config{TTL: 99 * time.Millisecond}, "TTL", "a duration from 100ms to 1h49m13.6s"},
+		{Config{TTL: DefaultTick*MaxTTLTicks + 1}, "TTL", "a duration from 100ms to 1h49m13.6s"},
+		{Config{SuppressWindow: -1}, "SuppressWindow", "a duration from 0s to 1h0m0s"},
+		{Config{Shards: 3}, "Shards", "a power of two from 1 to 1024"},
+	} {
+		err := tt.cfg.Validate()
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Field != tt.field || ce.Want != tt.want || !errors.Is(err, errConfig) {
+			t.Errorf("%+v: %v; want a ConfigError for %s wanting %q", tt.cfg, err, tt.field, tt.want)
+		}
+	}
+	if err := (Config{TTL: DefaultTick * MaxTTLTicks, MaxEntries: 16 * MaxEntriesPerShard}).Validate(); err != nil {
+		t.Errorf("the edges: %v", err)
 	}
 }

@@ -111,8 +111,9 @@ type Table struct {
 	selfPorts atomic.Pointer[[]uint16]
 }
 
-// Config holds the route table's caps and timings; zero fields take the
-// defaults in constants.go.
+// Config holds the route table's caps and timings. Its zero value is the
+// default table: zero fields take the defaults in constants.go. Validate
+// (and New) rejects negative caps and timings with a *ConfigError.
 type Config struct {
 	MaxRoutes int
 	// LaneClockSlots sizes the record of when each lane was last heard
@@ -168,6 +169,43 @@ type Config struct {
 	// GalaxyOnly walks the sponsorship chain straight to the galaxy,
 	// skipping intermediate sponsors, as directed messaging does today.
 	GalaxyOnly bool
+}
+
+// ConfigError is a Config field that Validate (and New) rejects.
+type ConfigError struct {
+	Field string // the Config field, such as "MaxRoutes"
+	Value any    // its value
+	Want  string // what is wanted, such as "a positive whole number"
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("routes: Config.%s %v: want %s", e.Field, e.Value, e.Want)
+}
+
+// Validate reports the first field of c that New would reject, as a
+// *ConfigError: a negative cap or timing (zero takes the default; a
+// negative SourceDivisor is no per-source cap). Nil if New accepts c.
+func (c Config) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"MaxRoutes", c.MaxRoutes}, {"LaneClockSlots", c.LaneClockSlots}, {"CandidateFailures", c.CandidateFailures},
+		{"ProvenFailures", c.ProvenFailures}, {"SourceSlots", c.SourceSlots}} {
+		if f.v < 0 {
+			return &ConfigError{Field: f.name, Value: f.v, Want: "a positive whole number"}
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"DirectLaneExpiry", c.DirectLaneExpiry}, {"VouchedLaneExpiry", c.VouchedLaneExpiry}, {"ProbeTimeout", c.ProbeTimeout},
+		{"BadLaneHold", c.BadLaneHold}, {"FailedHintHold", c.FailedHintHold}, {"ChallengerHold", c.ChallengerHold},
+		{"MoveSilence", c.MoveSilence}} {
+		if f.v < 0 {
+			return &ConfigError{Field: f.name, Value: f.v, Want: `a positive duration such as "2m"`}
+		}
+	}
+	return nil
 }
 
 func (c *Config) fill() {
@@ -274,6 +312,9 @@ type route struct {
 // endpoint, the endpoint's own ship). sponsors may be nil for the default
 // sponsorship.
 func New(self lane.Ship, sponsors *lane.Sponsors, cfg Config) (*Table, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	cfg.fill()
 	if sponsors == nil {
 		sponsors = &lane.Sponsors{}
