@@ -9,7 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/urbit-relay/relay/internal/seednet"
+	"github.com/urbit-relay/relay/internal/harness/seednet"
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/endpoint"
@@ -51,7 +51,7 @@ func (n netw) listenErr() (transport.Conn, error) {
 	return transport.ListenUDP(addr, transport.Options{})
 }
 
-// seedNet is the network of shared/seeds/002's example (internal/seednet,
+// seedNet is the network of shared/seeds/002's example (internal/harness/seednet,
 // the network `relay demo` runs): a requester ~rovnys, relays fronting ~syl,
 // ~sipsyl and ~ritpub-sipsyl, and the publisher ~mister-ritpub-sipsyl, a
 // moon.

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/urbit-relay/relay/internal/seednet"
+	"github.com/urbit-relay/relay/internal/harness/seednet"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/endpoint"
 	"github.com/urbit-relay/relay/relay/transport"
@@ -86,7 +86,7 @@ type demoOptions struct {
 	svg  string
 }
 
-// demoNet is the network of shared/seeds/002's example (internal/seednet)
+// demoNet is the network of shared/seeds/002's example (internal/harness/seednet)
 // on 127.0.0.1, with what the demo records of it.
 type demoNet struct {
 	*seednet.Net

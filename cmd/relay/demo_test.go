@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/xml"
-	"github.com/urbit-relay/relay/internal/vtool"
+	"github.com/urbit-relay/relay/internal/harness/vtool"
 	"io"
 	"os"
 	"path/filepath"

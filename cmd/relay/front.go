@@ -42,6 +42,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	relaydaemon "github.com/urbit-relay/relay/relay/daemon"
 	"github.com/urbit-relay/relay/relay/front"
 )
 
@@ -427,7 +428,7 @@ func (d *daemon) routineFrontHost(ctx context.Context) {
 			return
 		case now := <-t.C:
 			if now.Sub(refreshed) >= front.HostAddrsRefresh {
-				d.front.SetHostAddrs(interfaceAddrs())
+				d.front.SetHostAddrs(relaydaemon.InterfaceAddrs())
 				refreshed = now
 			}
 			n := d.front.Stats().SkippedToHost

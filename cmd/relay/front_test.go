@@ -14,7 +14,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
-	"github.com/urbit-relay/relay/internal/vtool"
+	"github.com/urbit-relay/relay/internal/harness/vtool"
 	"github.com/urbit-relay/relay/relay/front"
 	"github.com/urbit-relay/relay/relay/transport"
 )

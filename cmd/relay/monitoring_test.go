@@ -19,7 +19,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/urbit-relay/relay/internal/vtool"
+	"github.com/urbit-relay/relay/internal/harness/vtool"
 	"github.com/urbit-relay/relay/scry"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/urbit-relay/relay/internal/vtool"
+	"github.com/urbit-relay/relay/internal/harness/vtool"
 	"github.com/urbit-relay/relay/scry"
 )
 

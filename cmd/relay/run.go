@@ -6,21 +6,19 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"net/netip"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/capture"
+	relaydaemon "github.com/urbit-relay/relay/relay/daemon"
 	"github.com/urbit-relay/relay/relay/front"
 	"github.com/urbit-relay/relay/relay/transport"
 )
@@ -59,20 +57,21 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// daemon is a running `relay run`.
+// daemon is a running `relay run`: relay/daemon's core (the relay, its
+// sockets, lanes and DNS resolver) with the operator's surface around it.
 type daemon struct {
 	// Static after start.
 	args    []string
 	log     *zap.Logger
 	level   zap.AtomicLevel
+	core    *relaydaemon.Daemon
 	srv     *relay.Server
-	lanes   *laneState
 	ops     *opsStats
 	metrics *metricsServer  // nil without --metrics
 	capture *capture.Writer // nil without --capture
 	front   *front.Conn     // the ship's device; nil outside fronting mode
 	cancel  context.CancelFunc
-	bg      sync.WaitGroup // the DNS resolver, the host's addresses for the device
+	bg      sync.WaitGroup // the host's addresses for the device
 
 	// cfg is owned by the goroutine handling signals.
 	cfg runConfig
@@ -84,38 +83,51 @@ type daemon struct {
 func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error) {
 	level := zap.NewAtomicLevelAt(cfg.logLevel)
 	log := newLogger(stderr, cfg.logFormat, level)
-	r, err := relay.New(cfg.relay)
+	ops := &opsStats{}
+	core, err := relaydaemon.Listen(relaydaemon.Config{
+		Relay:         cfg.relay,
+		Listen:        cfg.listen,
+		Sockets:       cfg.sockets,
+		Batch:         cfg.batch,
+		DisableGSO:    !cfg.gso,
+		GalaxyDomain:  cfg.galaxyDomain,
+		GalaxyRefresh: cfg.galaxyRefresh,
+		Resolved: func(n int) {
+			ops.ready.Store(true)
+			log.Info("galaxies resolved", zap.String("domain", cfg.galaxyDomain), zap.Int("galaxies", n))
+		},
+		LanesChanged: func(galaxies, pinned int) {
+			ops.galaxyLanes.Store(int64(galaxies))
+			ops.pinnedLanes.Store(int64(pinned))
+		},
+	})
 	if err != nil {
 		return nil, err
 	}
-	conns, err := listenSockets(cfg)
-	if err != nil {
-		return nil, err
-	}
-	conn := conns[0]
 	var ln net.Listener
 	if cfg.metrics != "" {
 		if ln, err = net.Listen(metricsNetwork(cfg.metrics), cfg.metrics); err != nil {
-			closeAll(conns)
-			return nil, fmt.Errorf("metrics: listen %v: %w", cfg.metrics, unwrapOpError(err))
+			core.Close()
+			return nil, fmt.Errorf("metrics: listen %v: %w", cfg.metrics, relaydaemon.UnwrapOpError(err))
 		}
 	}
 	var cw *capture.Writer
 	if cfg.capture != "" {
 		if cw, err = capture.NewRotating(cfg.capture, cfg.captureBytes, cfg.captureFiles); err != nil {
-			closeAll(conns)
+			core.Close()
 			if ln != nil {
 				ln.Close()
 			}
 			return nil, err // capture's errors name it and the path
 		}
 	}
+	ops.capture = cw
 	var ship transport.Conn
 	var fc *front.Conn
 	if cfg.front != nil {
 		fc, err = openFront(*cfg.front)
 		if err != nil {
-			closeAll(conns)
+			core.Close()
 			if ln != nil {
 				ln.Close()
 			}
@@ -124,19 +136,11 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 			}
 			return nil, err
 		}
+		fc.SetHostAddrs(core.HostAddrs())
 		ship = fc
 	}
-	local := interfaceAddrs()
-	for _, c := range conns {
-		r.AddListener(c.LocalAddr(), local)
-	}
-	if fc != nil {
-		fc.SetHostAddrs(local)
-	}
 
-	d := &daemon{args: args, log: log, level: level, cfg: cfg, ops: &opsStats{capture: cw}, capture: cw, front: fc}
-	d.lanes = &laneState{r: r, ops: d.ops}
-	d.lanes.setConfigured(cfg.relay.Galaxies, cfg.relay.Pinned)
+	d := &daemon{args: args, log: log, level: level, cfg: cfg, core: core, ops: ops, capture: cw, front: fc}
 	tap := packetLogger(log, level)
 	if cw != nil {
 		logTap := tap
@@ -145,22 +149,24 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 			cw.Tap(in, local, remote, b)
 		}
 	}
-	d.srv = relay.NewServer(r, conns, relay.ServerConfig{
-		Batch: cfg.batch,
-		Log:   log,
-		Tap:   tap,
-		Ship:  ship,
+	if cfg.galaxyDomain == "" {
+		ops.ready.Store(true)
+	}
+	core.Start(relay.ServerConfig{
+		Log:  log,
+		Tap:  tap,
+		Ship: ship,
 		// The decision of every datagram, at debug level, rate-limited.
 		Decisions: newDecisionLogger(log, level),
 	})
+	d.srv = core.Server()
 	if ln != nil {
 		reg := newMetricsRegistry(d.srv, d.ops, version)
 		d.metrics = serveMetrics(ln, newMetricsHandler(reg, d.ops, cfg.metricsOpts))
 	}
-	d.srv.Start()
 	fields := append([]zap.Field{
 		zap.String("version", version),
-		zap.Stringer("listen", conn.LocalAddr()),
+		zap.Stringer("listen", core.LocalAddr()),
 	}, cfg.logFields()...)
 	if d.metrics != nil {
 		fields = append(fields, zap.String("metrics_url", d.metrics.URL()+"/metrics"))
@@ -170,19 +176,10 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 	d.ops.configLoaded(time.Now(), false)
 	// The sockets are bound and their readers running: a datagram sent now
 	// is served.
-	sdNotify(log, "READY=1\nSTATUS=serving on "+conn.LocalAddr().String())
+	sdNotify(log, "READY=1\nSTATUS=serving on "+core.LocalAddr().String())
 
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
-	if cfg.galaxyDomain != "" {
-		d.bg.Add(1)
-		go func() {
-			defer d.bg.Done()
-			d.routineResolveGalaxies(ctx, cfg.galaxyDomain, cfg.galaxyRefresh)
-		}()
-	} else {
-		d.ops.ready.Store(true)
-	}
 	if fc != nil {
 		d.bg.Add(1)
 		go func() {
@@ -191,16 +188,6 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 		}()
 	}
 	return d, nil
-}
-
-// unwrapOpError drops a *net.OpError's repetition of the address, which the
-// caller's message already has.
-func unwrapOpError(err error) error {
-	var oe *net.OpError
-	if errors.As(err, &oe) && oe.Err != nil {
-		return oe.Err
-	}
-	return err
 }
 
 // reload re-reads the config file and applies what can change live: the
@@ -220,7 +207,7 @@ func (d *daemon) reload() {
 		return
 	}
 	live, restart := changedSettings(d.cfg, nc)
-	d.lanes.setConfigured(nc.relay.Galaxies, nc.relay.Pinned)
+	d.core.Lanes().SetConfigured(nc.relay.Galaxies, nc.relay.Pinned)
 	d.srv.Relay().SetRelays(nc.relay.Relays)
 	d.level.SetLevel(nc.logLevel)
 	d.cfg.relay.Galaxies, d.cfg.relay.Pinned, d.cfg.logLevel = nc.relay.Galaxies, nc.relay.Pinned, nc.logLevel
@@ -244,7 +231,7 @@ func (d *daemon) reload() {
 func (d *daemon) stop() {
 	sdNotify(d.log, "STOPPING=1")
 	d.ops.stopping.Store(true)
-	if err := d.srv.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+	if err := d.core.Close(); err != nil {
 		d.log.Warn("close", zap.Error(err))
 	}
 	d.cancel()
@@ -270,129 +257,4 @@ func (d *daemon) stop() {
 	d.log.Info("relay stopped", zap.Uint64("in", snap.TotalIn()), zap.Uint64("out", out),
 		zap.Uint64("forwards", snap.Events[relay.EventForwardSends]), zap.Uint64("answered", snap.Events[relay.EventAnswered]), zap.Uint64("drops", snap.TotalDrops()))
 	d.log.Sync()
-}
-
-// laneState merges the lanes the relay is configured with: galaxies from
-// the config (which win) over galaxies resolved by DNS, and pinned lanes.
-type laneState struct {
-	r   *relay.Relay
-	ops *opsStats
-
-	mu       sync.Mutex
-	galaxies map[lane.Ship]netip.AddrPort // guarded by mu
-	pinned   map[lane.Ship]netip.AddrPort // guarded by mu
-	resolved map[lane.Ship]netip.AddrPort // guarded by mu
-}
-
-// setConfigured replaces the configured galaxy and pinned lanes.
-func (s *laneState) setConfigured(galaxies, pinned map[lane.Ship]netip.AddrPort) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.galaxies, s.pinned = galaxies, pinned
-	s.applyLocked()
-}
-
-// setResolved replaces the DNS-resolved galaxy lanes.
-func (s *laneState) setResolved(resolved map[lane.Ship]netip.AddrPort) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.resolved = resolved
-	s.applyLocked()
-}
-
-func (s *laneState) applyLocked() {
-	merged := make(map[lane.Ship]netip.AddrPort, len(s.resolved)+len(s.galaxies))
-	maps.Copy(merged, s.resolved)
-	maps.Copy(merged, s.galaxies)
-	s.r.SetLanes(merged, s.pinned)
-	s.ops.galaxyLanes.Store(int64(len(merged)))
-	s.ops.pinnedLanes.Store(int64(len(s.pinned)))
-}
-
-// routineResolveGalaxies looks up every galaxy's <name>.<domain> now and
-// every refresh until ctx ends. The relay is ready after the first round.
-func (d *daemon) routineResolveGalaxies(ctx context.Context, domain string, refresh time.Duration) {
-	t := time.NewTicker(refresh)
-	defer t.Stop()
-	for {
-		found := resolveGalaxies(ctx, domain, net.DefaultResolver.LookupNetIP)
-		if ctx.Err() != nil {
-			return
-		}
-		d.lanes.setResolved(found)
-		d.ops.ready.Store(true)
-		d.log.Info("galaxies resolved", zap.String("domain", domain), zap.Int("galaxies", len(found)))
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// lookupNetIP is net.Resolver.LookupNetIP's shape, so tests can answer.
-type lookupNetIP func(ctx context.Context, network, host string) ([]netip.Addr, error)
-
-// resolveGalaxies returns the lanes of the galaxies whose <name>.<domain>
-// resolves to an IPv4 address, on port 13337 + the galaxy's number, as
-// vere finds them.
-func resolveGalaxies(ctx context.Context, domain string, lookup lookupNetIP) map[lane.Ship]netip.AddrPort {
-	ctx, cancel := context.WithTimeout(ctx, dnsTimeout)
-	defer cancel()
-	found := map[lane.Ship]netip.AddrPort{}
-	for g := uint64(0); g < 256; g++ {
-		s := lane.ShipFromUint64(g)
-		host := strings.TrimPrefix(s.String(), "~") + "." + domain
-		addrs, err := lookup(ctx, "ip4", host)
-		if ctx.Err() != nil {
-			return found
-		}
-		if err != nil || len(addrs) == 0 {
-			continue
-		}
-		found[s] = netip.AddrPortFrom(addrs[0].Unmap(), uint16(galaxyBasePort+g))
-	}
-	return found
-}
-
-// listenSockets binds cfg.sockets UDP sockets on the listen address: with
-// more than one, SO_REUSEPORT lets the kernel spread flows across them, and
-// the server runs a reader per socket over the one shared relay core.
-func listenSockets(cfg runConfig) ([]transport.Conn, error) {
-	opts := transport.Options{BatchSize: cfg.batch, ReusePort: cfg.sockets > 1, DisableGSO: !cfg.gso}
-	addr := cfg.listen
-	var conns []transport.Conn
-	for i := 0; i < cfg.sockets; i++ {
-		c, err := transport.ListenUDP(addr, opts)
-		if err != nil {
-			closeAll(conns)
-			return nil, fmt.Errorf("listen %v: %w", addr, unwrapOpError(err))
-		}
-		conns = append(conns, c)
-		addr = c.LocalAddr() // the others share the first one's port
-	}
-	return conns, nil
-}
-
-func closeAll(conns []transport.Conn) {
-	for _, c := range conns {
-		c.Close()
-	}
-}
-
-// interfaceAddrs returns the host's interface addresses (none if they
-// cannot be listed): where a socket bound at a wildcard address is
-// reached, so that the relay never takes one of them as a target.
-func interfaceAddrs() []netip.Addr {
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		return nil
-	}
-	var out []netip.Addr
-	for _, a := range addrs {
-		if p, err := netip.ParsePrefix(a.String()); err == nil {
-			out = append(out, p.Addr().Unmap().WithZone(""))
-		}
-	}
-	return out
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/urbit-relay/relay/internal/vtool"
+	"github.com/urbit-relay/relay/internal/harness/vtool"
 )
 
 // crashTimeout bounds how long vere takes to die of a datagram it has read.

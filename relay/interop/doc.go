@@ -4,7 +4,7 @@
 // under a stub arvo) as the fronted ship, all on 127.0.0.1. It has no API.
 //
 // The tests skip where ../shared/vere is absent (a fresh clone) or vtool
-// cannot run (see internal/vtool); the vectors come from
+// cannot run (see internal/harness/vtool); the vectors come from
 // ../shared/reference/{ames,mesa}/*.jsonl and their tests skip without them.
 //
 // What the tests show:

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/urbit-relay/relay/internal/vtool"
+	"github.com/urbit-relay/relay/internal/harness/vtool"
 )
 
 // The fronting topology's addresses, all on one interface of the WORLD

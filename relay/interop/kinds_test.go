@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/urbit-relay/relay/internal/vtool"
+	"github.com/urbit-relay/relay/internal/harness/vtool"
 )
 
 // The addresses of the star and planet tests: the fronted ship's relay in

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/urbit-relay/relay/internal/vtool"
+	"github.com/urbit-relay/relay/internal/harness/vtool"
 )
 
 func TestMain(m *testing.M) { os.Exit(vtool.Main(m)) }

@@ -25,7 +25,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
-	"github.com/urbit-relay/relay/internal/vtool"
+	"github.com/urbit-relay/relay/internal/harness/vtool"
 )
 
 const (

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/urbit-relay/relay/internal/vtool"
+	"github.com/urbit-relay/relay/internal/harness/vtool"
 )
 
 // eventTimeout bounds the wait for a line vere prints about a datagram

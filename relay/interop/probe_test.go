@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/urbit-relay/relay/internal/vtool"
+	"github.com/urbit-relay/relay/internal/harness/vtool"
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/scry"
 )

@@ -17,7 +17,7 @@ import (
 
 	"golang.org/x/net/ipv4"
 
-	"github.com/urbit-relay/relay/internal/vtool"
+	"github.com/urbit-relay/relay/internal/harness/vtool"
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/scry"
 )

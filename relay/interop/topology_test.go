@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/urbit-relay/relay/internal/vtool"
+	"github.com/urbit-relay/relay/internal/harness/vtool"
 )
 
 // The galaxy-and-star topology, all in one WORLD (netns_test.go).

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/urbit-relay/relay/internal/vtool"
+	"github.com/urbit-relay/relay/internal/harness/vtool"
 	"github.com/urbit-relay/relay/relay/front"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/urbit-relay/relay/internal/vtool"
+	"github.com/urbit-relay/relay/internal/harness/vtool"
 )
 
 // probePrefix starts the paths of the liveness peeks, which vere prints

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/urbit-relay/relay/internal/seednet"
+	"github.com/urbit-relay/relay/internal/harness/seednet"
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay/transport/transporttest"
 )
@@ -34,7 +34,7 @@ const (
 	publishedPaths = 1000
 )
 
-// seedHosts is the tests' network, after the seed's example (internal/seednet,
+// seedHosts is the tests' network, after the seed's example (internal/harness/seednet,
 // whose names it takes): a requester, relays fronting the galaxy ~syl and its
 // star ~sipsyl, and three planets under ~sipsyl (real hosts in place of the
 // example's ~ritpub-sipsyl relay and moon): one on the open network, one behind a firewall that drops

@@ -28,3 +28,41 @@ func TestLayering(t *testing.T) {
 		}
 	}
 }
+
+// TestInternalSplit: internal/ holds two kinds of package. Those directly
+// under internal/ (hist, eventq, svgchart) are libraries the core imports,
+// so they import nothing of this module but each other: nothing the relay
+// imports may import the relay. Those under internal/harness/ (seednet,
+// vtool, dissector) drive the relay, so only tests and cmd/ import them.
+func TestInternalSplit(t *testing.T) {
+	const mod = "github.com/urbit-relay/relay"
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}\t{{join .Imports \" \"}}", mod+"/...").Output()
+	if err != nil {
+		t.Skipf("go list: %v", err)
+	}
+	imports := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, deps, _ := strings.Cut(line, "\t")
+		imports[pkg] = strings.Fields(deps)
+	}
+	isHarness := func(p string) bool { return strings.HasPrefix(p, mod+"/internal/harness/") }
+	isLib := func(p string) bool { return strings.HasPrefix(p, mod+"/internal/") && !isHarness(p) }
+	for _, want := range []string{mod + "/relay", mod + "/internal/hist", mod + "/internal/harness/seednet"} {
+		if _, ok := imports[want]; !ok {
+			t.Fatalf("go list did not list %s:\n%s", want, out)
+		}
+	}
+	for pkg, deps := range imports {
+		for _, d := range deps {
+			if !strings.HasPrefix(d, mod+"/") && d != mod {
+				continue
+			}
+			if isLib(pkg) && !isLib(d) {
+				t.Errorf("%s is imported by the core but imports %s (only other internal/ libraries)", pkg, d)
+			}
+			if isHarness(d) && !isHarness(pkg) && !strings.HasPrefix(pkg, mod+"/cmd/") {
+				t.Errorf("%s imports the harness %s outside a test (only tests and cmd/ may)", pkg, d)
+			}
+		}
+	}
+}

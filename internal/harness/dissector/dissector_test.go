@@ -73,7 +73,7 @@ func setup(t *testing.T) *env {
 		}
 		t.Skip("tshark is not installed (apt-get install tshark); the Wireshark dissector is not tested")
 	}
-	root, err := filepath.Abs(filepath.Join("..", ".."))
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	buildRelay = sync.OnceValues(func() (string, error) {
-		root, err := filepath.Abs(filepath.Join("..", ".."))
+		root, err := filepath.Abs(filepath.Join("..", "..", ".."))
 		if err != nil {
 			return "", err
 		}
