@@ -39,6 +39,7 @@ import (
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/capture"
+	relaydaemon "github.com/urbit-relay/relay/relay/daemon"
 	"github.com/urbit-relay/relay/relay/front"
 	"github.com/urbit-relay/relay/relay/pit"
 	"github.com/urbit-relay/relay/relay/route"
@@ -46,17 +47,9 @@ import (
 )
 
 const (
-	// galaxyBasePort is the live network's galaxy port base: a galaxy
-	// listens on 13337 + its number.
-	galaxyBasePort = 13337
 	// defaultListen is the relay's UDP address: the port a galaxy or star
 	// ship would otherwise own.
 	defaultListen = "0.0.0.0:13337"
-	// defaultGalaxyRefresh is how often galaxy DNS names are re-resolved,
-	// as vere does.
-	defaultGalaxyRefresh = 300 * time.Second
-	// dnsTimeout bounds one round of galaxy lookups.
-	dnsTimeout = 20 * time.Second
 	// maxConfigFileBytes bounds the config file read: a real one is a few
 	// kilobytes even with every galaxy listed.
 	maxConfigFileBytes = 4 << 20
@@ -203,7 +196,7 @@ func defineRunFlags() *runFlags {
 	fs.Var(f.relays, "relay", "a ship whose lane forwards for the ships below it (a relay in front of a star) `SHIP=ADDR:PORT` (repeatable); other sponsors must show they forward first")
 	fs.Var(f.sponsors, "sponsor", "sponsor override for an escaped ship `SHIP=SPONSOR` (repeatable)")
 	fs.StringVar(&f.domain, "galaxy-domain", "", "also resolve galaxies as <name>.`DOMAIN`, port 13337+number (e.g. urbit.org)")
-	fs.DurationVar(&f.refresh, "galaxy-refresh", defaultGalaxyRefresh, "how often galaxy DNS names are re-resolved")
+	fs.DurationVar(&f.refresh, "galaxy-refresh", relaydaemon.DefaultGalaxyRefresh, "how often galaxy DNS names are re-resolved")
 	fs.IntVar(&f.maxPending, "max-pending", pit.DefaultMaxEntries, "pending-request table capacity (entries)")
 	fs.IntVar(&f.maxPerSource, "max-pending-per-source", 0, "pending entries one source IP may hold; 0 means max-pending/10, negative no cap")
 	fs.IntVar(&f.maxReq, "max-requesters", pit.DefaultMaxRequestersPerEntry, "requester lanes kept per pending entry")
