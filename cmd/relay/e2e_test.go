@@ -203,6 +203,12 @@ func TestE2E(t *testing.T) {
 	config := writeConfig(t, configText(sink.LocalAddr().String()))
 	pcap := filepath.Join(t.TempDir(), "relay.pcap")
 	p := startRelay(t, bin, "--config", config, "--max-pending", "5000", "--capture", pcap)
+	// The file's flat keys are read, each with a warning at start.
+	for _, flat := range []string{"hint-nets", "galaxies", "max-pending"} {
+		if l := p.waitLog(t, deprecationNote(flat, fileFlag(flat))); l["level"] != "warn" {
+			t.Errorf("the deprecation of %q logged as %v", flat, l)
+		}
+	}
 
 	req := e2eEndpoint(t, "~rovnys", map[lane.Ship]netip.AddrPort{zod: p.listen, nec: p.listen, bus: p.listen})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -382,4 +388,12 @@ func TestE2E(t *testing.T) {
 			t.Errorf("relay version: %v %q", err, out)
 		}
 	})
+}
+
+// fileFlag returns the flag a flat config key sets.
+func fileFlag(key string) string {
+	if name, ok := fileKeys[key]; ok {
+		return name
+	}
+	return key
 }

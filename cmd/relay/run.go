@@ -172,6 +172,9 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 		fields = append(fields, zap.String("metrics_url", d.metrics.URL()+"/metrics"))
 	}
 	log.Info("relay started", fields...)
+	for _, note := range cfg.deprecated {
+		log.Warn(note) // once each, at start: the file's flat keys
+	}
 	logSocketBuffers(log, d.srv)
 	d.ops.configLoaded(time.Now(), false)
 	// The sockets are bound and their readers running: a datagram sent now
