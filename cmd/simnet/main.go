@@ -83,13 +83,17 @@ func run(args []string, stdout, stderr io.Writer) error {
 	nat := fs.Float64("nat", DefaultNAT, "share of planets and moons behind a NAT")
 	short := fs.Bool("short", false, "a small, quick run (fewer ships and pairs), as in CI")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "simulations run at once")
+	prodTables := fs.Bool("production-tables", false, "size the relays' tables as in production (about 7 MiB a relay), to check that the simulation's sizes change no figure")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	p := params{ships: *ships, seed: *seed, nat: *nat, short: *short, workers: *workers}
+	p := params{ships: *ships, seed: *seed, nat: *nat, short: *short, workers: *workers, productionTables: *prodTables}
+	if p.workers <= 0 {
+		p.workers = runtime.GOMAXPROCS(0)
+	}
 	if p.ships == 0 {
 		p.ships = DefaultShips
 		if p.short {
