@@ -147,6 +147,11 @@ func pollOnce(p params, mode followMode, subs int) (pollRun, error) {
 	if pub < 0 {
 		return pollRun{}, fmt.Errorf("no public planet to publish")
 	}
+	// Every subscriber asks the publisher's star and galaxy: their relays
+	// hear every subscriber, far more than their sponsees.
+	if err := n.ProductionTablesOnChain(pub); err != nil {
+		return pollRun{}, err
+	}
 	if mode.signed {
 		var seed [ed25519.SeedSize]byte
 		binary.LittleEndian.PutUint64(seed[:], p.seed)

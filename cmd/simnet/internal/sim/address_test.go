@@ -4,8 +4,10 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/urbit-relay/relay/lane"
+	"github.com/urbit-relay/relay/relay"
 )
 
 // TestHostsHaveTheirOwnNetworks checks the address plan: every host's lanes
@@ -73,5 +75,40 @@ func TestRelayTableSlots(t *testing.T) {
 		if got := relayTableSlots(c.sponsees); got != c.want {
 			t.Errorf("relayTableSlots(%d) = %d, want %d", c.sponsees, got, c.want)
 		}
+	}
+}
+
+// TestProductionTablesOnChain checks that the relays on a ship's chain, and
+// only they, are rebuilt at production's sizes, and only before the run.
+func TestProductionTablesOnChain(t *testing.T) {
+	n := newNet(t, Config{})
+	p := pick(t, n, func(_ int, s *Ship) bool { return s.Class == lane.Moon && !s.Host })
+	if err := n.ProductionTablesOnChain(p); err != nil {
+		t.Fatal(err)
+	}
+	ships := n.Ships()
+	chain := map[int]bool{}
+	for j := ships[p].Sponsor; ; j = ships[j].Sponsor {
+		chain[j] = true
+		if ships[j].Sponsor == j {
+			break
+		}
+	}
+	if len(chain) != 3 {
+		t.Fatalf("a moon's chain has %d ships, want its planet, star and galaxy", len(chain))
+	}
+	for i, s := range ships {
+		if !s.Relay {
+			continue
+		}
+		c := n.nodes[s.front].relayCfg
+		production := c.Amp == relay.AmpConfig{} && c.Routes.LaneClockSlots == 0 && c.Pending.Shards == 0
+		if production != chain[i] {
+			t.Errorf("%s (on the chain: %v): amplification slots %d, lane clock %d, pending shards %d", s.ID, chain[i], c.Amp.Slots, c.Routes.LaneClockSlots, c.Pending.Shards)
+		}
+	}
+	n.RunUntil(time.Second)
+	if err := n.ProductionTablesOnChain(p); err == nil {
+		t.Error("ProductionTablesOnChain after the network ran succeeded")
 	}
 }

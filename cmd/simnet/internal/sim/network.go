@@ -291,37 +291,15 @@ func (n *Network) configure(i, sponsees int) error {
 	if sponsor.Relay && sponsor.Class != lane.Galaxy && sponsor.ID != s.ID {
 		pinned[sponsor.ID] = n.nodes[sponsor.front].lane
 	}
-	// The relay runs with production defaults (the zero Amp, Dup and
-	// Pending configs take relay's and pit's own), but for what one
-	// process holding thousands of relays needs: tables sized for the
-	// simulation (relayTableSlots, PendingShards, DupSlots,
-	// RouteSourceSlots; config.go says why no figure depends on them,
-	// and ProductionTables checks it) and seeds drawn from the run's
-	// seed, so that a run repeats.
-	rc := n.routes(n.cfg.Seed ^ uint64(s.front)<<20)
-	amp := relay.AmpConfig{}
-	dup := relay.DupConfig{}
-	pending := pit.Config{Seed: mix(n.cfg.Seed^uint64(s.front)<<40) | 1}
-	if !n.cfg.ProductionTables {
-		slots := relayTableSlots(sponsees)
-		rc.LaneClockSlots = slots
-		amp.Slots, amp.NetSlots = slots, slots
-		dup.Slots = DupSlots
-		pending.Shards = PendingShards
-	}
-	if n.cfg.NoAmpBudget {
-		amp = relay.AmpConfig{Factor: -1} // the budget's off switch
-	}
 	rl := &n.nodes[s.front]
 	rl.relayCfg = relay.Config{
 		Ship: s.ID, ShipLane: core.lane, Self: []netip.AddrPort{rl.lane},
 		Galaxies: n.galaxies, Pinned: pinned, Sponsors: n.sponsors,
-		Pending:    pending,
-		Routes:     rc,
+		Pending:    pit.Config{Seed: mix(n.cfg.Seed^uint64(s.front)<<40) | 1},
+		Routes:     n.routes(n.cfg.Seed ^ uint64(s.front)<<20),
 		Fraternize: st.Fraternize,
-		Amp:        amp,
-		Dup:        dup,
 	}
+	n.sizeTables(&rl.relayCfg, sponsees, n.cfg.ProductionTables)
 	if s.Class != lane.Galaxy && sponsor.Relay && sponsor.ID != s.ID {
 		// The sponsor's relay pins this relay as a sponsee. Sponsors come
 		// first in n.ships, so theirs is configured already.
@@ -633,6 +611,57 @@ func (n *Network) copyBuf(b []byte) []byte {
 func (n *Network) release(b []byte) {
 	if cap(b) == PoolBufCap {
 		n.pool = append(n.pool, b)
+	}
+}
+
+// sizeTables sets the table sizes of relay configuration c, for a relay
+// with sponsees sponsees. The relay runs with production defaults (the zero
+// Amp, Dup and Pending configs take relay's and pit's own), but for what one
+// process holding thousands of relays needs: with production unset, tables
+// sized for the simulation (relayTableSlots, PendingShards, DupSlots,
+// RouteSourceSlots; config.go says why no figure depends on them). Seeds
+// are set by configure.
+func (n *Network) sizeTables(c *relay.Config, sponsees int, production bool) {
+	c.Amp, c.Dup = relay.AmpConfig{}, relay.DupConfig{}
+	c.Pending.Shards = 0
+	c.Routes.LaneClockSlots, c.Routes.SourceSlots = 0, 0
+	if !production {
+		slots := relayTableSlots(sponsees)
+		c.Amp.Slots, c.Amp.NetSlots = slots, slots
+		c.Dup.Slots = DupSlots
+		c.Pending.Shards = PendingShards
+		c.Routes.LaneClockSlots, c.Routes.SourceSlots = slots, RouteSourceSlots
+	}
+	if n.cfg.NoAmpBudget {
+		c.Amp = relay.AmpConfig{Factor: -1} // the budget's off switch
+	}
+}
+
+// ProductionTablesOnChain gives the relays on ship i's sponsorship chain
+// (its own, if it runs one, and those of its sponsors up to its galaxy)
+// production's table sizes. A workload that concentrates on ship i (a
+// publisher every subscriber asks) has them hear far more addresses than
+// their sponsees, which the simulation's sizes are made for
+// (relayTableSlots). It must be called before the network runs.
+func (n *Network) ProductionTablesOnChain(i int) error {
+	if n.now > 0 || n.booted > 0 {
+		return fmt.Errorf("sim: ProductionTablesOnChain after the network ran")
+	}
+	for s := &n.ships[i]; ; {
+		if s.Relay {
+			nd := &n.nodes[s.front]
+			n.sizeTables(&nd.relayCfg, 0, true)
+			r, err := relay.New(nd.relayCfg)
+			if err != nil {
+				return fmt.Errorf("sim: relay for %s: %w", s.ID, err)
+			}
+			nd.relay = r
+		}
+		sp := n.shipOf(n.sponsors.Sponsor(s.ID))
+		if sp == s {
+			return nil // a galaxy: the chain's top
+		}
+		s = sp
 	}
 }
 
