@@ -41,6 +41,9 @@ type params struct {
 	short bool
 	// workers bounds the simulations run at once (one goroutine each).
 	workers int
+	// fragments is the download experiment's message size (0: its
+	// default).
+	fragments int
 	// productionTables sizes the relays' tables as in production
 	// (sim.Config.ProductionTables).
 	productionTables bool

@@ -54,19 +54,21 @@ func document(p params, secs []section) (string, error) {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	w("# Simulation\n\n")
-	w("`cmd/simnet` simulates an Urbit network in virtual time and measures what the relay design claims: that routes tighten, that nothing is lost on the way, that galaxies carry less, that notifications beat polling, and how the network recovers from churn. " +
+	w("`cmd/simnet` simulates an Urbit network in virtual time and measures what the relay design claims: that routes tighten, that nothing is lost on the way, that galaxies carry less, that notifications beat polling, how the network recovers from churn, and what a bulk download through relays costs under the amplification budget. " +
 		"It runs the project's own decision code, not a model of it: every relay is a `relay.Relay` (`relay.New`, `Relay.Handle`) and every ship an `endpoint.Core`, exchanging real mesa datagrams. " +
 		"This file and its plots are generated:\n\n")
 	w("```sh\ngo run ./cmd/simnet -experiment all        # this file and docs/simulation/*.svg (a few minutes on 2 cores)\n" +
 		"go run ./cmd/simnet -experiment churn -ships 2000 -seed 7   # one experiment: its section on stdout, its plots to -out\n" +
+		"go run ./cmd/simnet -experiment download -fragments 500    # the bulk download, a smaller message\n" +
 		"go test ./cmd/simnet/                      # the short version CI runs, with assertions\n```\n\n")
 	w("| flag | default | meaning |\n|---|---|---|\n")
-	w("| `-experiment` | `all` | `tightening`, `strategies`, `notifications`, `churn`, or `all` (which also writes this file) |\n")
+	w("| `-experiment` | `all` | `tightening`, `strategies`, `notifications`, `churn`, `download`, or `all` (which also writes this file) |\n")
 	w("| `-ships` | %d | ships in the network, galaxies included (%d with `-short`); the notifications experiment uses at least %d, to have %d subscribers |\n", DefaultShips, ShortShips, NotifyShips, NotifySubscribers)
 	w("| `-seed` | 1 | the same seed gives the same results, to the datagram |\n")
 	w("| `-out` | `docs` | where `simulation.md` and `simulation/*.svg` go |\n")
 	w("| `-nat` | %.1f | share of planets and moons behind a NAT |\n", DefaultNAT)
 	w("| `-short` | off | a small run (%d ships, fewer pairs and receivers, shorter windows), as in CI |\n", ShortShips)
+	w("| `-fragments` | %d | fragments of the download experiment's message (%d with `-short`) |\n", DownloadFragments, DownloadFragmentsShort)
 	w("| `-workers` | GOMAXPROCS | simulations run at once (each is single-threaded) |\n")
 	w("| `-production-tables` | off | relays' tables at production's sizes (about 7 MiB a relay: use a small network), to check that the simulation's sizes change no figure |\n\n")
 	w("This run: seed %d, %s.\n\n", p.seed, topo)
@@ -137,7 +139,7 @@ func document(p params, secs []section) (string, error) {
 		evicted += s.evicted
 		throttled += s.throttled
 	}
-	w("* Not modelled: comets and escaped ships, galaxies moving (DNS), legacy ames traffic, payloads larger than one packet, CPU or bandwidth limits, and relays' own routing to each other beyond the sponsorship tree. Over the strategies and notifications runs the relays shed %d pending entries for room and refused %d pages for amplification.\n", evicted, throttled)
+	w("* Not modelled: comets and escaped ships, galaxies moving (DNS), legacy ames traffic, CPU or bandwidth limits, and relays' own routing to each other beyond the sponsorship tree. A message larger than a packet appears only in *Bulk download*, as one request per fragment with a fixed window (no congestion control). Over the strategies and notifications runs the relays shed %d pending entries for room and refused %d pages for amplification.\n", evicted, throttled)
 	w("* Relays are never NATed and never lose their lanes; planets that sponsor moons are public hosts that relay. The workload's requesters are planets and moons that do not relay (a relay host's own requests see a hop added by its relay).\n")
 	w("* Relay cores take `route.DefaultProbeTimeout` (%v), `route.DefaultDirectLaneExpiry` (%v) and every other setting at its default, as `relay run` does, but for the table sizes of *Relays' tables* above.\n", prose(route.DefaultProbeTimeout), prose(route.DefaultDirectLaneExpiry))
 	return b.String(), nil
