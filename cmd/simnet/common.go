@@ -41,10 +41,16 @@ type params struct {
 	short bool
 	// workers bounds the simulations run at once (one goroutine each).
 	workers int
+	// fragments is the download experiment's message size (0: its
+	// default).
+	fragments int
+	// productionTables sizes the relays' tables as in production
+	// (sim.Config.ProductionTables).
+	productionTables bool
 }
 
 func (p params) config(st sim.Strategy, lat sim.LatencyModel) sim.Config {
-	return sim.Config{Seed: p.seed, Ships: p.ships, NATFraction: p.nat, Latency: lat, Strategy: st}
+	return sim.Config{Seed: p.seed, Ships: p.ships, NATFraction: p.nat, Latency: lat, Strategy: st, ProductionTables: p.productionTables}
 }
 
 // section is one experiment's part of docs/simulation.md and its plots.

@@ -147,6 +147,11 @@ func pollOnce(p params, mode followMode, subs int) (pollRun, error) {
 	if pub < 0 {
 		return pollRun{}, fmt.Errorf("no public planet to publish")
 	}
+	// Every subscriber asks the publisher's star and galaxy: their relays
+	// hear every subscriber, far more than their sponsees.
+	if err := n.ProductionTablesOnChain(pub); err != nil {
+		return pollRun{}, err
+	}
 	if mode.signed {
 		var seed [ed25519.SeedSize]byte
 		binary.LittleEndian.PutUint64(seed[:], p.seed)
@@ -352,12 +357,19 @@ func (r *notificationsResult) notes() []string {
 		delivery = fmt.Sprintf("When the value grows, each round trip from the galaxy serves one entry's requesters and the rest wait for later rounds: that, not the polling interval, is why polling every %v delivers in %s on average, where the interval alone would allow about %s (polling every %v: %s).",
 			prose(poll.mode.interval), msProse(pm), msProse(ms(poll.mode.interval)/2), prose(slowest.mode.interval), msProse(mean(slowest.laterDelay)))
 	}
-	return []string{
+	notes := []string{
 		fmt.Sprintf("**A relay keeps a sponsee's lane while requests to it go unanswered** (fixed). A request unanswered for `DefaultProbeTimeout` counts against the lane it went to, and a poll for a value not grown yet looks the same, so a star relay forwarding polls to its planet used to drop the planet's lane and answer every request for it with `sponsee_unknown` until the planet's next ping. A lane learned from the ship's own pokes, its pings to its sponsor (`route.Table.Contacted`), is now exempt: it expires only after `DirectLaneExpiry` (%v) of silence. Over the %d runs of *Notifications against polling* without the protocol, relays dropped %d requests for an unknown sponsee.",
 			prose(route.DefaultDirectLaneExpiry), polls, unknown),
 		fmt.Sprintf("**Polling still undoes the subscriber's own tightened route.** The direct lane a subscriber learned from the publisher's answers (`route.Table.Heard`) is probed like any lane learned from answers, so unanswered polls demote it, then drop it, and polls go back up the chain to the publisher's galaxy. There every subscriber meets one pending entry per value, of at most %d requesters: polling every %v, relays refused %d polls for a full entry and forwarded %d more past the cap to refresh the entry upstream (`relay.EventCappedForwards`, once per suppression window, so a lost forward no longer leaves the entry waiting). %s The notification protocol avoids both: acks and heartbeat answers keep its lanes proven, and each subscriber's heartbeat has its own name.",
 			pit.DefaultMaxRequestersPerEntry, prose(poll.mode.interval), poll.requestersFull, poll.cappedForwards, delivery),
 	}
+	if note.throttled > 0 {
+		notes = append(notes, fmt.Sprintf("**The amplification budget withholds acks from the publisher's galaxy as the subscriptions start.** With the protocol the publisher's star refused %d pages for amplification (polling every %v: %d). "+
+			"Every subscriber's first requests reach the star through the galaxy, so the star owes the galaxy a page for each of %d subscriptions, and past what the galaxy's budget there holds it withholds them; each subscriber also asked the star directly and had its ack from there, so every value was delivered (%s by notification). "+
+			"A relay forwarding for many requesters at once is budgeted as one requester.",
+			note.throttled, prose(poll.mode.interval), poll.throttled, note.subscribers, pct(note.notified, len(note.firstDelay)+len(note.laterDelay))))
+	}
+	return notes
 }
 
 // sum adds v over every run.

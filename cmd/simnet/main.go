@@ -59,6 +59,13 @@ func experiments() []experiment {
 			}
 			return r.section(), nil
 		}},
+		{"download", func(p params) (section, error) {
+			r, err := runDownload(p)
+			if err != nil {
+				return section{}, err
+			}
+			return r.section(), nil
+		}},
 	}
 }
 
@@ -83,13 +90,18 @@ func run(args []string, stdout, stderr io.Writer) error {
 	nat := fs.Float64("nat", DefaultNAT, "share of planets and moons behind a NAT")
 	short := fs.Bool("short", false, "a small, quick run (fewer ships and pairs), as in CI")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "simulations run at once")
+	prodTables := fs.Bool("production-tables", false, "size the relays' tables as in production (about 7 MiB a relay), to check that the simulation's sizes change no figure")
+	fragments := fs.Int("fragments", 0, fmt.Sprintf("fragments of the download experiment's message (default %d; %d with -short)", DownloadFragments, DownloadFragmentsShort))
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	p := params{ships: *ships, seed: *seed, nat: *nat, short: *short, workers: *workers}
+	p := params{ships: *ships, seed: *seed, nat: *nat, short: *short, workers: *workers, fragments: *fragments, productionTables: *prodTables}
+	if p.workers <= 0 {
+		p.workers = runtime.GOMAXPROCS(0)
+	}
 	if p.ships == 0 {
 		p.ships = DefaultShips
 		if p.short {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"github.com/urbit-relay/relay/relay/route"
 	"os"
 	"path/filepath"
@@ -206,6 +207,49 @@ func TestChurnRecovers(t *testing.T) {
 	}
 }
 
+// TestDownload checks the bulk download on a short run: every fragment
+// arrives in every variant; from a publisher behind a NAT every page comes
+// through a relay, from a public one (after the first round trips) almost
+// every page comes straight from it; without the amplification budget no
+// page is refused and every fragment is answered at the first ask; and a
+// stop-and-wait download from a public publisher, whose pages are one at a
+// time, is answered at the first ask with the budget on too.
+func TestDownload(t *testing.T) {
+	t.Parallel()
+	p := shortParams(testShips)
+	p.fragments = 200
+	r, err := runDownload(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for wi, w := range downloadWindows() {
+		for vi, v := range dlVariants() {
+			d := r.run(wi, vi)
+			name := fmt.Sprintf("window %d, %s", w, v.name)
+			if d.pairs == 0 || d.got != d.pairs*p.fragments || d.unfinished() != 0 {
+				t.Errorf("%s: %d of %d fragments over %d downloads, %d unfinished", name, d.got, d.pairs*p.fragments, d.pairs, d.unfinished())
+			}
+			if v.nat && d.direct != 0 {
+				t.Errorf("%s: %d pages came straight from a publisher behind a NAT", name, d.direct)
+			}
+			if !v.nat && d.direct <= d.viaRelay {
+				t.Errorf("%s: %d pages direct, %d through relays; the route should tighten to the publisher", name, d.direct, d.viaRelay)
+			}
+			if v.budgetOff && (d.throttled != 0 || d.firstTry != d.got) {
+				t.Errorf("%s: %d pages refused, %d of %d fragments at the first try", name, d.throttled, d.firstTry, d.got)
+			}
+			if d.firstTry < d.got && d.throttled == 0 {
+				t.Errorf("%s: %d fragments re-sent without loss or a refused page", name, d.got-d.firstTry)
+			}
+		}
+		if w == 1 {
+			if d := r.run(wi, dlDirect); d.firstTry != d.got {
+				t.Errorf("window 1, direct: %d of %d fragments at the first try", d.firstTry, d.got)
+			}
+		}
+	}
+}
+
 // TestRunWritesDocument runs the command end to end on a tiny network and
 // checks that it writes the document and every plot it links.
 func TestRunWritesDocument(t *testing.T) {
@@ -219,7 +263,7 @@ func TestRunWritesDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, title := range []string{"## Headline findings", "## 1. Tightening", "## 2. Strategies", "## 3. Notifications", "## 4. Churn", "## The model"} {
+	for _, title := range []string{"## Headline findings", "## 1. Tightening", "## 2. Strategies", "## 3. Notifications", "## 4. Churn", "## 5. Bulk download", "## The model"} {
 		if !bytes.Contains(doc, []byte(title)) {
 			t.Errorf("document lacks %q", title)
 		}

@@ -39,6 +39,10 @@ func document(p params, secs []section) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	foot, err := footprint(p)
+	if err != nil {
+		return "", err
+	}
 	fast, err := latencySummary(p, sim.Fast())
 	if err != nil {
 		return "", err
@@ -50,20 +54,23 @@ func document(p params, secs []section) (string, error) {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	w("# Simulation\n\n")
-	w("`cmd/simnet` simulates an Urbit network in virtual time and measures what the relay design claims: that routes tighten, that nothing is lost on the way, that galaxies carry less, that notifications beat polling, and how the network recovers from churn. " +
+	w("`cmd/simnet` simulates an Urbit network in virtual time and measures what the relay design claims: that routes tighten, that nothing is lost on the way, that galaxies carry less, that notifications beat polling, how the network recovers from churn, and what a bulk download through relays costs under the amplification budget. " +
 		"It runs the project's own decision code, not a model of it: every relay is a `relay.Relay` (`relay.New`, `Relay.Handle`) and every ship an `endpoint.Core`, exchanging real mesa datagrams. " +
 		"This file and its plots are generated:\n\n")
 	w("```sh\ngo run ./cmd/simnet -experiment all        # this file and docs/simulation/*.svg (a few minutes on 2 cores)\n" +
 		"go run ./cmd/simnet -experiment churn -ships 2000 -seed 7   # one experiment: its section on stdout, its plots to -out\n" +
+		"go run ./cmd/simnet -experiment download -fragments 500    # the bulk download, a smaller message\n" +
 		"go test ./cmd/simnet/                      # the short version CI runs, with assertions\n```\n\n")
 	w("| flag | default | meaning |\n|---|---|---|\n")
-	w("| `-experiment` | `all` | `tightening`, `strategies`, `notifications`, `churn`, or `all` (which also writes this file) |\n")
+	w("| `-experiment` | `all` | `tightening`, `strategies`, `notifications`, `churn`, `download`, or `all` (which also writes this file) |\n")
 	w("| `-ships` | %d | ships in the network, galaxies included (%d with `-short`); the notifications experiment uses at least %d, to have %d subscribers |\n", DefaultShips, ShortShips, NotifyShips, NotifySubscribers)
 	w("| `-seed` | 1 | the same seed gives the same results, to the datagram |\n")
 	w("| `-out` | `docs` | where `simulation.md` and `simulation/*.svg` go |\n")
 	w("| `-nat` | %.1f | share of planets and moons behind a NAT |\n", DefaultNAT)
 	w("| `-short` | off | a small run (%d ships, fewer pairs and receivers, shorter windows), as in CI |\n", ShortShips)
-	w("| `-workers` | GOMAXPROCS | simulations run at once (each is single-threaded) |\n\n")
+	w("| `-fragments` | %d | fragments of the download experiment's message (%d with `-short`) |\n", DownloadFragments, DownloadFragmentsShort)
+	w("| `-workers` | GOMAXPROCS | simulations run at once (each is single-threaded) |\n")
+	w("| `-production-tables` | off | relays' tables at production's sizes (about 7 MiB a relay: use a small network), to check that the simulation's sizes change no figure |\n\n")
 	w("This run: seed %d, %s.\n\n", p.seed, topo)
 
 	w("## Headline findings\n\n")
@@ -84,10 +91,13 @@ func document(p params, secs []section) (string, error) {
 		sim.MaxGalaxies, sim.ShipsPerGalaxy, 100*sim.StarFraction, 100*sim.MoonFraction, sim.StarSkew, sim.PlanetSkew, sim.MoonsPerSponsor, prose(endpoint.DefaultPingInterval))
 	w("**Relays.** A ship that relays runs a `relay.Relay` on its public lane with its own `endpoint.Core` behind it (`relay.Config.ShipLane`), one host; the loopback between them (%v) is not network traffic. "+
 		"Relays run at galaxies, stars and planets that sponsor moons (the sponsorship chain), or at galaxies only. A ship's sponsor's relay is where its pings go.\n\n", prose(sim.LoopbackLatency))
-	w("**Links.** Lanes are synthetic (10.x.y.z); nothing touches a real network. Each ship sits on a unit torus and has an access delay (exponential; a quarter as much for relay hosts, in data centres); a link's one-way latency is a share (%.0f %%) from the two access delays and the rest from the distance, scaled to the preset's mean, with per-datagram jitter, so a detour through a relay costs what it would on the Internet. "+
+	w("**Addresses.** Every host has a public IPv4 address of its own, in a /16 of its own (drawn from the seed out of the public unicast space, as `lane.PublicAddr` defines it), its relay on port %d and, on a relay host, its ship on port %d of the same address; nothing touches a real network. "+
+		"So what relays key by address or by network (the amplification budget's per-address and per-network slots, the pending table's and the route table's per-source shares) sees one host each, as in production, and relays accept next-hops and targets on the public internet only, their production default.\n\n", sim.PublicPort, sim.ShipPort)
+	w("**Links.** Each ship sits on a unit torus and has an access delay (exponential; a quarter as much for relay hosts, in data centres); a link's one-way latency is a share (%.0f %%) from the two access delays and the rest from the distance, scaled to the preset's mean, with per-datagram jitter, so a detour through a relay costs what it would on the Internet. "+
 		"Presets, after the overlay measurements of the seed: %s; %s. Link loss is 0 unless a table says otherwise.\n\n", 100*sim.PresetAccessShare, fast, slow)
 	w("**NAT.** A share of planets and moons (`-nat`) sit behind a port-restricted NAT: a datagram reaches one only from a lane it sent to within %v. Its pings keep its sponsor's pinhole open; a requester it never sent to cannot reach it directly. Relay hosts are public.\n\n", prose(sim.NATBindingTimeout))
 	w("**Counting.** *Datagrams per request* counts every datagram that carried the request's name on any link: the request on each hop, dual sends, retransmissions, duplicates and pages. *Pkt/s carried by galaxies (stars)* is what the hosts of that class received from the network, relay and ship together. A request is *lost* if it is not answered within %v (the seed's bound, and the pending entries' lifetime); endpoints re-send every %v until then.\n\n", prose(RequestTimeout), prose(endpoint.DefaultRetryInterval))
+	w("%s\n\n", tablesParagraph(p, foot))
 	w("### Strategies\n\n")
 	w("| strategy | relays at | route choice (`route.Config`, the same in relays and endpoints) | `relay.Config.Fraternize` |\n|---|---|---|---|\n")
 	for _, st := range allStrategies() {
@@ -129,8 +139,37 @@ func document(p params, secs []section) (string, error) {
 		evicted += s.evicted
 		throttled += s.throttled
 	}
-	w("* Not modelled: comets and escaped ships, galaxies moving (DNS), legacy ames traffic, payloads larger than one packet, CPU or bandwidth limits, and relays' own routing to each other beyond the sponsorship tree. Relays' pending tables are sized for the simulation (%d entries, one shard) and their amplification tables too (%d addresses): over the strategies and notifications runs the relays shed %d pending entries for room and refused %d pages for amplification.\n", sim.PendingEntries, sim.AmpSlots, evicted, throttled)
+	w("* Not modelled: comets and escaped ships, galaxies moving (DNS), legacy ames traffic, CPU or bandwidth limits, and relays' own routing to each other beyond the sponsorship tree. A message larger than a packet appears only in *Bulk download*, as one request per fragment with a fixed window (no congestion control). Over the strategies and notifications runs the relays shed %d pending entries for room and refused %d pages for amplification.\n", evicted, throttled)
 	w("* Relays are never NATed and never lose their lanes; planets that sponsor moons are public hosts that relay. The workload's requesters are planets and moons that do not relay (a relay host's own requests see a hop added by its relay).\n")
-	w("* Relay cores take `route.DefaultProbeTimeout` (%v), `route.DefaultDirectLaneExpiry` (%v) and every other setting at its default, as `relay run` does.\n", prose(route.DefaultProbeTimeout), prose(route.DefaultDirectLaneExpiry))
+	w("* Relay cores take `route.DefaultProbeTimeout` (%v), `route.DefaultDirectLaneExpiry` (%v) and every other setting at its default, as `relay run` does, but for the table sizes of *Relays' tables* above.\n", prose(route.DefaultProbeTimeout), prose(route.DefaultDirectLaneExpiry))
 	return b.String(), nil
+}
+
+// memory is what a network of p's size holds once built (sim.Footprint).
+type memory struct {
+	bytes  int64
+	relays int
+}
+
+func footprint(p params) (memory, error) {
+	b, r, err := sim.Footprint(p.config(strategyDesign(), sim.Fast()))
+	return memory{bytes: b, relays: r}, err
+}
+
+// tablesParagraph is the model's paragraph on the relays' table sizes and
+// the run's memory.
+func tablesParagraph(p params, m memory) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "**Relays' tables.** Relays are `relay.New` on a `relay.Config` whose `AmpConfig`, `DupConfig` and `pit.Config` are zero but for table sizes and seeds, so the production defaults apply (the amplification budget's off switch is used only where a table says so). "+
+		"Production sizes a relay's tables for one relay per process: 16 pending-table shards; 64Ki slots each for the amplification budget's addresses and networks, the route table's lane clock and the legacy duplicate filter; 4,096 per-source counters in every route table, endpoints' too. That is about 7 MiB a relay. "+
+		"The simulation used to take those sizes for all but the pending table and the per-address amplification slots: 4.3 MiB a relay, 7 GB for the 1,620 relays of a 10,000-ship network, and `-experiment all` peaked at 24.3 GB resident with one worker (two were killed for memory on a 23 GB machine). "+
+		"It now sizes them for what a simulated relay holds: pending tables of production's capacity and shares in %d shard (each costs 36 KiB up front); the tables keyed by address (the amplification slots and the lane clock) of %d slots per sponsee of the relay, at least %d, so that an address rarely shares a slot with another the relay hears (one that does loses its budget and its last-heard time to it), but for the relays on the chain of a publisher an experiment concentrates on (the notifications publisher's star hears every subscriber), which keep production's sizes; %d per-source route counters (a source is refused a route only at 16,384, more routes than a simulated table holds); and %d slots of duplicate filter, which only legacy ames traffic touches. None of these changes a figure: `-short -ships 2000` gives the same tables with `-production-tables` as without. "+
+		"Seeds (route and pending tables, endpoints) come from the run's seed; the amplification budget and the duplicate filter draw theirs from crypto/rand, which decides only which addresses share a slot. ",
+		sim.PendingShards, sim.SlotsPerSponsee, sim.MinTableSlots, sim.RouteSourceSlots, sim.DupSlots)
+	fmt.Fprintf(&b, "A network of this run's size takes %.0f MB once built, %.0f KiB a relay (the `relay.Relay` struct itself is about 200 KiB)", float64(m.bytes)/1e6, float64(m.bytes)/float64(max(m.relays, 1))/1024)
+	if rss := peakRSS(); rss > 0 {
+		fmt.Fprintf(&b, "; this run peaked at %.1f GB resident with %d workers", float64(rss)/1e9, p.workers)
+	}
+	b.WriteString(".")
+	return b.String()
 }

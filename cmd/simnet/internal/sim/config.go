@@ -10,10 +10,11 @@ import (
 )
 
 const (
-	// MaxShips is the largest network New builds. Past it the synthetic
-	// lanes (10.0.0.0/8, two nodes per relay host) would still fit, but a
-	// run's memory (one endpoint.Core per ship, about 10 KB each, plus the
-	// relays' tables) would outgrow a developer machine.
+	// MaxShips is the largest network New builds. Past it the addresses
+	// would still fit (hostAddrs: a /24 a host, a /16 for the first
+	// 56,000 or so), but a run's memory (one endpoint.Core per ship,
+	// about 10 KB each, plus the relays and their tables) would outgrow a
+	// developer machine.
 	MaxShips = 200_000
 
 	// MinShips is the smallest network New builds: a couple of galaxies,
@@ -70,24 +71,66 @@ const (
 	// wrap-around), used to normalise the distance term of link latency.
 	MeanTorusDistance = 0.3826
 
-	// PendingEntries is the pending-table capacity of each simulated relay.
-	// The default (a million) suits a production galaxy; a simulated relay
-	// never holds more than a few thousand requests, and thousands of
-	// relays in one process must stay small.
-	PendingEntries = 1 << 16
+	// Simulated relays run with production defaults but for the sizes of
+	// some tables, which production makes for one relay per process: 16
+	// pending-table shards and 64Ki slots each for the amplification
+	// budget's addresses and networks, the route table's lane clock and
+	// the legacy duplicate filter take 4.3 MiB a relay up front, and a
+	// 10,000-ship network has 1,620 relays (7 GB; -experiment all peaked
+	// at 24.3 GB with one worker). The simulation sizes them for what a
+	// simulated relay holds, below, each with the reason no figure
+	// depends on it; Config.ProductionTables runs production's sizes, to
+	// check that on a small network.
 
-	// PendingShards is each simulated relay's pending-table shard count:
-	// one goroutine drives every relay, so locks never meet.
+	// PendingShards is each simulated relay's pending-table shard count
+	// (pit.Config.Shards; production: 16, for 16 readers' locks): one
+	// goroutine drives every relay, so locks never meet, and a shard
+	// costs 36 KiB up front. The table's capacity and every share of it
+	// (per source, per entry, the overflow pool) are production's; the
+	// shares are enforced per shard, Shards-th each, which for the hashed
+	// names of any load is the same bound.
 	PendingShards = 1
 
-	// AmpSlots is each simulated relay's amplification-budget table sizes
-	// (relay.AmpConfig's Slots, NetSlots and ProofSlots). The defaults
-	// (64Ki addresses and networks, 16Ki lanes, about 7 MiB) suit one
-	// production relay; thousands of simulated relays need small tables.
-	// Two addresses sharing a slot share its budget, megabytes of the
-	// simulation's small pages, so collisions do not throttle honest
-	// traffic.
-	AmpSlots = 1 << 10
+	// SlotsPerSponsee and MinTableSlots size a simulated relay's tables
+	// keyed by address (relayTableSlots): the amplification budget's
+	// per-address and per-network slots (relay.AmpConfig.Slots and
+	// NetSlots) and the route table's lane clock
+	// (route.Config.LaneClockSlots). A relay hears from its sponsees,
+	// which ping it, and from a few requesters: in a 10,000-ship run of
+	// the strategies workload the median relay hears 4 addresses and the
+	// busiest 1,419. A workload that concentrates on one ship gives the
+	// relays on its chain production's sizes instead
+	// (Network.ProductionTablesOnChain): the notifications publisher's
+	// star hears every subscriber, 10,000, and at 1,024 slots refused 30 %
+	// more pages than at 64Ki. Production's
+	// 64Ki slots hold a galaxy's tens of thousands. Two addresses in one
+	// slot cost each other their budget (the newcomer starts over) and
+	// their lane's last-heard time, so the tables are kept sparse: a
+	// requester shares its slot with one of a relay's sponsees with a
+	// chance of about 1/SlotsPerSponsee at most (sponsees/MinTableSlots
+	// for a relay of fewer than 16). What a collision costs shows only
+	// where a budget binds or a lane's liveness is read, and no table of
+	// the experiments changes at production's size. Over a network the
+	// slots come to at most MinTableSlots a relay plus 2*SlotsPerSponsee
+	// a ship, 80 bytes each.
+	SlotsPerSponsee = 64
+	MinTableSlots   = 1 << 10
+
+	// RouteSourceSlots sizes the per-source route counters of every
+	// simulated relay's and endpoint's route table
+	// (route.Config.SourceSlots; production: 4,096, 16 KiB a table, and
+	// the simulation has a table per ship). A source is refused a route
+	// only when its counter reaches MaxRoutes/SourceDivisor (16,384), and
+	// a simulated table holds at most a route per ship (12,000 in these
+	// runs; the busiest, a galaxy-only galaxy's, about 1,400), spread
+	// over the sources that made them, so no counter gets there however
+	// few there are.
+	RouteSourceSlots = 64
+
+	// DupSlots sizes each simulated relay's legacy ames duplicate filter
+	// (relay.DupConfig.Slots): the simulation sends no legacy ames, so
+	// the filter is never read or written; 64 is a small valid size.
+	DupSlots = 64
 
 	// PoolBufCap is the capacity of pooled datagram buffers: every
 	// simulated datagram (peeks, pokes, pages with short payloads) fits,
@@ -193,6 +236,26 @@ type Config struct {
 	// endpoint defaults, 1 s and 25 s).
 	RetryInterval time.Duration
 	PingInterval  time.Duration
+	// NoAmpBudget runs every relay without its amplification budget
+	// (relay.AmpConfig's off switch), to compare against the default.
+	NoAmpBudget bool
+	// ProductionTables builds relays and route tables with production's
+	// table sizes throughout (the zero configurations), rather than the
+	// simulation's (PendingShards, relayTableSlots, RouteSourceSlots,
+	// DupSlots): 7 MiB a relay, to check on a small network that the
+	// simulation's sizes change no figure.
+	ProductionTables bool
+}
+
+// relayTableSlots is the size of the tables keyed by address of a relay
+// with sponsees sponsees: SlotsPerSponsee a sponsee, a power of two, at
+// least MinTableSlots.
+func relayTableSlots(sponsees int) int {
+	n := MinTableSlots
+	for n < SlotsPerSponsee*sponsees {
+		n *= 2
+	}
+	return n
 }
 
 func (c *Config) fill() error {

@@ -27,6 +27,15 @@
 // routes it (the relay owns the ship's public port); identical datagrams the
 // core emits in one batch (a dual send) are handed over once.
 //
+// # Addresses
+//
+// Every host has a public IPv4 address of its own, in a /16 of its own
+// while there are enough (hostAddrs): its relay, or its ship, listens on
+// PublicPort; on a relay host the ship listens on ShipPort of the same
+// address. What a relay keys by address or network (the amplification
+// budget, the per-source shares) so sees one host each, as in production,
+// and relays and endpoints take next-hops on the public internet only.
+//
 // # Links
 //
 // Each ship sits at a point of a unit torus and has an access delay (drawn

@@ -25,9 +25,12 @@ const (
 	// never is a time no event is scheduled at.
 	never = time.Duration(math.MaxInt64)
 
-	// PublicPort is every node's first port; RebindPort + n is its port
-	// after its n-th rebinding (Rebind).
+	// PublicPort is every host's public port (its relay's, or its ship's
+	// when it runs no relay); RebindPort + n is a ship's port after its
+	// n-th rebinding (Rebind). ShipPort is where a relay host's own ship
+	// listens, on the host's address (relay.Config.ShipLane).
 	PublicPort = 31337
+	ShipPort   = 31338
 	RebindPort = 40000
 
 	// PingPath is the first segment of an endpoint's keepalive poke's path
@@ -43,6 +46,7 @@ const (
 	streamTopology uint64 = iota + 1
 	streamPlace
 	streamBirth
+	streamAddress
 )
 
 type nodeKind uint8
@@ -156,6 +160,10 @@ func New(cfg Config) (*Network, error) {
 	if err != nil {
 		return nil, err
 	}
+	addrs, err := hostAddrs(len(ships), rand.New(rand.NewPCG(cfg.Seed, streamAddress)))
+	if err != nil {
+		return nil, err
+	}
 	n := &Network{
 		cfg: cfg, ships: ships,
 		byLane:   make(map[netip.AddrPort]int32, len(ships)*2),
@@ -182,11 +190,11 @@ func New(cfg Config) (*Network, error) {
 			}
 		}
 		if s.Relay {
-			s.front = n.addNode(nodeRelay, i)
-			s.core = n.addNode(nodeHosted, i)
+			s.front = n.addNode(nodeRelay, i, netip.AddrPortFrom(addrs[i], PublicPort))
+			s.core = n.addNode(nodeHosted, i, netip.AddrPortFrom(addrs[i], ShipPort))
 			n.nodes[s.front].peer, n.nodes[s.core].peer = s.core, s.front
 		} else {
-			s.front = n.addNode(nodeShip, i)
+			s.front = n.addNode(nodeShip, i, netip.AddrPortFrom(addrs[i], PublicPort))
 			s.core = s.front
 			n.nodes[s.core].peer = -1
 		}
@@ -196,8 +204,14 @@ func New(cfg Config) (*Network, error) {
 			n.galaxies[s.ID] = n.nodes[s.front].lane
 		}
 	}
+	sponsees := make([]int, len(n.ships))
 	for i := range n.ships {
-		if err := n.configure(i); err != nil {
+		if sp := n.byShip[n.sponsors.Sponsor(n.ships[i].ID)]; int(sp) != i {
+			sponsees[sp]++
+		}
+	}
+	for i := range n.ships {
+		if err := n.configure(i, sponsees[i]); err != nil {
 			return nil, err
 		}
 	}
@@ -238,23 +252,17 @@ func (n *Network) place() {
 	n.accPairs = 2 * sum / float64(len(n.ships))
 }
 
-func (n *Network) addNode(k nodeKind, ship int) int32 {
+func (n *Network) addNode(k nodeKind, ship int, ap netip.AddrPort) int32 {
 	id := int32(len(n.nodes))
-	ap := nodeLane(id, PublicPort)
 	n.nodes = append(n.nodes, node{kind: k, ship: int32(ship), lane: ap})
 	n.byLane[ap] = id
 	return id
 }
 
-// nodeLane is node id's synthetic lane: 10.x.y.z, from id+1.
-func nodeLane(id int32, port uint16) netip.AddrPort {
-	v := uint32(id) + 1
-	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(v >> 16), byte(v >> 8), byte(v)}), port)
-}
-
-// configure builds ship i's relay and core configurations. New starts the
-// relays once all are configured; a core is made when its ship boots.
-func (n *Network) configure(i int) error {
+// configure builds ship i's relay and core configurations, for a relay
+// with sponsees ships pinging it. New starts the relays once all are
+// configured; a core is made when its ship boots.
+func (n *Network) configure(i, sponsees int) error {
 	s := &n.ships[i]
 	st := n.cfg.Strategy
 	sponsor := n.shipOf(n.sponsors.Sponsor(s.ID))
@@ -269,8 +277,7 @@ func (n *Network) configure(i int) error {
 	core.coreCfg = endpoint.Config{
 		Ship: s.ID, Sponsors: n.sponsors, Lanes: lanes,
 		RetryInterval: n.cfg.RetryInterval, PingInterval: n.cfg.PingInterval,
-		Routes: seeded(st.Routes(), n.cfg.Seed^uint64(s.core)), PeerKeys: n.peerKeys,
-		HintNets: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
+		Routes: n.routes(n.cfg.Seed ^ uint64(s.core)), PeerKeys: n.peerKeys,
 		// Session ids and heartbeat counters, reproducibly; never 0
 		// (which would draw from crypto/rand).
 		Seed: mix(n.cfg.Seed^uint64(s.core)) | 1,
@@ -286,16 +293,13 @@ func (n *Network) configure(i int) error {
 	}
 	rl := &n.nodes[s.front]
 	rl.relayCfg = relay.Config{
-		// Every synthetic lane is in 10/8 (nodeLane).
-		HintNets: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
-		Ship:     s.ID, ShipLane: core.lane, Self: []netip.AddrPort{rl.lane},
+		Ship: s.ID, ShipLane: core.lane, Self: []netip.AddrPort{rl.lane},
 		Galaxies: n.galaxies, Pinned: pinned, Sponsors: n.sponsors,
-		Pending:    pit.Config{MaxEntries: PendingEntries, Shards: PendingShards},
-		Routes:     seeded(st.Routes(), n.cfg.Seed^uint64(s.front)<<20),
+		Pending:    pit.Config{Seed: mix(n.cfg.Seed^uint64(s.front)<<40) | 1},
+		Routes:     n.routes(n.cfg.Seed ^ uint64(s.front)<<20),
 		Fraternize: st.Fraternize,
-		// The default budget, in tables sized for thousands of relays.
-		Amp: relay.AmpConfig{Slots: AmpSlots, NetSlots: AmpSlots, ProofSlots: AmpSlots},
 	}
+	n.sizeTables(&rl.relayCfg, sponsees, n.cfg.ProductionTables)
 	if s.Class != lane.Galaxy && sponsor.Relay && sponsor.ID != s.ID {
 		// The sponsor's relay pins this relay as a sponsee. Sponsors come
 		// first in n.ships, so theirs is configured already.
@@ -610,9 +614,66 @@ func (n *Network) release(b []byte) {
 	}
 }
 
-// seeded returns c with its hashes seeded from v (never 0, which would draw
-// from crypto/rand), so that a run repeats.
-func seeded(c route.Config, v uint64) route.Config {
+// sizeTables sets the table sizes of relay configuration c, for a relay
+// with sponsees sponsees. The relay runs with production defaults (the zero
+// Amp, Dup and Pending configs take relay's and pit's own), but for what one
+// process holding thousands of relays needs: with production unset, tables
+// sized for the simulation (relayTableSlots, PendingShards, DupSlots,
+// RouteSourceSlots; config.go says why no figure depends on them). Seeds
+// are set by configure.
+func (n *Network) sizeTables(c *relay.Config, sponsees int, production bool) {
+	c.Amp, c.Dup = relay.AmpConfig{}, relay.DupConfig{}
+	c.Pending.Shards = 0
+	c.Routes.LaneClockSlots, c.Routes.SourceSlots = 0, 0
+	if !production {
+		slots := relayTableSlots(sponsees)
+		c.Amp.Slots, c.Amp.NetSlots, c.Amp.ProofSlots = slots, slots, slots
+		c.Dup.Slots = DupSlots
+		c.Pending.Shards = PendingShards
+		c.Routes.LaneClockSlots, c.Routes.SourceSlots = slots, RouteSourceSlots
+	}
+	if n.cfg.NoAmpBudget {
+		c.Amp = relay.AmpConfig{Rate: -1} // the budget's off switch
+	}
+}
+
+// ProductionTablesOnChain gives the relays on ship i's sponsorship chain
+// (its own, if it runs one, and those of its sponsors up to its galaxy)
+// production's table sizes. A workload that concentrates on ship i (a
+// publisher every subscriber asks) has them hear far more addresses than
+// their sponsees, which the simulation's sizes are made for
+// (relayTableSlots). It must be called before the network runs.
+func (n *Network) ProductionTablesOnChain(i int) error {
+	if n.now > 0 || n.booted > 0 {
+		return fmt.Errorf("sim: ProductionTablesOnChain after the network ran")
+	}
+	for s := &n.ships[i]; ; {
+		if s.Relay {
+			nd := &n.nodes[s.front]
+			n.sizeTables(&nd.relayCfg, 0, true)
+			r, err := relay.New(nd.relayCfg)
+			if err != nil {
+				return fmt.Errorf("sim: relay for %s: %w", s.ID, err)
+			}
+			nd.relay = r
+		}
+		sp := n.shipOf(n.sponsors.Sponsor(s.ID))
+		if sp == s {
+			return nil // a galaxy: the chain's top
+		}
+		s = sp
+	}
+}
+
+// routes returns the route table configuration of the network's strategy
+// for a relay or endpoint, its hashes seeded from v (never 0, which would
+// draw from crypto/rand) so that a run repeats, and its per-source counters
+// sized for the simulation (RouteSourceSlots) unless ProductionTables.
+func (n *Network) routes(v uint64) route.Config {
+	c := n.cfg.Strategy.Routes()
 	c.Seed = mix(v) | 1
+	if !n.cfg.ProductionTables {
+		c.SourceSlots = RouteSourceSlots
+	}
 	return c
 }
