@@ -439,13 +439,27 @@ func (r *downloadResult) notes() []string {
 		return f(float64(d.fragments)/d.meanCompletion(), 1)
 	}
 	nat0, nat1, dir0, dir1 := r.run(0, dlNAT), r.run(1, dlNAT), r.run(0, dlDirect), r.run(1, dlDirect)
+	refused := func(n uint64) string {
+		if n == 0 {
+			return "no page"
+		}
+		return fmt.Sprintf("%d pages", n)
+	}
+	refusedBoth := func(a, b uint64) string {
+		if a == 0 && b == 0 {
+			return "no page at either window"
+		}
+		return refused(a) + " and " + refused(b)
+	}
 	return []string{
-		fmt.Sprintf("**A page the amplification budget refuses is lost at the relay, and the download pays a re-send for it.** Through the publisher's star under the defaults a fragment took %s sends (window %d) and %s (window %d), against %s and %s with the budget off, and the relays refused %d and %d pages: "+
-			"the relay spends a page's pending entry when the page arrives, so a refused page is dropped there, and the requester learns of it only when its re-send is due, a second later. Each re-send earns the requester's network more budget (a network earns answer bytes in proportion to the request bytes heard from it, here %d-byte peeks for %d-byte pages). "+
-			"A window of %d re-sends its fragments together and still moves %s fragments a second (%s with the budget off); a window of %d waits a second for almost every fragment (%s a second, against %s).",
-			sends(0, dlNAT), ws[0], sends(1, dlNAT), ws[1], sends(0, dlNATOff), sends(1, dlNATOff), nat0.throttled, nat1.throttled,
-			r.peekBytes, r.pageLen, ws[0], rate(0, dlNAT), rate(0, dlNATOff), ws[1], rate(1, dlNAT), rate(1, dlNATOff)),
-		fmt.Sprintf("**A direct download meets the budget only before its route tightens.** Its first requests climb to the publisher's galaxy and star (%d of %d pages came through relays with a window of %d), and there the budget refused %d pages (%s first try); with a window of %d, one page in flight at a time, %d were refused.",
-			dir0.viaRelay, dir0.got, ws[0], dir0.throttled, pct(dir0.firstTry, dir0.got), ws[1], dir1.throttled),
+		fmt.Sprintf("**The budget is absolute, so a bulk download fits it.** Through the publisher's star under the defaults a fragment took %s sends (window %d) and %s (window %d), against %s and %s with the budget off, and the relays refused %s: "+
+			"the budget allows an address 1 MiB a second, banked up to 8 MiB, and its /24 2 MiB a second, banked up to 16 MiB (relay.AmpConfig), and a %d-fragment message of %d-byte pages is %s MB; a lane busier than that for long is probed with a STUN request, which every ship answers, and is then not budgeted. "+
+			"A page the budget does refuse is lost at the relay (its pending entry is spent when the page arrives) and the requester learns of it only when its re-send is due, a second later. "+
+			"A window of %d moves %s fragments a second (%s with the budget off); a window of %d, one round trip a fragment, %s a second (%s).",
+			sends(0, dlNAT), ws[0], sends(1, dlNAT), ws[1], sends(0, dlNATOff), sends(1, dlNATOff), refusedBoth(nat0.throttled, nat1.throttled),
+			nat0.fragments, r.pageLen, f(float64(nat0.fragments*r.pageLen)/1e6, 1),
+			ws[0], rate(0, dlNAT), rate(0, dlNATOff), ws[1], rate(1, dlNAT), rate(1, dlNATOff)),
+		fmt.Sprintf("**A direct download meets the relays only before its route tightens.** Its first requests climb to the publisher's galaxy and star (%d of %d pages came through relays with a window of %d), where the budget refused %s (%s first try); with a window of %d, %s.",
+			dir0.viaRelay, dir0.got, ws[0], refused(dir0.throttled), pct(dir0.firstTry, dir0.got), ws[1], refused(dir1.throttled)),
 	}
 }

@@ -102,9 +102,9 @@ const (
 	// relays on its chain production's sizes instead
 	// (Network.ProductionTablesOnChain): the notifications publisher's
 	// star hears every subscriber, 10,000, and at 1,024 slots refused 30 %
-	// more pages than at 64Ki. Production's
+	// more pages than at 64Ki under the earlier ratio budget. Production's
 	// 64Ki slots hold a galaxy's tens of thousands. Two addresses in one
-	// slot cost each other their budget (the newcomer starts over) and
+	// slot share one budget (a slot taken over keeps its tokens) and cost each other
 	// their lane's last-heard time, so the tables are kept sparse: a
 	// requester shares its slot with one of a relay's sponsees with a
 	// chance of about 1/SlotsPerSponsee at most (sponsees/MinTableSlots
