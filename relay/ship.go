@@ -50,7 +50,7 @@ type shipLink struct {
 	key    lane.Key       // lane's key
 	device bool           // reached through a device the relay owns (fronting mode)
 	public netip.AddrPort // the relay's public lane, what private hints become
-	pings  pingTable      // through a device: pings handed to the ship, by lane
+	pings  *pingTable     // through a device only: pings handed to the ship, by lane (nil otherwise: 200 KiB)
 	stuns  stunTable      // through a device: the ship's STUN transactions
 }
 
@@ -58,6 +58,9 @@ type shipLink struct {
 // relay's public lane.
 func (l *shipLink) init(ship netip.AddrPort, device bool, public netip.AddrPort) {
 	l.lane, l.device, l.public = lane.Canon(ship), device, lane.Canon(public)
+	if device {
+		l.pings = new(pingTable)
+	}
 	if l.lane.IsValid() {
 		l.key = lane.KeyOf(l.lane)
 	}

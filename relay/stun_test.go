@@ -174,7 +174,7 @@ func TestSTUNWithinAmplificationBudget(t *testing.T) {
 	// A 50-byte burst: the first 40-byte answer fits and the second does
 	// not.
 	f := newFixture(t, func(c *relay.Config) {
-		c.Amp = relay.AmpConfig{Rate: 1, Burst: 50, Slots: 8}
+		c.Amp = relay.AmpConfig{Rate: 1, Burst: 50} // 64Ki slots: alice and bob share one with odds of 1 in 65,536
 	})
 	req := stunRequest(3)
 	stunAnswer(t, f.handle(req, alice), req, alice)
