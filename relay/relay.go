@@ -735,13 +735,13 @@ func (r *Relay) editPage(b []byte, p *scry.Packet, hops int, hop [6]byte, set bo
 // ames forwards a legacy ames packet statelessly. Legacy ames has no hop
 // count and no pending table, so two guards stand in for them: the
 // duplicate filter (DupConfig) drops a packet this relay forwarded
-// already, which ends any loop, and the amplification budget bounds what
-// is forwarded to a lane the relay learned (the lane of a ship that named
-// itself the sender of a packet heard from there, which a forged packet
-// can name a victim): every legacy byte heard from a lane credits its
-// address and network, every byte forwarded to a lane that is neither
-// configured (a galaxy, pinned or relay lane) nor the ship's own spends
-// from them. A forward goes to all its targets or to none.
+// already when it comes back from another lane, which ends any loop, and
+// the amplification budget bounds what is forwarded to a lane the relay
+// learned (the lane of a ship that named itself the sender of a packet
+// heard from there, which a forged packet can name a victim): every byte
+// forwarded to a lane that is neither configured (a galaxy, pinned or
+// relay lane) nor the ship's own spends from its address's and network's
+// budgets (AmpConfig). A forward goes to all its targets or to none.
 func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time.Duration, out *Out) {
 	fromKey := lane.KeyOf(from)
 	fromShip := r.link.sent(from)
