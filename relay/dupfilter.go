@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"crypto/rand"
 	"encoding/binary"
 	"fmt"
 	"math/bits"
@@ -98,14 +97,14 @@ func newDupFilter(cfg DupConfig) (*dupFilter, error) {
 	if cfg.Window < 0 {
 		return nil, nil
 	}
-	var seed [8]byte
-	if _, err := rand.Read(seed[:]); err != nil {
-		return nil, fmt.Errorf("relay: seed: %w", err)
+	seed, err := randomSeed()
+	if err != nil {
+		return nil, err
 	}
 	n := cfg.Slots / dupWays
 	per := max(n/ampStripes, 1)
 	return &dupFilter{
-		window: cfg.Window, seed: binary.LittleEndian.Uint64(seed[:]),
+		window: cfg.Window, seed: seed,
 		shift: uint(bits.TrailingZeros(uint(per))), sets: make([]dupSet, n),
 	}, nil
 }

@@ -44,7 +44,11 @@ func (n netw) listen(t testing.TB) transport.Conn {
 
 // listenErr opens a socket on 127.0.0.1.
 func (n netw) listenErr() (transport.Conn, error) {
-	addr := netip.MustParseAddrPort("127.0.0.1:0")
+	return n.listenAddr(netip.MustParseAddrPort("127.0.0.1:0"))
+}
+
+// listenAddr opens a socket at addr.
+func (n netw) listenAddr(addr netip.AddrPort) (transport.Conn, error) {
 	if n.mem != nil {
 		return n.mem.Listen(addr)
 	}

@@ -39,14 +39,7 @@ func TestHonestDownloadEndToEnd(t *testing.T) {
 // listenAt opens a socket at ip on a port the network picks.
 func (n netw) listenAt(t testing.TB, ip string) transport.Conn {
 	t.Helper()
-	addr := netip.AddrPortFrom(netip.MustParseAddr(ip), 0)
-	var c transport.Conn
-	var err error
-	if n.mem != nil {
-		c, err = n.mem.Listen(addr)
-	} else {
-		c, err = transport.ListenUDP(addr, transport.Options{})
-	}
+	c, err := n.listenAddr(netip.AddrPortFrom(netip.MustParseAddr(ip), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,51 +65,23 @@ func testHonestDownload(t *testing.T, n netw) {
 	pubDone := make(chan struct{})
 	go func() { // the ship: a page for every peek, to where it came from
 		defer close(pubDone)
-		msgs := make([]transport.Message, 16)
-		for i := range msgs {
-			msgs[i].Buf = make([]byte, 2048)
-		}
-		for {
-			k, err := pubConn.ReadBatch(msgs)
-			if err != nil {
-				return
-			}
-			for _, m := range msgs[:k] {
-				var p scry.Packet
-				if p.Parse(m.Buf[:m.N]) != nil || p.Header.Type != scry.TypePeek {
-					continue
-				}
-				pg := scry.NewPage(p.Name, scry.Data{Total: frags * 1400, AuthKind: scry.AuthSign,
-					Auth: make([]byte, 64), Frag: make([]byte, 1300)})
-				b := pg.Append(nil)
-				pubConn.WriteBatch([]transport.Message{{Buf: b, N: len(b), Addr: m.Addr}})
-			}
-		}
+		readPackets(pubConn, scry.TypePeek, func(p *scry.Packet, from netip.AddrPort) {
+			pg := scry.NewPage(p.Name, scry.Data{Total: frags * 1400, AuthKind: scry.AuthSign,
+				Auth: make([]byte, 64), Frag: make([]byte, 1300)})
+			b := pg.Append(nil)
+			pubConn.WriteBatch([]transport.Message{{Buf: b, N: len(b), Addr: from}})
+		})
 	}()
 	pages := make(chan int, 4*window)
 	reqDone := make(chan struct{})
 	go func() { // the requester's socket: each page's fragment number
 		defer close(reqDone)
-		msgs := make([]transport.Message, 16)
-		for i := range msgs {
-			msgs[i].Buf = make([]byte, 2048)
-		}
-		for {
-			k, err := reqConn.ReadBatch(msgs)
-			if err != nil {
-				close(pages)
-				return
+		defer close(pages)
+		readPackets(reqConn, scry.TypePage, func(p *scry.Packet, _ netip.AddrPort) {
+			if i, err := strconv.Atoi(string(p.Name.Path[len("big/"):])); err == nil {
+				pages <- i
 			}
-			for _, m := range msgs[:k] {
-				var p scry.Packet
-				if p.Parse(m.Buf[:m.N]) != nil || p.Header.Type != scry.TypePage {
-					continue
-				}
-				if i, err := strconv.Atoi(string(p.Name.Path[len("big/"):])); err == nil {
-					pages <- i
-				}
-			}
-		}
+		})
 	}()
 	ask := func(i int) {
 		pk := scry.NewPeek(name(t, "~marzod", fmt.Sprintf("big/%d", i)))
@@ -168,5 +133,26 @@ func testHonestDownload(t *testing.T, n netw) {
 		frags, window, len(retried), took.Round(time.Millisecond), sn.Events[relay.EventAmpThrottled], sn.Events[relay.EventProbesSent])
 	if len(retried) != 0 || sn.Events[relay.EventAmpThrottled] != 0 {
 		t.Errorf("%d fragments asked again, %d pages throttled: want every one at the first ask", len(retried), sn.Events[relay.EventAmpThrottled])
+	}
+}
+
+// readPackets reads c until it is closed, calling each for every mesa
+// packet of type typ, with the lane it came from.
+func readPackets(c transport.Conn, typ scry.Type, each func(p *scry.Packet, from netip.AddrPort)) {
+	msgs := make([]transport.Message, 16)
+	for i := range msgs {
+		msgs[i].Buf = make([]byte, 2048)
+	}
+	for {
+		k, err := c.ReadBatch(msgs)
+		if err != nil {
+			return
+		}
+		for _, m := range msgs[:k] {
+			var p scry.Packet
+			if p.Parse(m.Buf[:m.N]) == nil && p.Header.Type == typ {
+				each(&p, m.Addr)
+			}
+		}
 	}
 }

@@ -39,10 +39,9 @@ func fragPage(t testing.TB, path string) []byte {
 // requester is one honest requester's view of a download through the
 // relay: what it asked, what came back at the first ask.
 type requester struct {
-	lane          netip.AddrPort
-	first, tries  int
-	got           int
-	lastAnsweredT time.Duration
+	lane         netip.AddrPort
+	first, tries int
+	got          int
 }
 
 // fetch plays requester q asking for `path` through f: a peek, the ship's
@@ -54,7 +53,6 @@ func fetch(t testing.TB, f *fixture, q *requester, path string) bool {
 	for _, s := range f.handle(fragPage(t, path), honestShipLane) {
 		if s.To == q.lane && scry.IsMesa(s.Buf) {
 			q.got++
-			q.lastAnsweredT = f.now
 			return true
 		}
 	}

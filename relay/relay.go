@@ -59,8 +59,6 @@
 package relay
 
 import (
-	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"github.com/urbit-relay/relay/relay/route"
@@ -195,14 +193,14 @@ func New(cfg Config) (*Relay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("relay: %w", err)
 	}
-	var seed [8]byte
-	if _, err := rand.Read(seed[:]); err != nil {
-		return nil, fmt.Errorf("relay: seed: %w", err)
+	seed, err := randomSeed()
+	if err != nil {
+		return nil, err
 	}
 	r := &Relay{
 		ship:     cfg.Ship,
 		sponsors: cfg.Sponsors,
-		hashSeed: binary.LittleEndian.Uint64(seed[:]),
+		hashSeed: seed,
 		pending:  pt,
 		amp:      amp,
 		dups:     dups,

@@ -424,7 +424,7 @@ func (r *runner) routineRead(l int32, c transport.Conn) {
 					r.unrecognized.Add(1)
 					continue
 				}
-				resp := scry.STUNResponse{TxID: q.TxID, Mapped: c.LocalAddr()}
+				resp := scry.STUNResponse{TxID: q.TxID, Mapped: m.Addr} // the lane the request came from, as vere maps it
 				rb := resp.Append(nil)
 				if _, err := c.WriteBatch([]transport.Message{{Buf: rb, N: len(rb), Addr: m.Addr}}); err != nil {
 					r.writeErrs.Add(1)
