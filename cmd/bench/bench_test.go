@@ -1,12 +1,18 @@
 package main
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/urbit-relay/relay/lane"
+	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/relay/transport"
+	"github.com/urbit-relay/relay/scry"
 )
 
 func TestMain(m *testing.M) {
@@ -72,5 +78,35 @@ func TestBenchSmoke(t *testing.T) {
 		if b, err := os.ReadFile(filepath.Join(dir, "plots", f)); err != nil || !strings.HasPrefix(string(b), "<svg") {
 			t.Errorf("plot %s: %v", f, err)
 		}
+	}
+}
+
+// TestCodecEdit checks the codec forwarder's work on a page: its next-hop
+// becomes the lane it came from, its hop count goes up, its mug is valid
+// again; a datagram whose mug is wrong is not kept.
+func TestCodecEdit(t *testing.T) {
+	name := scry.Name{Ship: lane.ShipFromUint64(0x1234_5678), Rift: 1, Bloq: scry.DefaultBloq, Path: []byte("c/x/4/~zod/desk/1")}
+	page := scry.NewPage(name, scry.Data{Total: 1, AuthKind: scry.AuthPair, Auth: make([]byte, 64), Frag: []byte("fragment")})
+	buf := make([]byte, 0, relay.MaxPacket)
+	buf = page.Append(buf)
+	from := netip.MustParseAddrPort("127.0.0.1:43001")
+	m := transport.Message{Buf: buf[:cap(buf)], N: len(buf), Addr: from}
+	var pkt scry.Packet
+	if !codecEdit(&m, &pkt) {
+		t.Fatal("a valid page was not kept")
+	}
+	var got scry.Packet
+	if err := got.Parse(m.Buf[:m.N]); err != nil {
+		t.Fatalf("the edited page does not parse (its mug?): %v", err)
+	}
+	if hop, ok := got.NextHopAddr(); !ok || hop != from {
+		t.Errorf("next-hop %v %v, want %v", hop, ok, from)
+	}
+	if got.Header.Hops != page.Header.Hops+1 {
+		t.Errorf("hops %d, want %d", got.Header.Hops, page.Header.Hops+1)
+	}
+	m.Buf[m.N-1] ^= 1 // the body changes, the mug does not
+	if codecEdit(&m, &pkt) {
+		t.Error("a page with a wrong mug was kept")
 	}
 }

@@ -12,7 +12,8 @@ import (
 // side, and prints a table of throughput and of CPU per datagram against
 // the forwarder's.
 func compareMain(cfg benchConfig, variants []string, old string, rounds int) error {
-	scs := []scenario{{name: "bare forwarder", role: "forward", sockets: 1, procs: 1}}
+	scs := []scenario{{name: "bare forwarder", role: "forward", sockets: 1, procs: 1},
+		{name: "forwarder + codec", role: "forward", sockets: 1, procs: 1, variant: "codec"}}
 	for _, v := range variants {
 		name := "relay " + v
 		if v == "" {

@@ -95,7 +95,7 @@ func serve(role string, sockets, pubs, basePort int, gso bool, variant string) e
 				Service: srv.ServiceTimes().Snapshot(make([]uint64, hist.Buckets))}
 		}
 	case "forward":
-		f := &forwarder{conns: conns, base: basePort, pubs: pubs}
+		f := &forwarder{conns: conns, base: basePort, pubs: pubs, codec: variant == "codec"}
 		f.start()
 		stop = f.close
 		report = f.stats
@@ -184,10 +184,18 @@ func relayVariant(variant string, listen netip.AddrPort, pubs, basePort int) (re
 // base+i goes to publisher port base+pairOffset+i%pubs by arithmetic; a
 // page goes back to the requester whose index ends its name
 // (requesterOf), which is all it reads of a datagram.
+//
+// With codec set it also does what any forwarder of mesa pages must do to
+// the bytes, and no more: it parses each datagram (checking its mug, as
+// vere's _mesa_sift_pact does for every packet it reads), counts a hop,
+// and writes the publisher's lane into each page's next-hop field (so the
+// page's mug is computed again). That is the floor under the relay's cost:
+// a page's mug is one pass over its 1 KiB whatever the relay decides.
 type forwarder struct {
 	conns []transport.Conn
 	base  int
 	pubs  int
+	codec bool
 	done  chan struct{}
 	n     []atomic.Uint64 // datagrams read, per socket
 	b     []atomic.Uint64 // read batches, per socket
@@ -209,6 +217,7 @@ func (f *forwarder) loop(idx int, c transport.Conn) {
 	msgs := newMessages(transport.DefaultBatchSize, relay.MaxPacket, relay.MaxPacket)
 	clock := relay.NewSystemClock()
 	gso, _ := c.(transport.GSOer)
+	var pkt scry.Packet
 	for {
 		n, err := c.ReadBatch(msgs)
 		if err != nil {
@@ -220,6 +229,9 @@ func (f *forwarder) loop(idx int, c transport.Conn) {
 		t0 := clock.Now()
 		k := 0
 		for i := 0; i < n; i++ {
+			if f.codec && !codecEdit(&msgs[i], &pkt) {
+				continue
+			}
 			p := int(msgs[i].Addr.Port())
 			if p >= f.base+pairOffset {
 				_, name, ok := scry.NameWire(msgs[i].Buf[:msgs[i].N])
@@ -254,6 +266,29 @@ func (f *forwarder) loop(idx int, c transport.Conn) {
 		}
 		f.service.Observe(clock.Now()-t0, n)
 	}
+}
+
+// codecEdit parses m's datagram into pkt (its mug checked), counts a hop
+// and, for a page, sets its next-hop to the lane it came from: the codec
+// forwarder's work on the bytes. It reports whether the datagram is kept.
+func codecEdit(m *transport.Message, pkt *scry.Packet) bool {
+	b := m.Buf[:m.N]
+	if pkt.Parse(b) != nil {
+		return false
+	}
+	scry.BumpHops(b)
+	if pkt.Header.Type == scry.TypePage {
+		hop, ok := lane.EncodeShort(m.Addr)
+		if !ok {
+			return false
+		}
+		e, err := scry.EditPageNextHop(b, pkt, hop, true)
+		if err != nil {
+			return false
+		}
+		m.N = len(e)
+	}
+	return true
 }
 
 func (f *forwarder) close() {
