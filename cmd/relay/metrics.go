@@ -12,6 +12,7 @@ import (
 	"github.com/urbit-relay/relay/internal/hist"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/capture"
+	"github.com/urbit-relay/relay/relay/front"
 	"github.com/urbit-relay/relay/relay/transport"
 )
 
@@ -36,6 +37,25 @@ type opsStats struct {
 	ready, stopping atomic.Bool
 	// http are the metrics listener's counts.
 	http httpStats
+	// front is the fronted ship's device, nil outside fronting mode.
+	front frontDevice
+}
+
+// frontDevice is what the metrics read of the fronted ship's device
+// (*front.Conn).
+type frontDevice interface {
+	Stats() front.Stats
+	Drops() uint64
+}
+
+// frontSkipReasons labels relay_front_device_skipped_total, one per
+// front.Stats skip field (frontSkipped gives them in this order).
+var frontSkipReasons = []string{"not_ipv4", "not_udp", "fragment", "malformed", "not_ship", "bad_dest", "to_host", "read_error"}
+
+// frontSkipped returns s's skip counts in frontSkipReasons' order.
+func frontSkipped(s front.Stats) []uint64 {
+	return []uint64{s.SkippedNotIPv4, s.SkippedNotUDP, s.SkippedFragment, s.SkippedMalformed,
+		s.SkippedNotShip, s.SkippedBadDest, s.SkippedToHost, s.SkippedReadErrors}
 }
 
 // configLoaded records a configuration applied at now: the first, at
@@ -78,6 +98,7 @@ type relayCollector struct {
 	captureRecords, captureDropped, captureBytes             *prometheus.Desc
 	captureRotations, captureErrors                          *prometheus.Desc
 	serviceTime                                              *prometheus.Desc
+	frontDatagrams, frontSkipped, frontQueueDrops            *prometheus.Desc
 	httpConns, httpRefused, httpGathers                      *prometheus.Desc
 }
 
@@ -179,7 +200,13 @@ func newRelayCollector(srv *relay.Server, ops *opsStats, version, revision strin
 		httpRefused:      d("metrics_scrapes_refused_total", "Scrapes of /metrics answered 503 because --metrics-max-scrapes were in progress."),
 		httpGathers:      d("metrics_gathers_total", "Gathers run for /metrics; scrapes arriving together share one."),
 		serviceTime:      d("service_seconds", "Time datagrams spend in the relay: from the read that brought one to the last write of its batch; the latency the relay adds."),
-		buildInf:         d("build_info", "Always 1; labels give the relay's version, VCS revision and Go version.", "version", "revision", "goversion"),
+		frontDatagrams: d("front_device_datagrams_total",
+			"Datagrams through the fronted ship's TUN device, by direction: from_ship (UDP from the ship's lane, handed to the relay) and to_ship (written into the device for the ship).", "direction"),
+		frontSkipped: d("front_device_skipped_total",
+			"Packets the ship's device carried that the relay dropped before deciding, by reason: not_ipv4, not_udp, fragment, malformed, not_ship (another socket of the ship), bad_dest (multicast, broadcast, port 0), to_host (to the relay host's own addresses, not declared with --front-host-lane), read_error.", "reason"),
+		frontQueueDrops: d("front_device_queue_drops_total",
+			"Packets the ship's kernel dropped because the device's queue was full (the relay read too slowly)."),
+		buildInf: d("build_info", "Always 1; labels give the relay's version, VCS revision and Go version.", "version", "revision", "goversion"),
 	}
 	for _, e := range relay.Events() {
 		help, ok := eventHelp[e]
@@ -219,6 +246,11 @@ func (c *relayCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- c.httpConns
 		ch <- c.httpRefused
 		ch <- c.httpGathers
+	}
+	if c.ops != nil && c.ops.front != nil {
+		ch <- c.frontDatagrams
+		ch <- c.frontSkipped
+		ch <- c.frontQueueDrops
 	}
 	if c.ops != nil && c.ops.capture != nil {
 		ch <- c.captureRecords
@@ -298,6 +330,15 @@ func (c *relayCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.lastReloadAt, float64(c.ops.lastLoadAt.Load())/1e9)
 		gauge(c.galaxyLanes, float64(c.ops.galaxyLanes.Load()))
 		gauge(c.pinnedLanes, float64(c.ops.pinnedLanes.Load()))
+		if f := c.ops.front; f != nil {
+			st := f.Stats()
+			counter(c.frontDatagrams, st.Received, "from_ship")
+			counter(c.frontDatagrams, st.Sent, "to_ship")
+			for i, n := range frontSkipped(st) {
+				counter(c.frontSkipped, n, frontSkipReasons[i])
+			}
+			counter(c.frontQueueDrops, f.Drops())
+		}
 		gauge(c.httpConns, float64(c.ops.http.conns.Load()))
 		counter(c.httpRefused, c.ops.http.scrapesRefused.Load())
 		counter(c.httpGathers, c.ops.http.gathers.Load())

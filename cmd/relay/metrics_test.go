@@ -20,6 +20,7 @@ import (
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/endpoint"
+	"github.com/urbit-relay/relay/relay/front"
 	"github.com/urbit-relay/relay/relay/transport"
 	"github.com/urbit-relay/relay/scry"
 )
@@ -345,5 +346,77 @@ func TestServiceHistogramBuckets(t *testing.T) {
 	}
 	if m.GetHistogram().GetSampleCount() != 3 {
 		t.Errorf("count %d, want 3", m.GetHistogram().GetSampleCount())
+	}
+}
+
+// fakeFront is a fronted ship's device with fixed counts.
+type fakeFront struct{ st front.Stats }
+
+func (f fakeFront) Stats() front.Stats { return f.st }
+func (f fakeFront) Drops() uint64      { return 7 }
+
+// TestFrontDeviceMetrics checks that the device's counts reach
+// /metrics under their labels, each skip reason its own field, and that
+// the names are documented; outside fronting mode they are absent.
+func TestFrontDeviceMetrics(t *testing.T) {
+	ip := startInProcess(t, inProcessConfig)
+	st := front.Stats{Received: 100, Sent: 200, SkippedNotIPv4: 1, SkippedNotUDP: 2, SkippedFragment: 3, SkippedMalformed: 4,
+		SkippedNotShip: 5, SkippedBadDest: 6, SkippedToHost: 8, SkippedReadErrors: 9}
+	want := map[string]float64{
+		`relay_front_device_datagrams_total{direction="from_ship"}`: 100, `relay_front_device_datagrams_total{direction="to_ship"}`: 200,
+		`relay_front_device_skipped_total{reason="not_ipv4"}`: 1, `relay_front_device_skipped_total{reason="not_udp"}`: 2,
+		`relay_front_device_skipped_total{reason="fragment"}`: 3, `relay_front_device_skipped_total{reason="malformed"}`: 4,
+		`relay_front_device_skipped_total{reason="not_ship"}`: 5, `relay_front_device_skipped_total{reason="bad_dest"}`: 6,
+		`relay_front_device_skipped_total{reason="to_host"}`: 8, `relay_front_device_skipped_total{reason="read_error"}`: 9,
+		`relay_front_device_queue_drops_total`: 7,
+	}
+	gather := func() map[string]float64 {
+		families, err := newMetricsRegistry(ip.d.srv, ip.d.ops, version).Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, f := range families {
+			if !strings.HasPrefix(f.GetName(), "relay_front_device_") {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				key := f.GetName()
+				for _, l := range m.GetLabel() {
+					key += "{" + l.GetName() + "=\"" + l.GetValue() + "\"}"
+				}
+				got[key] = m.GetCounter().GetValue()
+			}
+		}
+		return got
+	}
+	if got := gather(); len(got) != 0 {
+		t.Errorf("outside fronting mode: %v", got)
+	}
+	ip.d.ops.front = fakeFront{st}
+	got := gather()
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("got %d series, want %d: %v", len(got), len(want), got)
+	}
+	for _, doc := range []string{"../../README.md", "../../docs/operations.md"} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"relay_front_device_datagrams_total", "relay_front_device_skipped_total", "relay_front_device_queue_drops_total"} {
+			if !strings.Contains(string(b), "`"+name+"`") {
+				t.Errorf("%s does not document %s", doc, name)
+			}
+		}
+		for _, r := range frontSkipReasons {
+			if !strings.Contains(string(b), r) {
+				t.Errorf("%s does not name skip reason %s", doc, r)
+			}
+		}
 	}
 }

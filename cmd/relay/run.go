@@ -138,6 +138,7 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 		}
 		fc.SetHostAddrs(core.HostAddrs())
 		ship = fc
+		ops.front = fc
 	}
 
 	d := &daemon{args: args, log: log, level: level, cfg: cfg, core: core, ops: ops, capture: cw, front: fc}
