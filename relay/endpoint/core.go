@@ -158,8 +158,9 @@ func (c *Core) Ship() lane.Ship { return c.cfg.Ship }
 // Routes returns the core's route table.
 func (c *Core) Routes() *route.Table { return c.routes }
 
-// Pending returns the number of requests and subscriptions in flight.
-func (c *Core) Pending() int { return len(c.pending) + c.nsubs }
+// Pending returns the number of requests (a download's fragments in flight
+// each count, and legacy messages and wails) and subscriptions in flight.
+func (c *Core) Pending() int { return len(c.pending) + len(c.legacy) + c.nsubs }
 
 // Publish makes value the answer to peeks for path on this ship. Paths in
 // the reserved namespace (scry.NotifyPrefix) cannot be published. The

@@ -48,7 +48,9 @@ type download struct {
 
 // Fetch starts (or joins) a download of the value at path on rcvr that
 // gives up at lim; done is called, from a later Handle or Tick, with the
-// whole value or, past lim, with ErrGaveUp. It appends the first sends.
+// whole value or, past lim, with ErrGaveUp (or ErrBadValue, or
+// ErrTooManyRequests if MaxPending left it no request in flight). A joined
+// download keeps the Limit it started with. It appends the first sends.
 func (c *Core) Fetch(rcvr lane.Ship, path string, lim Limit, now time.Duration, done func(Response), out []Datagram) ([]Datagram, error) {
 	k := dlKey{rcvr, path}
 	if dl := c.downloads[k]; dl != nil {
@@ -109,7 +111,12 @@ func (c *Core) fragment(req *request, p *scry.Packet, resp Response, now time.Du
 	for dl.inflight < c.cfg.Window && dl.next < uint64(len(dl.frags)) {
 		var err error
 		if out, err = c.requestFragment(dl, dl.next, now, out); err != nil {
-			break // MaxPending: a later fragment's page asks again
+			if dl.inflight == 0 {
+				// MaxPending, and no fragment of ours in flight whose
+				// page would ask again.
+				return c.finish(dl, Response{Err: err, Tries: dl.tries}, out)
+			}
+			break // a later fragment's page asks again
 		}
 		dl.next++
 	}
