@@ -74,3 +74,21 @@ const (
 // most scry.MesaMaxPacket (1472) bytes, and the rest of the buffer keeps a
 // larger datagram from being mistaken for a whole one.
 const MaxDatagram = scry.MesaMaxPacket + 128
+
+// Legacy ames (legacy.go).
+const (
+	// AmesMsgIDLen is the length of a legacy message's number, the start
+	// of its content.
+	AmesMsgIDLen = 8
+	// amesAckLen is the length of a legacy ack's content: the message
+	// number and 32 bytes standing for the encrypted rest, about the size
+	// of an Arvo ack.
+	amesAckLen = AmesMsgIDLen + 32
+	// amesPingLen is the length of a legacy ping's content: message
+	// number 0 and 8 bytes of filler.
+	amesPingLen = AmesMsgIDLen + 8
+	// recentIDCap is how many of its own message numbers a Legacy ship
+	// remembers, so that a late ack of one is not taken for a message and
+	// acked (two Legacy ships would ack each other's acks for ever).
+	recentIDCap = 4096
+)

@@ -18,23 +18,6 @@ import (
 // carrying it. Message and Wail retry every RetryInterval until answered
 // or past Config.MaxTries; a ship with Config.Legacy answers both kinds.
 
-const (
-	// AmesMsgIDLen is the length of a legacy message's number, the start
-	// of its content.
-	AmesMsgIDLen = 8
-	// amesAckLen is the length of a legacy ack's content: the message
-	// number and 32 bytes standing for the encrypted rest, about the size
-	// of an Arvo ack.
-	amesAckLen = AmesMsgIDLen + 32
-	// amesPingLen is the length of a legacy ping's content: message
-	// number 0 and 8 bytes of filler.
-	amesPingLen = AmesMsgIDLen + 8
-	// recentIDs is how many of its own message numbers a Legacy ship
-	// remembers, so that a late ack of one is not taken for a message and
-	// acked (two Legacy ships would ack each other's acks for ever).
-	recentIDCap = 4096
-)
-
 // Message sends content, an opaque legacy ames message of at least
 // AmesMsgIDLen bytes whose first AmesMsgIDLen are its number, to rcvr
 // (whose life mod 16 is rcvrLife); done is called with its ack (Data: the
