@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -396,4 +397,11 @@ func (fx *fixture) describe(w io.Writer) {
 	for k := range numKinds {
 		fmt.Fprintf(w, "%-6s %10d %10d %10d\n", kind(k), s.Scheduled[k], s.Reactive[k], s.Expected[k])
 	}
+}
+
+// fineKey joins a fine path and fragment number.
+func fineKey(path string, frag uint32) string {
+	var b [4]byte
+	binary.LittleEndian.PutUint32(b[:], frag)
+	return path + string(b[:])
 }

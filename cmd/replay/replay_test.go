@@ -30,7 +30,7 @@ const testRunLength = 500 * time.Millisecond
 
 // startRelay runs our relay, fronting the fixtures' relay ship, on a real
 // UDP socket on 127.0.0.1. Its pending entries take up to
-// pit.MaxRequestersLimit requesters rather than the default 16: played
+// pit.MaxRequestersLimit requesters rather than the default 512: played
 // faster than recorded (and slowed by the race detector or a busy
 // machine), requests for a popular name arrive closer together than in
 // the fixture, more of them join one pending entry, and at the default cap

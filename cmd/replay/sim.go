@@ -11,27 +11,24 @@ import (
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/capture"
+	"github.com/urbit-relay/relay/relay/endpoint"
+	"github.com/urbit-relay/relay/relay/route"
 	"github.com/urbit-relay/relay/scry"
 )
 
-// Timings of the simulated ships. They follow the endpoint package and
-// today's ships: a request is retransmitted every second, a ship pings its
-// sponsor every 25 s.
-const (
-	simRetry        = time.Second      // requester retransmission interval
-	simPingInterval = 25 * time.Second // a publisher's ping to its sponsor
-	simFragment     = 1024             // bytes per fragment at bloq 13
-	simPingPath     = "ping"           // the endpoint package's ping name
-)
+// simFragment is the fragment size of the simulated publishers' values:
+// 1 KiB, a fragment at bloq 13.
+const simFragment = 1024
 
-// node is a simulated ship (or attacker) at one lane.
+// node is a simulated lane: a ship, or an attacker.
 type node interface {
 	hear(s *sim, b []byte)
 }
 
 // sim is a discrete-event network of ships around one relay, in virtual
-// time. The relay is the real decision core; what it receives and sends is
-// recorded, as relay run --capture would record it.
+// time. The relay is the real decision core and every ship a real
+// endpoint.Core; what the relay receives and sends is recorded, as relay
+// run --capture would record it.
 type sim struct {
 	rng       *rand.Rand
 	now       time.Duration
@@ -47,7 +44,15 @@ type sim struct {
 	// not recorded); lossOut, that one the relay sends is lost after it
 	// was recorded.
 	lossIn, lossOut float64
-	records         []capture.Record
+	// pingEnd is when the publishers stop pinging (their pings due later
+	// are not sent); horizon is when the simulation stops: ships' timers
+	// due later do not run.
+	pingEnd, horizon time.Duration
+	// offRelay counts datagrams a ship addressed to a lane other than the
+	// relay's, which the simulation drops: fixtures' ships talk only to
+	// the relay.
+	offRelay int
+	records  []capture.Record
 }
 
 func newSim(seed uint64, relayShip lane.Ship, relayLane netip.AddrPort, epoch time.Time) (*sim, error) {
@@ -62,8 +67,12 @@ func newSim(seed uint64, relayShip lane.Ship, relayLane netip.AddrPort, epoch ti
 		rng:   rand.New(rand.NewPCG(seed, seed^0x5eed_ca11_ab1e_d00d)),
 		relay: r, out: relay.NewOut(1), relayLane: relayLane, relayShip: relayShip,
 		epoch: epoch, nodes: map[netip.AddrPort]node{}, delay: map[netip.AddrPort]time.Duration{},
+		pingEnd: never, horizon: never,
 	}, nil
 }
+
+// never is a time that does not come.
+const never = time.Duration(math.MaxInt64)
 
 func (s *sim) at(t time.Duration, fn func()) {
 	s.queue.Push(max(t, s.now), fn)
@@ -152,169 +161,97 @@ func (s *sim) bytes(n int) []byte {
 	return b
 }
 
-// nameKey returns the name bytes of the mesa packet b ("" if it does not
-// parse).
-func nameKey(b []byte) string {
-	var p scry.Packet
-	if p.Parse(b) != nil {
-		return ""
+// ship is a simulated ship: an endpoint.Core at a lane, whose only route
+// is the relay (its Lanes name the relay for the relay's ship, every
+// publisher's sponsor, and it takes no next-hop hints), so fixtures'
+// requesters always go through the relay. The simulation runs the Core's
+// timers in virtual time.
+type ship struct {
+	core   *endpoint.Core
+	lane   netip.AddrPort
+	wake   time.Duration // the Tick queued; never if none
+	out    []endpoint.Datagram
+	nextID uint64 // legacy messages sent
+}
+
+// newShip makes the ship cfg at lane ap, d (one way) from the relay. It
+// does not ping until start.
+func (s *sim) newShip(cfg endpoint.Config, ap netip.AddrPort, d time.Duration) (*ship, error) {
+	seed := s.rng.Uint64() | 1
+	cfg.Seed = seed
+	cfg.Routes = route.Config{NoHints: true, Seed: seed, SourceSlots: 1}
+	cfg.Lanes = map[lane.Ship]netip.AddrPort{s.relayShip: s.relayLane}
+	c, err := endpoint.NewCore(cfg, ap)
+	if err != nil {
+		return nil, err
 	}
-	return string(p.NameBytes())
+	sh := &ship{core: c, lane: ap, wake: never}
+	s.add(ap, d, sh)
+	return sh, nil
 }
 
-// pingWire is a ship's keepalive to its sponsor, as the endpoint package
-// sends it: a hop-0 poke of the sponsor whose payload names the ship.
-func pingWire(ship, sponsor lane.Ship) []byte {
-	// The ack name names the pinging ship, as the endpoint's does: pings
-	// of different ships are different requests.
-	name := scry.Name{Ship: sponsor, Bloq: scry.DefaultBloq, Path: []byte(simPingPath + "/" + ship.String())}
-	payload := scry.Name{Ship: ship, Bloq: scry.DefaultBloq, Path: []byte(simPingPath)}
-	p := scry.NewPoke(name, payload, scry.Data{AuthKind: scry.AuthNone})
-	return p.Append(nil)
+func (sh *ship) hear(s *sim, b []byte) {
+	sh.out = sh.core.Handle(b, s.relayLane, s.now, sh.out[:0])
+	s.emit(sh)
 }
 
-// mesaRequest is a request a requester waits for.
-type mesaRequest struct {
-	wire     []byte
-	tries    int
-	maxTries int
-	until    time.Duration // no retransmission after this (0: none)
-	onPage   func(p *scry.Packet)
+// start runs sh's timers from at: a publisher's first ping goes then.
+func (s *sim) start(sh *ship, at time.Duration) {
+	s.at(at, func() { s.tick(sh) })
 }
 
-// requester is a ship that sends mesa requests through the relay and
-// retransmits them until answered. Fixtures' requesters always go through
-// the relay (a real one would follow the page's next-hop and go direct).
-type requester struct {
-	ship    lane.Ship
-	lane    netip.AddrPort
-	pending map[string]*mesaRequest
+// do runs a call into sh's Core (a request, a growth) and sends what it
+// decided. A call's error is ErrTooManyRequests, which a simulated ship
+// never reaches.
+func (s *sim) do(sh *ship, call func(now time.Duration, out []endpoint.Datagram) ([]endpoint.Datagram, error)) {
+	sh.out, _ = call(s.now, sh.out[:0])
+	s.emit(sh)
 }
 
-func newRequester(ship lane.Ship, ap netip.AddrPort) *requester {
-	return &requester{ship: ship, lane: ap, pending: map[string]*mesaRequest{}}
+func (s *sim) tick(sh *ship) {
+	sh.out = sh.core.Tick(s.now, sh.out[:0])
+	s.emit(sh)
 }
 
-// request sends wire (a peek or poke) unless the same name is already
-// pending, retransmitting every simRetry up to maxTries sends.
-func (q *requester) request(s *sim, wire []byte, maxTries int, until time.Duration, onPage func(*scry.Packet)) {
-	name := nameKey(wire)
-	if _, ok := q.pending[name]; ok {
+// emit sends what sh's Core decided and queues its next Tick. Pings are
+// never lost (a fixture whose publisher the relay never learned would
+// test nothing) and stop at pingEnd; the rest may be.
+func (s *sim) emit(sh *ship) {
+	for _, d := range sh.out {
+		if d.To != s.relayLane {
+			s.offRelay++
+			continue
+		}
+		ping := s.isPing(d.Buf)
+		if ping && s.now >= s.pingEnd {
+			continue
+		}
+		s.sendToRelay(sh.lane, append([]byte(nil), d.Buf...), !ping)
+	}
+	clear(sh.out)
+	d := sh.core.NextDeadline()
+	if d >= sh.wake || d > s.horizon {
 		return
 	}
-	r := &mesaRequest{wire: wire, maxTries: maxTries, until: until, onPage: onPage}
-	q.pending[name] = r
-	q.transmit(s, name, r)
-}
-
-func (q *requester) transmit(s *sim, name string, r *mesaRequest) {
-	r.tries++
-	s.sendToRelay(q.lane, r.wire, true)
-	s.after(simRetry, func() {
-		if q.pending[name] != r {
-			return
+	sh.wake = d
+	s.at(d, func() {
+		if sh.wake != d {
+			return // superseded by an earlier wake
 		}
-		if r.tries >= r.maxTries || (r.until > 0 && s.now > r.until) {
-			delete(q.pending, name) // gives up
-			return
-		}
-		q.transmit(s, name, r)
+		sh.wake = never
+		s.tick(sh)
 	})
 }
 
-func (q *requester) hear(s *sim, b []byte) {
+// isPing reports whether b is addressed to the relay's ship, which is
+// what a publisher's ping to its sponsor is (mesa or legacy).
+func (s *sim) isPing(b []byte) bool {
 	var p scry.Packet
-	if p.Parse(b) != nil || p.Header.Type != scry.TypePage {
-		return
+	if p.Parse(b) == nil {
+		return p.Header.Type == scry.TypePoke && p.Name.Ship == s.relayShip
 	}
-	name := string(p.NameBytes())
-	r, ok := q.pending[name]
-	if !ok {
-		return // a duplicate
-	}
-	delete(q.pending, name)
-	if r.onPage != nil {
-		r.onPage(&p)
-	}
-}
-
-// value is a published value, served in 1 KiB fragments.
-type value struct {
-	data []byte
-	sig  []byte // 64 bytes: a single fragment's signature, or a Merkle pair
-}
-
-func (v *value) frags() int { return max(1, (len(v.data)+simFragment-1)/simFragment) }
-
-func (v *value) frag(i int) []byte {
-	return v.data[min(i*simFragment, len(v.data)):min((i+1)*simFragment, len(v.data))]
-}
-
-// page returns the page for name (fragment name.Frag of v).
-func (v *value) page(name scry.Name) []byte {
-	d := scry.Data{Total: uint64(len(v.data)), Frag: v.frag(int(name.Frag))}
-	if v.frags() == 1 {
-		d.AuthKind, d.Auth = scry.AuthSign, v.sig
-	} else {
-		d.AuthKind, d.Auth = scry.AuthPair, v.sig
-	}
-	p := scry.NewPage(name, d)
-	return p.Append(nil)
-}
-
-// publisher is a ship under the relay that answers peeks for its values
-// and acks pokes, after a think time; a value not yet grown holds the peek
-// and is answered when it grows. It pings the relay's ship, its sponsor,
-// so the relay learns its lane.
-type publisher struct {
-	ship    lane.Ship
-	lane    netip.AddrPort
-	rift    uint32
-	values  map[string]*value
-	paths   []string
-	grownAt map[string]time.Duration // absent: grown from the start
-	holding map[string]bool
-	think   func(s *sim) time.Duration
-	lossy   bool
-}
-
-func (p *publisher) hear(s *sim, b []byte) {
-	var pk scry.Packet
-	if pk.Parse(b) != nil || pk.Name.Ship != p.ship {
-		return
-	}
-	switch pk.Header.Type {
-	case scry.TypePeek:
-		path := string(pk.Name.Path)
-		v := p.values[path]
-		if v == nil || pk.Name.Init || int(pk.Name.Frag) >= v.frags() {
-			return
-		}
-		page := v.page(pk.Name)
-		if g, ok := p.grownAt[path]; ok && s.now < g {
-			name := string(pk.NameBytes())
-			if !p.holding[name] {
-				p.holding[name] = true
-				s.at(g+p.think(s), func() { s.sendToRelay(p.lane, page, p.lossy) })
-			}
-			return
-		}
-		s.after(p.think(s), func() { s.sendToRelay(p.lane, page, p.lossy) })
-	case scry.TypePoke:
-		ack := scry.NewPage(pk.Name, scry.Data{AuthKind: scry.AuthHMAC, Auth: s.bytes(16)})
-		wire := ack.Append(nil)
-		s.after(p.think(s), func() { s.sendToRelay(p.lane, wire, p.lossy) })
-	}
-}
-
-// startPings makes p ping its sponsor from at, every simPingInterval until
-// end. Pings are never lost: a fixture whose publisher the relay never
-// learned would test nothing.
-func (p *publisher) startPings(s *sim, at, end time.Duration) {
-	wire := pingWire(p.ship, p.ship.Sponsor())
-	for t := at; t < end; t += simPingInterval {
-		s.at(t, func() { s.sendToRelay(p.lane, wire, false) })
-	}
+	var a scry.AmesPacket
+	return a.Parse(b) == nil && a.Rcvr == s.relayShip
 }
 
 // silent is a lane that sends scripted datagrams and ignores what it

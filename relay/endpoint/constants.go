@@ -48,6 +48,19 @@ const (
 	// state (one link per publisher subscribed to) is bounded by it.
 	MaxPending = 1 << 16
 
+	// DefaultWindow is how many fragment requests a download keeps in
+	// flight: with 1 KiB fragments, 32 KiB a round trip. It is the larger
+	// window simnet's download experiment compares (docs/simulation.md:
+	// a 2,000-fragment download through relays behind a NAT takes 14.9 s
+	// with it, 7 min 45 s stop-and-wait).
+	DefaultWindow = 32
+
+	// MaxFragments is the most fragments a download takes: a first page
+	// stating more is not believed (ErrBadValue). 1 << 16 fragments of
+	// 1 KiB is 64 MiB, past which one buffer per download is the wrong
+	// tool.
+	MaxFragments = 1 << 16
+
 	// MaxSubscribePath is the longest path Subscribe takes: the reserved
 	// request that carries it must fit in a packet with the ack's copy.
 	MaxSubscribePath = scry.MaxNotifyPath
@@ -61,3 +74,21 @@ const (
 // most scry.MesaMaxPacket (1472) bytes, and the rest of the buffer keeps a
 // larger datagram from being mistaken for a whole one.
 const MaxDatagram = scry.MesaMaxPacket + 128
+
+// Legacy ames (legacy.go).
+const (
+	// AmesMsgIDLen is the length of a legacy message's number, the start
+	// of its content.
+	AmesMsgIDLen = 8
+	// amesAckLen is the length of a legacy ack's content: the message
+	// number and 32 bytes standing for the encrypted rest, about the size
+	// of an Arvo ack.
+	amesAckLen = AmesMsgIDLen + 32
+	// amesPingLen is the length of a legacy ping's content: message
+	// number 0 and 8 bytes of filler.
+	amesPingLen = AmesMsgIDLen + 8
+	// recentIDCap is how many of its own message numbers a Legacy ship
+	// remembers, so that a late ack of one is not taken for a message and
+	// acked (two Legacy ships would ack each other's acks for ever).
+	recentIDCap = 4096
+)

@@ -1,15 +1,19 @@
 package endpoint
 
 import (
+	"cmp"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
-	"github.com/urbit-relay/relay/relay/route"
+	mrand "math/rand/v2"
 	"net/netip"
+	"slices"
 	"time"
 
+	"github.com/urbit-relay/relay/internal/eventq"
 	"github.com/urbit-relay/relay/lane"
+	"github.com/urbit-relay/relay/relay/route"
 	"github.com/urbit-relay/relay/scry"
 	"github.com/urbit-relay/relay/session"
 )
@@ -37,6 +41,22 @@ type Core struct {
 	nextPing  time.Duration
 	seq       uint64
 	pingWire  []byte
+	reqSeq    uint64     // numbers requests in the order made: Tick sends what is due in that order
+	due       []*request // Tick's scratch
+
+	// Fragmented downloads (download.go): rcvr and path → download.
+	downloads map[dlKey]*download
+	// Held peeks for paths that will grow (Hold), answered by Grow.
+	holds map[string][]heldPeek
+	// Answers waiting out Config.Think, sent by Tick.
+	later eventq.Queue[Datagram]
+
+	// Legacy ames (legacy.go): messages' and wails' keys → request, and
+	// the message numbers of messages sent, so that a late ack is not
+	// taken for a message.
+	legacy map[string]*request
+	sent   recentIDs
+	rng    *mrand.Rand // filler bytes of legacy acks and pings
 
 	// Scry notifications, publisher side: nil without Config.Key.
 	pub      *session.Publisher
@@ -58,6 +78,11 @@ type request struct {
 	due     time.Duration
 	tries   int
 	waiters []func(Response)
+	seq     uint64 // Core.reqSeq when made
+	lim     Limit
+	key     string    // its key in Core.pending or Core.legacy
+	dl      *download // a fragment's request: the page goes to the download
+	frag    uint64    // the fragment it asks for
 }
 
 // NewCore returns the state machine for cfg. self is the endpoint's own lane
@@ -71,6 +96,12 @@ func NewCore(cfg Config, self netip.AddrPort) (*Core, error) {
 	}
 	if cfg.Tick <= 0 {
 		cfg.Tick = DefaultTick
+	}
+	if cfg.Window <= 0 {
+		cfg.Window = DefaultWindow
+	}
+	if cfg.FragmentSize < 0 || cfg.MaxTries < 0 {
+		return nil, fmt.Errorf("endpoint: negative FragmentSize %d or MaxTries %d", cfg.FragmentSize, cfg.MaxTries)
 	}
 	if cfg.Routes.HintNets == nil {
 		cfg.Routes.HintNets = cfg.HintNets
@@ -107,6 +138,10 @@ func NewCore(cfg Config, self netip.AddrPort) (*Core, error) {
 		pending:   map[string]*request{},
 		links:     map[lane.Ship]*link{},
 		byName:    map[string]nameRef{},
+		downloads: map[dlKey]*download{},
+		holds:     map[string][]heldPeek{},
+		legacy:    map[string]*request{},
+		rng:       mrand.New(mrand.NewPCG(seed, seed^0x1e9a_c7a3_5eed)),
 	}
 	if !cfg.Epoch.IsZero() && cfg.Epoch.UnixNano() > 0 {
 		c.epoch = uint64(cfg.Epoch.UnixNano())
@@ -123,8 +158,9 @@ func (c *Core) Ship() lane.Ship { return c.cfg.Ship }
 // Routes returns the core's route table.
 func (c *Core) Routes() *route.Table { return c.routes }
 
-// Pending returns the number of requests and subscriptions in flight.
-func (c *Core) Pending() int { return len(c.pending) + c.nsubs }
+// Pending returns the number of requests (a download's fragments in flight
+// each count, and legacy messages and wails) and subscriptions in flight.
+func (c *Core) Pending() int { return len(c.pending) + len(c.legacy) + c.nsubs }
 
 // Publish makes value the answer to peeks for path on this ship. Paths in
 // the reserved namespace (scry.NotifyPrefix) cannot be published. The
@@ -135,8 +171,9 @@ func (c *Core) Publish(path string, value []byte) {
 }
 
 // Grow is Publish that also appends, to out, the notifications owed to
-// subscribers whose heartbeats this core holds. now is the time of the
-// growth, like every Core input; the notifications do not depend on it.
+// subscribers whose heartbeats this core holds and the answers to peeks it
+// holds for path (Hold). now is the time of the growth, like every Core
+// input: held peeks are answered Think after it (Publish grows at time 0).
 func (c *Core) Grow(path string, value []byte, now time.Duration, out []Datagram) []Datagram {
 	if scry.IsNotifyPath([]byte(path)) {
 		return out
@@ -144,6 +181,7 @@ func (c *Core) Grow(path string, value []byte, now time.Duration, out []Datagram
 	_, existed := c.published[path]
 	v := append([]byte(nil), value...)
 	c.published[path] = v
+	out = c.answerHeld(path, v, now, out)
 	if c.pub == nil || existed {
 		return out
 	}
@@ -151,20 +189,20 @@ func (c *Core) Grow(path string, value []byte, now time.Duration, out []Datagram
 	return out
 }
 
-// Peek starts (or joins) a request for the value at path on rcvr; done is
-// called, from a later Handle, with the answer. It appends the first sends.
+// Peek starts (or joins) a download of the value at path on rcvr, with
+// the Config's Limit; done is called, from a later Handle or Tick, with the
+// whole value (see Fetch). It appends the first sends.
 func (c *Core) Peek(rcvr lane.Ship, path string, now time.Duration, done func(Response), out []Datagram) ([]Datagram, error) {
-	name := scry.Name{Ship: rcvr, Bloq: scry.DefaultBloq, Path: []byte(path)}
-	pkt := scry.NewPeek(name)
-	return c.start(rcvr, path, &pkt, now, done, out)
+	return c.Fetch(rcvr, path, Limit{Tries: c.cfg.MaxTries}, now, done, out)
 }
 
-// Poke sends data to rcvr; done is called with its ack.
+// Poke sends data to rcvr; done is called with its ack (or, past the
+// Config's MaxTries, with ErrGaveUp).
 func (c *Core) Poke(rcvr lane.Ship, data []byte, now time.Duration, done func(Response), out []Datagram) ([]Datagram, error) {
 	c.seq++
 	path := fmt.Sprintf("ack/%s/%d", c.cfg.Ship, c.seq)
-	pkt := c.pokePacket(rcvr, path, data)
-	return c.start(rcvr, path, &pkt, now, done, out)
+	pkt := pokePacket(c.cfg.Ship, rcvr, path, data)
+	return c.start(rcvr, path, &pkt, Limit{Tries: c.cfg.MaxTries}, nil, now, done, out)
 }
 
 // Cancel abandons the request or subscription for path on rcvr, if any:
@@ -175,6 +213,7 @@ func (c *Core) Cancel(rcvr lane.Ship, path string) {
 			delete(c.pending, k)
 		}
 	}
+	delete(c.downloads, dlKey{rcvr, path})
 	if lk := c.links[rcvr]; lk != nil {
 		if s := lk.subs[path]; s != nil {
 			c.dropSub(s)
@@ -182,13 +221,22 @@ func (c *Core) Cancel(rcvr lane.Ship, path string) {
 	}
 }
 
-func (c *Core) pokePacket(rcvr lane.Ship, path string, data []byte) scry.Packet {
+// PingWire is the keepalive a ship sends its sponsor (Core's ping): a
+// hop-0 poke of sponsor whose payload names ship, at path ping/<ship>, so
+// that a relay in front of the sponsor keeps a pending entry per pinger
+// rather than aggregating every sponsee's ping under one capped entry.
+func PingWire(ship, sponsor lane.Ship) []byte {
+	pkt := pokePacket(ship, sponsor, pingPath+"/"+ship.String(), nil)
+	return pkt.Append(nil)
+}
+
+func pokePacket(sndr, rcvr lane.Ship, path string, data []byte) scry.Packet {
 	name := scry.Name{Ship: rcvr, Bloq: scry.DefaultBloq, Path: []byte(path)}
-	payload := scry.Name{Ship: c.cfg.Ship, Bloq: scry.DefaultBloq, Path: []byte(path)}
+	payload := scry.Name{Ship: sndr, Bloq: scry.DefaultBloq, Path: []byte(path)}
 	return scry.NewPoke(name, payload, scry.Data{Total: uint64(len(data)), AuthKind: scry.AuthNone, Frag: data})
 }
 
-func (c *Core) start(rcvr lane.Ship, path string, pkt *scry.Packet, now time.Duration, done func(Response), out []Datagram) ([]Datagram, error) {
+func (c *Core) start(rcvr lane.Ship, path string, pkt *scry.Packet, lim Limit, dl *download, now time.Duration, done func(Response), out []Datagram) ([]Datagram, error) {
 	wire := pkt.Append(nil)
 	var parsed scry.Packet
 	if err := parsed.Parse(wire); err != nil {
@@ -196,15 +244,26 @@ func (c *Core) start(rcvr lane.Ship, path string, pkt *scry.Packet, now time.Dur
 	}
 	key := string(parsed.NameBytes())
 	if r, ok := c.pending[key]; ok {
-		r.waiters = append(r.waiters, done)
+		if done != nil {
+			r.waiters = append(r.waiters, done)
+		}
 		return out, nil
 	}
 	if len(c.pending) >= MaxPending {
 		return out, ErrTooManyRequests
 	}
-	r := &request{rcvr: rcvr, path: path, wire: wire, waiters: []func(Response){done}}
+	r := c.newRequest(rcvr, path, wire, lim, key)
+	if done != nil {
+		r.waiters = append(r.waiters, done)
+	}
+	r.dl, r.frag = dl, pkt.Name.Frag
 	c.pending[key] = r
 	return c.send(r, now, out), nil
+}
+
+func (c *Core) newRequest(rcvr lane.Ship, path string, wire []byte, lim Limit, key string) *request {
+	c.reqSeq++
+	return &request{rcvr: rcvr, path: path, wire: wire, lim: lim, key: key, seq: c.reqSeq}
 }
 
 // send transmits r on the lanes Routes selects and schedules its retry.
@@ -235,42 +294,75 @@ func (c *Core) NextDeadline() time.Duration {
 	for _, r := range c.pending {
 		d = min(d, r.due)
 	}
+	for _, r := range c.legacy {
+		d = min(d, r.due)
+	}
+	if at, ok := c.later.Next(); ok {
+		d = min(d, at)
+	}
 	return min(d, c.notifyDeadline())
 }
 
 // never is a deadline that does not come.
 const never = time.Duration(1<<63 - 1)
 
-// Tick re-sends requests whose retry time has come, pings the sponsor when
-// due, and runs the notification timers: subscriptions' re-sends,
-// heartbeats, held heartbeats' answers and session expiry.
+// Tick sends the answers whose think time is over, re-sends requests
+// whose retry time has come (in the order they were made) or gives them up
+// past their Limit, pings the sponsor when due, and runs the notification
+// timers: subscriptions' re-sends, heartbeats, held heartbeats' answers and
+// session expiry.
 func (c *Core) Tick(now time.Duration, out []Datagram) []Datagram {
+	for c.later.Due(now) {
+		_, d := c.later.Pop()
+		out = append(out, d)
+	}
+	due := c.due[:0]
 	for _, r := range c.pending {
 		if now >= r.due {
-			out = c.send(r, now, out)
+			due = append(due, r)
 		}
 	}
+	for _, r := range c.legacy {
+		if now >= r.due {
+			due = append(due, r)
+		}
+	}
+	slices.SortFunc(due, func(a, b *request) int { return cmp.Compare(a.seq, b.seq) })
+	for _, r := range due {
+		if c.pending[r.key] != r && c.legacy[r.key] != r {
+			continue // ended by an earlier one's give-up
+		}
+		if r.lim.over(r.tries, now) {
+			out = c.giveUp(r, now, out)
+			continue
+		}
+		out = c.send(r, now, out)
+	}
+	clear(due)
+	c.due = due[:0]
 	if c.cfg.PingInterval > 0 && c.cfg.Ship.Class() != lane.Galaxy && now >= c.nextPing {
 		out = c.ping(now, out)
 	}
 	return c.tickNotify(now, out)
 }
 
-// ping pokes the sponsor at hop 0 so its relay learns (and keeps) our lane.
-// The poke expects no answer.
+// ping pokes the sponsor at hop 0 so its relay learns (and keeps) our lane
+// (PingWire; with Config.Legacy, a legacy ames packet). It expects no
+// answer.
 func (c *Core) ping(now time.Duration, out []Datagram) []Datagram {
 	c.nextPing = now + c.cfg.PingInterval
 	sp := c.cfg.Sponsors.Sponsor(c.cfg.Ship)
-	if c.pingWire == nil {
-		// Each sponsee pings at its own name, so that a relay in front
-		// of the sponsor keeps a pending entry per pinger rather than
-		// aggregating every sponsee's ping under one capped entry.
-		pkt := c.pokePacket(sp, pingPath+"/"+c.cfg.Ship.String(), nil)
-		c.pingWire = pkt.Append(nil)
+	wire := c.pingWire
+	switch {
+	case c.cfg.Legacy:
+		wire = c.legacyPing(sp) // fresh filler each time, as a real one is
+	case wire == nil:
+		wire = PingWire(c.cfg.Ship, sp)
+		c.pingWire = wire
 	}
 	t := c.routes.Select(sp, lane.Key{}, now)
 	for i := 0; i < t.N; i++ {
-		out = append(out, Datagram{Buf: c.pingWire, To: t.Lanes[i].AddrPort()})
+		out = append(out, Datagram{Buf: wire, To: t.Lanes[i].AddrPort()})
 	}
 	return out
 }
@@ -280,6 +372,7 @@ func (c *Core) ping(now time.Duration, out []Datagram) []Datagram {
 // pages that answer them, and answers a STUN binding request with the
 // lane it came from, as every vere ship does (io/ames.c, _ames_hear and
 // _stun_on_request): a relay probing a requester's lane relies on it.
+// Legacy ames packets addressed to this ship go to legacyHear.
 func (c *Core) Handle(b []byte, from netip.AddrPort, now time.Duration, out []Datagram) []Datagram {
 	var p scry.Packet
 	if err := p.Parse(b); err != nil {
@@ -287,6 +380,10 @@ func (c *Core) Handle(b []byte, from netip.AddrPort, now time.Duration, out []Da
 		if scry.IsSTUN(b) && q.Parse(b) == nil {
 			resp := scry.STUNResponse{TxID: q.TxID, Mapped: lane.Canon(from)}
 			return append(out, Datagram{Buf: resp.Append(nil), To: from})
+		}
+		var a scry.AmesPacket
+		if a.Parse(b) == nil && a.Rcvr == c.cfg.Ship {
+			return c.legacyHear(&a, lane.Canon(from), now, out)
 		}
 		return out
 	}
@@ -303,9 +400,9 @@ func (c *Core) Handle(b []byte, from netip.AddrPort, now time.Duration, out []Da
 		}
 		v, ok := c.published[string(p.Name.Path)]
 		if !ok {
-			return out
+			return c.hold(&p, from, out)
 		}
-		return c.reply(&p, v, from, out)
+		return c.replyFragment(&p, v, from, now, out)
 	case scry.TypePoke:
 		if p.Name.Ship != c.cfg.Ship {
 			return out
@@ -313,23 +410,38 @@ func (c *Core) Handle(b []byte, from netip.AddrPort, now time.Duration, out []Da
 		if p.Header.Hops == 0 {
 			c.routes.Contacted(p.PayloadName.Ship, lane.KeyOf(from), now)
 		}
-		return c.reply(&p, nil, from, out)
+		return c.answer(c.reply(&p, nil), from, now, out)
 	case scry.TypePage:
 		return c.page(&p, from, now, out)
 	}
 	return out
 }
 
-// reply answers request p with a hop-0 page carrying v, sent to the lane
-// the request came from. The page's name is the request's, byte for byte.
-func (c *Core) reply(p *scry.Packet, v []byte, to netip.AddrPort, out []Datagram) []Datagram {
+// reply returns the answer to request p: a hop-0 page carrying v, whose
+// name is the request's, byte for byte.
+func (c *Core) reply(p *scry.Packet, v []byte) []byte {
+	return c.replyPart(p, v, uint64(len(v)))
+}
+
+// replyPart is reply for a fragment frag of a value of total bytes.
+func (c *Core) replyPart(p *scry.Packet, frag []byte, total uint64) []byte {
 	page := scry.Packet{
 		Header: scry.Header{Version: scry.MesaVersion, Type: scry.TypePage},
 		Name:   p.Name,
-		Data:   scry.Data{Total: uint64(len(v)), AuthKind: scry.AuthNone, Frag: v},
+		Data:   scry.Data{Total: total, AuthKind: scry.AuthNone, Frag: frag},
 	}
-	wire := page.Append(nil)
-	return append(out, Datagram{Buf: wire, To: to})
+	return page.Append(nil)
+}
+
+// answer sends wire, an answer to a request heard from to at now, after
+// the Config's Think time: at once without one, else from a later Tick.
+func (c *Core) answer(wire []byte, to netip.AddrPort, now time.Duration, out []Datagram) []Datagram {
+	d := Datagram{Buf: wire, To: to}
+	if c.cfg.Think == nil {
+		return append(out, d)
+	}
+	c.later.Push(now+max(c.cfg.Think(), 0), d)
+	return out
 }
 
 // page takes a page: it completes the request, subscription or heartbeat
@@ -379,9 +491,14 @@ func (c *Core) page(p *scry.Packet, from netip.AddrPort, now time.Duration, out 
 	var path string
 	if req != nil {
 		path = req.path
-		resp.Data, resp.Tries = append([]byte(nil), p.Data.Frag...), req.tries
-		for _, w := range req.waiters {
-			w(resp)
+		resp.Tries = req.tries
+		if req.dl != nil {
+			out = c.fragment(req, p, resp, now, out)
+		} else {
+			resp.Data = append([]byte(nil), p.Data.Frag...)
+			for _, w := range req.waiters {
+				w(resp)
+			}
 		}
 	}
 	if c.cfg.Observe != nil {

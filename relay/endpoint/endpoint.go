@@ -18,6 +18,13 @@
 // wire forms are in package scry (notify.go), the session state machines in
 // package session; the Core glues them to routes and sockets.
 //
+// A publisher may serve long values in fragments (Config.FragmentSize),
+// which Peek downloads with a window of requests in flight (download.go);
+// requests can give up (Config.MaxTries, Fetch's Limit), a publisher can
+// take a think time before answering (Config.Think) and hold peeks for a
+// value not grown yet (Hold), and a ship can speak legacy ames (Message,
+// Wail, Config.Legacy; legacy.go), as the replay tool's simulated ships do.
+//
 // The protocol lives in Core, a state machine with time passed in and no
 // I/O; Endpoint runs a Core on a socket with a reader and a timer goroutine.
 // Endpoints are used by the relay's tests, the demo, the replay tool and the
@@ -44,6 +51,15 @@ import (
 
 // ErrTooManyRequests is returned when MaxPending requests are in flight.
 var ErrTooManyRequests = errors.New("endpoint: too many requests in flight")
+
+// ErrGaveUp is a Response's Err when its request reached its Limit
+// unanswered (Config.MaxTries, or Fetch's Limit).
+var ErrGaveUp = errors.New("endpoint: request gave up unanswered")
+
+// ErrBadValue is a download's Response's Err when its first page states a
+// value it cannot be (more than MaxFragments fragments, or fragments of no
+// bytes).
+var ErrBadValue = errors.New("endpoint: page states an impossible value")
 
 // ErrBadSubscribePath is returned by Subscribe for an empty path, one
 // longer than MaxSubscribePath, or one in the reserved namespace.
@@ -91,6 +107,35 @@ type Config struct {
 	// now alone, which must then be measured from a point fixed across
 	// restarts (as the simulator's virtual clock is).
 	Epoch time.Time
+	// FragmentSize is the most bytes of a published value one page
+	// carries: a longer value is served in fragments of this size, one
+	// page per fragment asked for (a peek's name.Frag), each stating the
+	// value's total. Zero: every value is one page, whatever its size (the
+	// publisher keeps it within a datagram). Requesters need no setting:
+	// Peek learns the fragments from the first page.
+	FragmentSize int
+	// Window is how many fragment requests of one download are in flight
+	// at once; zero takes DefaultWindow.
+	Window int
+	// MaxTries is the Limit of Peek and Poke: a request sent this many
+	// times and unanswered when its next retry falls due gives up, and
+	// its waiters get ErrGaveUp. Zero: it retries until cancelled.
+	MaxTries int
+	// Think, if set, is how long this ship takes to answer: each answer
+	// to a peek, poke or legacy ames packet leaves with the first Tick at
+	// or after the time it was heard plus Think(). Called once per answer,
+	// from inside the Core, so a simulator can draw it from its own
+	// seeded source. Nil: answers leave at once.
+	Think func() time.Duration
+	// Legacy makes the ship answer legacy ames (legacy.go): it acks
+	// ames-class messages addressed to it and answers fine requests
+	// (wails) for its published values with purrs, and pings its sponsor
+	// with a legacy packet instead of a mesa poke. Message and Wail work
+	// without it.
+	Legacy bool
+	// Life is the ship's life (key revision) mod 16, which legacy ames
+	// headers carry as its tick.
+	Life uint8
 	// Observe, if set, is called for every request sent and page
 	// received, from inside the Core (for an Endpoint, with its lock
 	// held): it must return quickly and must not call back into the
@@ -133,7 +178,11 @@ type Response struct {
 	From  netip.AddrPort // lane the page came from
 	Next  netip.AddrPort // its next-hop, if any
 	Hops  int
-	Tries int // times the request was sent
+	Tries int // times the request was sent (a download's: its most-sent fragment's)
+	// Err is ErrGaveUp (Data empty) if the request reached its Limit
+	// unanswered, ErrBadValue for a download whose first page is not
+	// believable; nil for an answer.
+	Err error
 	// Notified: a subscription's value that came in an ack or a heartbeat
 	// answer (signed by the publisher) rather than in the path's own page.
 	Notified bool
@@ -265,7 +314,7 @@ func (e *Endpoint) wait(ctx context.Context, start func(time.Duration, func(Resp
 	e.wake()
 	select {
 	case r := <-ch:
-		return r, nil
+		return r, r.Err
 	case <-ctx.Done():
 		if cancel != nil {
 			e.mu.Lock()

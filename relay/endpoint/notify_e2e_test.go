@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -588,3 +589,60 @@ func TestNotifyPublisherWithoutProtocol(t *testing.T) {
 // loopbackNets declares loopback a network that next-hops may name: every
 // lane here is on 127.0.0.1.
 var loopbackNets = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+
+// TestEndpointDownloadsAndGivesUp runs two Endpoints on an in-memory
+// network in virtual time: a Peek of a value served in fragments returns
+// the whole value, and a Peek nobody answers fails with ErrGaveUp after
+// MaxTries sends.
+func TestEndpointDownloadsAndGivesUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := transport.NewMemNetwork()
+		mem.SetDelay(20 * time.Millisecond)
+		defer mem.Close()
+		pubShip, err := lane.ParseShip("~nec")
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqShip, err := lane.ParseShip("~sampel-palnet")
+		if err != nil {
+			t.Fatal(err)
+		}
+		listen := func(s string) transport.Conn {
+			c, err := mem.Listen(netip.MustParseAddrPort(s))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		pubLane := netip.MustParseAddrPort("10.0.0.9:13337")
+		pub, err := endpoint.New(endpoint.Config{Ship: pubShip, FragmentSize: 100, Seed: 1}, listen(pubLane.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := endpoint.New(endpoint.Config{Ship: reqShip, PingInterval: -1, MaxTries: 2, Window: 3, Seed: 2,
+			Lanes: map[lane.Ship]netip.AddrPort{pubShip: pubLane}}, listen("10.0.0.1:1000"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub.Start()
+		req.Start()
+		defer pub.Close()
+		defer req.Close()
+		value := bytes.Repeat([]byte("0123456789"), 105) // 11 fragments of 100
+		pub.Publish("v", value)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		r, err := req.Peek(ctx, pubShip, "v")
+		if err != nil || !bytes.Equal(r.Data, value) {
+			t.Fatalf("peek: %d bytes, err %v", len(r.Data), err)
+		}
+		start := time.Now()
+		_, err = req.Peek(ctx, pubShip, "nothing")
+		if !errors.Is(err, endpoint.ErrGaveUp) {
+			t.Fatalf("an unanswered peek: %v, want ErrGaveUp", err)
+		}
+		if took := time.Since(start); took < 2*endpoint.DefaultRetryInterval || took > 3*endpoint.DefaultRetryInterval {
+			t.Errorf("gave up after %v, want two retry intervals", took)
+		}
+	})
+}
