@@ -148,3 +148,35 @@ func proofRoot(proof []byte) hash {
 	}
 	return root
 }
+
+// subtreeCV is vere's _subtree_root: the chaining value of the leaves of
+// msg starting at leaf index first, split left-heavy (the left side the
+// largest power of two of leaves below the count), extra on the top node.
+func subtreeCV(msg []byte, first uint64, extra uint32) hash {
+	if len(msg) <= chunkLen {
+		return chunkCV(msg, first, extra)
+	}
+	leaves := (len(msg) + chunkLen - 1) / chunkLen
+	mid := 1
+	for mid*2 < leaves {
+		mid *= 2
+	}
+	l := subtreeCV(msg[:mid*chunkLen], first, 0)
+	r := subtreeCV(msg[mid*chunkLen:], first+uint64(mid), 0)
+	return parentCV(&l, &r, extra)
+}
+
+// appendProof appends the proof a publisher sends for msg, a message of
+// two or more leaves (vere's lss_builder_finalize): leaf 0, then for
+// i >= 1 the subtree of leaves [2^(i-1), 2^i) cut at the message's end.
+func appendProof(proof, msg []byte) []byte {
+	leaves := uint64((len(msg) + chunkLen - 1) / chunkLen)
+	l0 := chunkCV(msg[:min(len(msg), chunkLen)], 0, 0)
+	proof = append(proof, l0[:]...)
+	for lo := uint64(1); lo < leaves; lo *= 2 {
+		hi := min(2*lo, leaves)
+		h := subtreeCV(msg[lo*chunkLen:min(uint64(len(msg)), hi*chunkLen)], lo, 0)
+		proof = append(proof, h[:]...)
+	}
+	return proof
+}

@@ -41,23 +41,6 @@ func blakeInput(n int) []byte {
 	return b
 }
 
-// subtreeCV is vere's _subtree_root: the chaining value of the leaves of
-// msg starting at leaf index first, split left-heavy (the left side the
-// largest power of two of leaves below the count), extra on the top node.
-func subtreeCV(msg []byte, first uint64, extra uint32) hash {
-	if len(msg) <= chunkLen {
-		return chunkCV(msg, first, extra)
-	}
-	leaves := (len(msg) + chunkLen - 1) / chunkLen
-	mid := 1
-	for mid*2 < leaves {
-		mid *= 2
-	}
-	l := subtreeCV(msg[:mid*chunkLen], first, 0)
-	r := subtreeCV(msg[mid*chunkLen:], first+uint64(mid), 0)
-	return parentCV(&l, &r, extra)
-}
-
 // TestBlake3Vectors holds compress, chunkCV and parentCV to BLAKE3: the
 // standard hash is the tree's top node compressed with ROOT.
 func TestBlake3Vectors(t *testing.T) {
@@ -82,21 +65,6 @@ func TestMesaRootIsNotBlake3(t *testing.T) {
 	}
 }
 
-// buildProof is the proof a publisher sends for msg (vere's
-// lss_builder_finalize): leaf 0, then for i >= 1 the subtree of leaves
-// [2^(i-1), 2^i) cut at the message's end.
-func buildProof(msg []byte) []byte {
-	leaves := uint64((len(msg) + chunkLen - 1) / chunkLen)
-	l0 := chunkCV(msg[:min(len(msg), chunkLen)], 0, 0)
-	proof := append([]byte(nil), l0[:]...)
-	for lo := uint64(1); lo < leaves; lo *= 2 {
-		hi := min(2*lo, leaves)
-		h := subtreeCV(msg[lo*chunkLen:min(uint64(len(msg)), hi*chunkLen)], lo, 0)
-		proof = append(proof, h[:]...)
-	}
-	return proof
-}
-
 // TestProofRoot: folding a publisher's proof gives the tree's root, for
 // every leaf count up to 70 and for lengths that end mid-leaf; the proof
 // has proofLen hashes.
@@ -108,7 +76,7 @@ func TestProofRoot(t *testing.T) {
 				n = leaves * chunkLen
 			}
 			msg := blakeInput(n)
-			proof := buildProof(msg)
+			proof := appendProof(nil, msg)
 			if got, want := len(proof)/HashLen, proofLen(uint64(leaves)); got != want {
 				t.Fatalf("%d leaves: proof has %d hashes, proofLen says %d", leaves, got, want)
 			}

@@ -48,17 +48,10 @@ func snapshotOf(t testing.TB, ships ...testShip) *Snapshot {
 // signedPage builds the first page of msg published by s at path, signed
 // as mesa signs it, and returns the datagram.
 func (s testShip) signedPage(path string, msg []byte) []byte {
-	name := scry.Name{Ship: s.entry.Ship, Rift: s.entry.Rift, Bloq: scry.DefaultBloq, Init: true, Path: []byte(path)}
-	var root hash
-	data := scry.Data{Total: uint64(len(msg)), AuthKind: scry.AuthSign}
-	if len(msg) <= chunkLen {
-		root = leafRoot(msg)
-		data.Frag = msg
-	} else {
-		data.Frag = buildProof(msg)
-		root = proofRoot(data.Frag)
+	name := scry.Name{Ship: s.entry.Ship, Rift: s.entry.Rift, Path: []byte(path)}
+	p, err := NewSignedPage(s.priv, name, msg)
+	if err != nil {
+		panic(err)
 	}
-	data.Auth = ed25519.Sign(s.priv, appendSigned(nil, name.Ship, name.Path, &root))
-	p := scry.NewPage(name, data)
 	return p.Append(nil)
 }
