@@ -38,11 +38,15 @@ func readPageAuth(p *scry.Packet, a *pageAuth) Reason {
 	}
 	leaves := (d.Total-1)/chunkLen + 1
 	if leaves == 1 {
-		// The page holds the whole message: the root is its one leaf.
-		if uint64(len(d.Frag)) != d.Total {
+		// The page holds the whole message: the root is its one leaf, the
+		// fragment zero-padded to Total bytes as Hoon's
+		// (root:lss tob.data^dat.data) reads it.
+		if uint64(len(d.Frag)) > d.Total {
 			return ReasonMalformed
 		}
-		a.root = leafRoot(d.Frag)
+		var leaf [chunkLen]byte
+		copy(leaf[:], d.Frag)
+		a.root = leafRoot(leaf[:d.Total])
 	} else {
 		// The page holds the proof; vere's _mesa_req_pact_init drops an
 		// init page whose data is not exactly the proof.

@@ -55,3 +55,16 @@ func (s testShip) signedPage(path string, msg []byte) []byte {
 	}
 	return p.Append(nil)
 }
+
+// trimmedPage is signedPage with the fragment's trailing zero bytes left
+// off the wire, as a Hoon atom's (met 3) drops them; Total still counts
+// them.
+func (s testShip) trimmedPage(path string, msg []byte) []byte {
+	name := scry.Name{Ship: s.entry.Ship, Rift: s.entry.Rift, Path: []byte(path)}
+	p, err := NewSignedPage(s.priv, name, msg)
+	if err != nil {
+		panic(err)
+	}
+	p.Data.Frag = atomBytes(p.Data.Frag)
+	return p.Append(nil)
+}
