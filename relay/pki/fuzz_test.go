@@ -43,9 +43,9 @@ func FuzzParseSnapshot(f *testing.F) {
 	})
 }
 
-// FuzzVerifyBytes: the page's signed fields are read with every length
-// checked: any datagram gets a verdict, never a panic, and one that
-// verifies parses as a page of the ship whose key signed it.
+// FuzzVerifyBytes: the page's signed fields, and a comet attestation's
+// nouns, are read with every length checked: any datagram gets a verdict,
+// never a panic; one that verifies parses as a page of a ship with a key.
 func FuzzVerifyBytes(f *testing.F) {
 	alice := newTestShip(f, palnet, 1)
 	v := NewVerifier(snapshotOf(f, alice))
@@ -55,18 +55,26 @@ func FuzzVerifyBytes(f *testing.F) {
 		alice.signedPage("publ/1/c/x/1/kids/sys/kelvin", long),
 		alice.signedPage("shut/2/0v1a2b", []byte{0}),
 	}
+	c := newComet(f, 1)
+	seeds = append(seeds, c.attestation(f, c.entry.Pass, c.entry.Ship, 1))
 	for _, s := range seeds {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if ship, ok := v.LearnComet(b); ok && ship.Class() != lane.Comet {
+			t.Fatalf("learned %s, not a comet", ship)
+		}
 		r := v.VerifyBytes(b)
 		if r >= NumReasons {
 			t.Fatalf("verdict %d", r)
 		}
 		var p scry.Packet
 		if r == ReasonVerified {
-			if p.Parse(b) != nil || p.Name.Ship != palnet {
-				t.Fatal("verified a page that does not parse as alice's")
+			if p.Parse(b) != nil {
+				t.Fatal("verified a datagram that does not parse")
+			}
+			if _, known := v.keyOf(p.Name.Ship); !known {
+				t.Fatalf("verified a page of %s, whose key it does not hold", p.Name.Ship)
 			}
 		}
 	})
