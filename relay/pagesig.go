@@ -18,6 +18,15 @@ type PageVerifier interface {
 // verification (some 50 µs) and, for a message over one leaf, a BLAKE3
 // fold of its proof, so it is for where a page would change publisher's
 // route, never for every datagram.
+//
+// Where it goes (not called yet): in page, for a solicited page not from
+// the fronted ship (the !fromShip case, beside routes.PageArrived), only
+// when the page's lane is not already publisher's known-good one, and
+// only for a first page (p.Name.Init && p.Data.AuthKind ==
+// scry.AuthSign, a test that saves the parse for every other page); its
+// answer is the route table's "signature verified" observation. Call it on
+// b as it came, before scrubNextHop or a next-hop edit rewrites it (the
+// next-hop is not signed, but the mug is checked).
 func (r *Relay) pageSigned(pkt []byte, publisher lane.Ship) bool {
 	return r.pki != nil && r.pki.Signed(pkt, publisher)
 }

@@ -74,3 +74,16 @@ func TestLearnComet(t *testing.T) {
 		t.Fatalf("after the attestation: %v", r)
 	}
 }
+
+// TestSignedLearnsComet: the relay's one question, Signed, learns a comet
+// from its attestation and says the attestation is signed.
+func TestSignedLearnsComet(t *testing.T) {
+	c := newComet(t, 9)
+	v := NewVerifier(nil)
+	if !v.Signed(c.attestation(t, c.entry.Pass, c.entry.Ship, 1), c.entry.Ship) {
+		t.Fatal("a comet's attestation is not signed")
+	}
+	if !v.Signed(c.signedPage("publ/1/x", []byte("x")), c.entry.Ship) {
+		t.Fatal("the comet's later page is not signed")
+	}
+}

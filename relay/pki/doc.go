@@ -53,7 +53,8 @@
 // key: its @p must be CometShip(pass). Comets need no line: their key
 // certifies their name. LearnComet reads a comet's attestation page (the
 // one ames.hoon peeks a comet for, a jammed noun: cue is in noun.go) and
-// records its key; AddComet records a pass got otherwise.
+// records its key, as Signed does on the way; AddComet records a pass got
+// otherwise.
 // Limits: DefaultMaxEntries ships, MaxLineLen bytes a line, MaxFileBytes
 // a file. The first bad line fails the whole file, with its line number.
 package pki

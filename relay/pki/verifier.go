@@ -166,19 +166,20 @@ func (v *Verifier) VerifyBytes(b []byte) Reason {
 
 // Signed reports whether datagram pkt is a first-fragment page published
 // by publisher and signed with publisher's key: the relay's PageVerifier.
-// A nil v reports false.
+// A comet's attestation page teaches the verifier the comet's key first
+// (LearnComet), so it is signed too. A page naming another ship than
+// publisher counts as malformed. A nil v reports false.
 func (v *Verifier) Signed(pkt []byte, publisher lane.Ship) bool {
 	if v == nil {
 		return false
 	}
 	var p scry.Packet
-	if p.Parse(pkt) != nil {
+	if p.Parse(pkt) != nil || p.Name.Ship != publisher {
 		v.counts[ReasonMalformed].Add(1)
 		return false
 	}
-	if p.Name.Ship != publisher {
-		v.counts[ReasonMalformed].Add(1)
-		return false
+	if pass, ok := readCometProof(&p); ok {
+		v.AddComet(&pass)
 	}
 	return v.Verify(&p) == ReasonVerified
 }
