@@ -25,8 +25,9 @@ type PageVerifier interface {
 // only for a first page (p.Name.Init && p.Data.AuthKind ==
 // scry.AuthSign, a test that saves the parse for every other page); its
 // answer is the route table's "signature verified" observation. Call it on
-// b as it came, before scrubNextHop or a next-hop edit rewrites it (the
-// next-hop is not signed, but the mug is checked).
+// b as it came, before scrubNextHop or a next-hop edit rewrites it: the
+// signature does not cover the next-hop, but Signed parses b, and Parse
+// checks the mug.
 func (r *Relay) pageSigned(pkt []byte, publisher lane.Ship) bool {
 	return r.pki != nil && r.pki.Signed(pkt, publisher)
 }

@@ -60,7 +60,8 @@ const DefaultMaxComets = 1 << 16
 // an Azimuth snapshot. It is safe for concurrent use: Verify reads the
 // snapshot through an atomic pointer, so Store (a SIGHUP reload) swaps it
 // without a lock, and a Verify in flight finishes on the snapshot it
-// started with. The nil *Verifier verifies nothing.
+// started with. Create one with NewVerifier; the nil *Verifier's Signed
+// answers false.
 type Verifier struct {
 	snap atomic.Pointer[Snapshot]
 
