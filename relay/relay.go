@@ -129,6 +129,9 @@ type Config struct {
 	// Fraternize sets the next-hop on pages to our own sponsors too,
 	// disabling the seed's rule (a strategy switch for the simulator).
 	Fraternize bool
+	// PKI checks publishers' signatures on pages (a *pki.Verifier, from
+	// --pki); nil: no page counts as signed (pagesig.go).
+	PKI PageVerifier
 }
 
 // Relay is the decision core. Create it with New.
@@ -144,6 +147,7 @@ type Relay struct {
 	dups     *dupFilter // nil when the filter is disabled
 	trusted  trustedLanes
 	routes   *route.Table
+	pki      PageVerifier // nil: none
 	counters Counters
 }
 
@@ -205,6 +209,7 @@ func New(cfg Config) (*Relay, error) {
 		amp:      amp,
 		dups:     dups,
 		routes:   rt,
+		pki:      cfg.PKI,
 	}
 	r.link.init(cfg.ShipLane, cfg.Front, cfg.PublicLane)
 	chain := r.sponsors.AppendChain(nil, cfg.Ship)

@@ -34,8 +34,12 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		}
 		mode = "fronting in namespace " + cfg.front.Namespace
 	}
-	fmt.Fprintf(stdout, "config ok: %s on %v, %s, %d galaxies, %d pinned lanes\n",
-		cfg.relay.Ship, cfg.listen, mode, len(cfg.relay.Galaxies), len(cfg.relay.Pinned))
+	pkiNote := ""
+	if cfg.pki != "" {
+		pkiNote = fmt.Sprintf(", pki %s: %d ships", cfg.pki, cfg.pkiSnap.Len())
+	}
+	fmt.Fprintf(stdout, "config ok: %s on %v, %s, %d galaxies, %d pinned lanes%s\n",
+		cfg.relay.Ship, cfg.listen, mode, len(cfg.relay.Galaxies), len(cfg.relay.Pinned), pkiNote)
 	for _, note := range cfg.deprecated {
 		fmt.Fprintf(stderr, "relay check: %s\n", note)
 	}

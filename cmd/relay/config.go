@@ -42,6 +42,7 @@ import (
 	relaydaemon "github.com/urbit-relay/relay/relay/daemon"
 	"github.com/urbit-relay/relay/relay/front"
 	"github.com/urbit-relay/relay/relay/pit"
+	"github.com/urbit-relay/relay/relay/pki"
 	"github.com/urbit-relay/relay/relay/route"
 	"github.com/urbit-relay/relay/relay/transport"
 )
@@ -78,6 +79,10 @@ type runConfig struct {
 	captureFiles  int
 	// front, when set, is fronting mode: the ship's namespace and device.
 	front *front.Config
+	// pki is the --pki file, "" for none, and pkiSnap what it held when
+	// the configuration was loaded (nil for none).
+	pki     string
+	pkiSnap *pki.Snapshot
 	// settings holds every flag's final value as text, keyed by flag name,
 	// to tell on reload what changed.
 	settings map[string]string
@@ -88,7 +93,7 @@ type runConfig struct {
 // liveSettings are the settings a SIGHUP reload applies to the running
 // relay. Every other setting needs a restart; a reload that changes one
 // says so in the log.
-var liveSettings = []string{"galaxy", "lane", "relay", "log-level"}
+var liveSettings = []string{"galaxy", "lane", "relay", "log-level", "pki"}
 
 // runFlags is the flag set of `relay run` and the variables it fills.
 type runFlags struct {
@@ -123,6 +128,7 @@ type runFlags struct {
 	captureFiles                       int
 	frontNetns, frontDevice, frontAddr string
 	frontPort                          int
+	pki                                string
 
 	// Where the settings came from, to name them in errors (bad).
 	configPath string            // the config file applied, "" for none
@@ -223,6 +229,7 @@ func defineRunFlags() *runFlags {
 	fs.IntVar(&f.metricsMaxConns, "metrics-max-connections", defaultMetricsMaxConns, "most connections the --metrics listener holds open; more wait in the kernel's accept queue until one closes")
 	fs.IntVar(&f.metricsMaxScrapes, "metrics-max-scrapes", defaultMetricsMaxScrapes, "most /metrics requests served at once (fewer than metrics-max-connections); more are answered 503 and closed, so /healthz always finds a connection")
 	fs.BoolVar(&f.pprof, "pprof", false, "also serve /debug/pprof/ on the --metrics listener")
+	fs.StringVar(&f.pki, "pki", "", "check publishers' signatures on pages against the Azimuth snapshot `FILE` (one ship a line; see docs/operations.md), read again on SIGHUP")
 	fs.StringVar(&f.capture, "capture", "", "record every datagram read and sent to pcap `FILE` (rotated: FILE.1, FILE.2, ...)")
 	fs.Int64Var(&f.captureBytes, "capture-max-bytes", capture.DefaultMaxBytes, "start a new capture file past this size")
 	fs.IntVar(&f.captureFiles, "capture-files", capture.DefaultMaxFiles, "capture files kept, the current one included")
@@ -685,6 +692,12 @@ func (f *runFlags) validate() (runConfig, error) {
 	}
 	if err := f.checkPackages(c.relay); err != nil {
 		return c, err
+	}
+	if f.pki != "" {
+		if c.pkiSnap, err = pki.Load(f.pki, 0); err != nil {
+			return c, f.bad("pki", strings.TrimPrefix(err.Error(), f.pki+": "))
+		}
+		c.pki = f.pki
 	}
 	c.galaxyRefresh = f.refresh
 	c.batch = f.batch

@@ -29,7 +29,7 @@ type settingKey struct{ key, flag string }
 var settingGroups = []settingGroup{
 	{title: "Every deployment", keys: []settingKey{
 		{"ship", "ship"}, {"listen", "listen"}, {"ship-lane", "ship-lane"}, {"front-netns", "front-netns"},
-		{"", "config"}, {"metrics", "metrics"}}},
+		{"", "config"}, {"metrics", "metrics"}, {"pki", "pki"}}},
 	{title: "Lanes & DNS", key: "network", keys: []settingKey{
 		{"galaxies", "galaxy"}, {"lanes", "lane"}, {"relays", "relay"}, {"sponsors", "sponsor"},
 		{"public-lanes", "public-lane"}, {"hint-nets", "hint-net"},

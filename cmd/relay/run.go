@@ -20,6 +20,7 @@ import (
 	"github.com/urbit-relay/relay/relay/capture"
 	relaydaemon "github.com/urbit-relay/relay/relay/daemon"
 	"github.com/urbit-relay/relay/relay/front"
+	"github.com/urbit-relay/relay/relay/pki"
 	"github.com/urbit-relay/relay/relay/transport"
 )
 
@@ -70,6 +71,7 @@ type daemon struct {
 	metrics *metricsServer  // nil without --metrics
 	capture *capture.Writer // nil without --capture
 	front   *front.Conn     // the ship's device; nil outside fronting mode
+	pki     *pki.Verifier   // the relay's PageVerifier; empty without --pki
 	cancel  context.CancelFunc
 	bg      sync.WaitGroup // the host's addresses for the device
 
@@ -84,6 +86,10 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 	level := zap.NewAtomicLevelAt(cfg.logLevel)
 	log := newLogger(stderr, cfg.logFormat, level)
 	ops := &opsStats{}
+	// One verifier for the daemon's life, so that a reload can give it a
+	// file the start had none of; with no snapshot it verifies nothing.
+	ver := pki.NewVerifier(cfg.pkiSnap)
+	cfg.relay.PKI = ver
 	core, err := relaydaemon.Listen(relaydaemon.Config{
 		Relay:         cfg.relay,
 		Listen:        cfg.listen,
@@ -141,7 +147,7 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 		ops.front = fc
 	}
 
-	d := &daemon{args: args, log: log, level: level, cfg: cfg, core: core, ops: ops, capture: cw, front: fc}
+	d := &daemon{args: args, log: log, level: level, cfg: cfg, core: core, ops: ops, capture: cw, front: fc, pki: ver}
 	tap := packetLogger(log, level)
 	if cw != nil {
 		logTap := tap
@@ -199,6 +205,10 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 // and the running configuration kept.
 func (d *daemon) reload() {
 	if d.cfg.configPath == "" {
+		if d.cfg.pki != "" {
+			d.reloadPKI()
+			return
+		}
 		d.log.Info("SIGHUP: no --config file, nothing to reload")
 		return
 	}
@@ -214,6 +224,8 @@ func (d *daemon) reload() {
 	d.core.Lanes().SetConfigured(nc.relay.Galaxies, nc.relay.Pinned)
 	d.srv.Relay().SetRelays(nc.relay.Relays)
 	d.level.SetLevel(nc.logLevel)
+	d.pki.Store(nc.pkiSnap) // read again even if the path is unchanged
+	d.cfg.pki, d.cfg.pkiSnap = nc.pki, nc.pkiSnap
 	d.cfg.relay.Galaxies, d.cfg.relay.Pinned, d.cfg.logLevel = nc.relay.Galaxies, nc.relay.Pinned, nc.logLevel
 	d.cfg.relay.Relays = nc.relay.Relays
 	for _, name := range liveSettings {
@@ -224,10 +236,26 @@ func (d *daemon) reload() {
 		zap.String("config", d.cfg.configPath),
 		zap.Strings("changed", live),
 		zap.Int("galaxies", len(nc.relay.Galaxies)),
-		zap.Int("pinned_lanes", len(nc.relay.Pinned)))
+		zap.Int("pinned_lanes", len(nc.relay.Pinned)),
+		zap.String("pki", nc.pki), zap.Int("pki_ships", d.pki.Len()))
 	if len(restart) > 0 {
 		d.log.Warn("config changes that take effect only at restart", zap.Strings("settings", restart))
 	}
+}
+
+// reloadPKI reads the --pki file again when there is no config file to
+// reload. A bad file is logged and the running snapshot kept.
+func (d *daemon) reloadPKI() {
+	snap, err := pki.Load(d.cfg.pki, 0)
+	if err != nil {
+		d.ops.reloadFailed()
+		d.log.Error("pki reload failed; keeping the running snapshot", zap.Error(err))
+		return
+	}
+	d.pki.Store(snap)
+	d.cfg.pkiSnap = snap
+	d.ops.configLoaded(time.Now(), true)
+	d.log.Info("pki reloaded", zap.String("pki", d.cfg.pki), zap.Int("pki_ships", snap.Len()))
 }
 
 // stop shuts the daemon down: readiness off, the server stops reading and

@@ -1,0 +1,70 @@
+package pki
+
+import (
+	"crypto/ed25519"
+	"testing"
+
+	"github.com/urbit-relay/relay/lane"
+	"github.com/urbit-relay/relay/scry"
+)
+
+// testShip is a ship with a key the test generated.
+type testShip struct {
+	entry Entry
+	priv  ed25519.PrivateKey
+}
+
+// newTestShip makes a key for ship from seed (deterministic), at life 1.
+func newTestShip(t testing.TB, ship lane.Ship, seed byte) testShip {
+	t.Helper()
+	var s [ed25519.SeedSize]byte
+	for i := range s {
+		s[i] = seed + byte(i)
+	}
+	priv := ed25519.NewKeyFromSeed(s[:])
+	ts := testShip{entry: Entry{Ship: ship, Life: 1}, priv: priv}
+	ts.entry.Pass[0] = passTag
+	copy(ts.entry.Pass[1:], priv.Public().(ed25519.PublicKey))
+	for i := 33; i < PassLen; i++ {
+		ts.entry.Pass[i] = seed ^ byte(i) // an encryption key the tests never use
+	}
+	return ts
+}
+
+// snapshotOf parses the lines of ships.
+func snapshotOf(t testing.TB, ships ...testShip) *Snapshot {
+	t.Helper()
+	var b []byte
+	for _, s := range ships {
+		b = s.entry.AppendLine(b)
+	}
+	snap, err := ParseSnapshot(b, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+// signedPage builds the first page of msg published by s at path, signed
+// as mesa signs it, and returns the datagram.
+func (s testShip) signedPage(path string, msg []byte) []byte {
+	name := scry.Name{Ship: s.entry.Ship, Rift: s.entry.Rift, Path: []byte(path)}
+	p, err := NewSignedPage(s.priv, name, msg)
+	if err != nil {
+		panic(err)
+	}
+	return p.Append(nil)
+}
+
+// trimmedPage is signedPage with the fragment's trailing zero bytes left
+// off the wire, as a Hoon atom's (met 3) drops them; Total still counts
+// them.
+func (s testShip) trimmedPage(path string, msg []byte) []byte {
+	name := scry.Name{Ship: s.entry.Ship, Rift: s.entry.Rift, Path: []byte(path)}
+	p, err := NewSignedPage(s.priv, name, msg)
+	if err != nil {
+		panic(err)
+	}
+	p.Data.Frag = atomBytes(p.Data.Frag)
+	return p.Append(nil)
+}
