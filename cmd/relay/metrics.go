@@ -13,6 +13,7 @@ import (
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/capture"
 	"github.com/urbit-relay/relay/relay/front"
+	"github.com/urbit-relay/relay/relay/pki"
 	"github.com/urbit-relay/relay/relay/transport"
 )
 
@@ -39,6 +40,8 @@ type opsStats struct {
 	http httpStats
 	// front is the fronted ship's device, nil outside fronting mode.
 	front frontDevice
+	// pki is the --pki verifier (empty without a file), nil in the demo.
+	pki *pki.Verifier
 }
 
 // frontDevice is what the metrics read of the fronted ship's device
@@ -99,6 +102,7 @@ type relayCollector struct {
 	captureRotations, captureErrors                          *prometheus.Desc
 	serviceTime                                              *prometheus.Desc
 	frontDatagrams, frontSkipped, frontQueueDrops            *prometheus.Desc
+	pkiShips, pkiVerdicts                                    *prometheus.Desc
 	httpConns, httpRefused, httpGathers                      *prometheus.Desc
 }
 
@@ -206,6 +210,9 @@ func newRelayCollector(srv *relay.Server, ops *opsStats, version, revision strin
 			"Packets the ship's device carried that the relay dropped before deciding, by reason: not_ipv4, not_udp, fragment, malformed, not_ship (another socket of the ship), bad_dest (multicast, broadcast, port 0), to_host (to the relay host's own addresses, not declared with --front-host-lane), read_error.", "reason"),
 		frontQueueDrops: d("front_device_queue_drops_total",
 			"Packets the ship's kernel dropped because the device's queue was full (the relay read too slowly)."),
+		pkiShips: d("pki_ships", "Ships with a networking key in the --pki snapshot (0 without one)."),
+		pkiVerdicts: d("pki_verdicts_total",
+			"Signature checks of pages that would change a route, by verdict: verified, bad_signature, unknown_ship, stale_key, not_signed, not_first_fragment, malformed.", "verdict"),
 		buildInf: d("build_info", "Always 1; labels give the relay's version, VCS revision and Go version.", "version", "revision", "goversion"),
 	}
 	for _, e := range relay.Events() {
@@ -246,6 +253,10 @@ func (c *relayCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- c.httpConns
 		ch <- c.httpRefused
 		ch <- c.httpGathers
+	}
+	if c.ops != nil && c.ops.pki != nil {
+		ch <- c.pkiShips
+		ch <- c.pkiVerdicts
 	}
 	if c.ops != nil && c.ops.front != nil {
 		ch <- c.frontDatagrams
@@ -330,6 +341,12 @@ func (c *relayCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.lastReloadAt, float64(c.ops.lastLoadAt.Load())/1e9)
 		gauge(c.galaxyLanes, float64(c.ops.galaxyLanes.Load()))
 		gauge(c.pinnedLanes, float64(c.ops.pinnedLanes.Load()))
+		if v := c.ops.pki; v != nil {
+			gauge(c.pkiShips, float64(v.Len()))
+			for r, n := range v.Counts() {
+				counter(c.pkiVerdicts, n, pki.Reason(r).String())
+			}
+		}
 		if f := c.ops.front; f != nil {
 			st := f.Stats()
 			counter(c.frontDatagrams, st.Received, "from_ship")

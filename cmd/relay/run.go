@@ -90,6 +90,7 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 	// file the start had none of; with no snapshot it verifies nothing.
 	ver := pki.NewVerifier(cfg.pkiSnap)
 	cfg.relay.PKI = ver
+	ops.pki = ver
 	core, err := relaydaemon.Listen(relaydaemon.Config{
 		Relay:         cfg.relay,
 		Listen:        cfg.listen,
