@@ -43,11 +43,10 @@ import (
 // ping for hours); the table holds VouchMaxShips, the least recently
 // vouched unpinned first.
 //
-// When the ship acks the same ping name at two lanes within
-// PingAnswerWindow (vere's pending-interest table sends a push to every lane
-// that asked for the name, a forger's that pinged first included), it is
-// not telling which is the sponsee's: the pin goes back to where it was
-// before (EventVouchContested).
+// When one ack of the ship's goes to two lanes (vere's pending-interest
+// table sends a push to every lane that asked for the name, a forger's that
+// pinged with the same name included), it is not telling which is the
+// sponsee's: the pin goes back to where it was before (EventVouchContested).
 
 // vouchTable holds the fronted ship's word (fronting mode only): the pings
 // handed to it and the lanes it vouched for. Its methods decide under mu
@@ -147,10 +146,13 @@ func (t *vouchTable) ackOfLocked(to lane.Key, name uint64, rcvr lane.Ship, now t
 }
 
 // acked records the ship's ack of s's ping (ackOf) sent to lane to at now:
-// s is vouched for at to, unless the ship sent the same ack to another
-// lane within PingAnswerWindow (contested: the pin goes back to the lane
-// it had before that burst, and stays there for the rest of it). It
-// returns the pin to apply.
+// s is vouched for at to, unless this ack and the last one are one push to
+// two lanes (contested: the pin goes back to the lane it had before that
+// burst, and stays there for the rest of it). They are when the last ack
+// was of the same name, to another lane, within PingAnswerWindow, and
+// this ack's ping reached the ship before the last ack left it (both
+// pings were waiting for one answer); a ping handed over after an ack is a
+// new one, answered by an ack of its own. It returns the pin to apply.
 func (t *vouchTable) acked(s lane.Ship, to lane.Key, name uint64, rcvr lane.Ship, now time.Duration) (ok, contested bool, ch pinChange) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -158,7 +160,8 @@ func (t *vouchTable) acked(s lane.Ship, to lane.Key, name uint64, rcvr lane.Ship
 		return false, false, ch
 	}
 	v, has := t.pins.Get(s)
-	if has && v.acks && v.ackName == name && now-v.ackAt <= PingAnswerWindow && v.ackLane != to {
+	if has && v.acks && v.ackName == name && now-v.ackAt <= PingAnswerWindow && v.ackLane != to &&
+		t.pings[pingSlotOf(to)].at < v.ackAt {
 		// One ack, two lanes: the ship does not say which is s's. An
 		// invalid ackLane marks the burst as contested already.
 		if v.ackLane.IsValid() {

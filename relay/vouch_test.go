@@ -82,6 +82,7 @@ func TestFrontContestedAck(t *testing.T) {
 		pb := sponseePing(t)
 		wantToShip(t, f.handle(pb, forger), forger, pb)
 		wantToShip(t, f.handle(pb, rebound), rebound, pb)
+		f.now += 1e6 // arvo's turn: one ack for both pings
 		order := []netip.AddrPort{rebound, forger}
 		if forgerFirst {
 			order = []netip.AddrPort{forger, rebound}
@@ -97,6 +98,16 @@ func TestFrontContestedAck(t *testing.T) {
 		f.now += 25e9
 		f.pinnedAt(t, rebound)
 		f.reachedAt(t, "next ping", rebound)
+	}
+	// Two pings from two lanes, each acked before the next is handed over,
+	// however close together, are two acks, not one contested: the last
+	// lane is vouched for.
+	f := newFrontFixture(t)
+	f.pinnedAt(t, sponseeLn)
+	f.pinnedAt(t, rebound)
+	f.reachedAt(t, "acked in turn", rebound)
+	if n := f.snap().Events[relay.EventVouchContested]; n != 0 {
+		t.Fatalf("contested %d, want 0", n)
 	}
 }
 

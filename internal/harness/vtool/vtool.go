@@ -132,6 +132,10 @@ func Shared(t testing.TB, rel string) string {
 // senders and lanes it accepts (as real arvo drops a forged ping).
 const FeatureAccept = "accept"
 
+// FeatureUnanswered is ours too: `vtool ship ... --unanswered PREFIX`, a
+// stub arvo that gives no page for names under PREFIX (not grown yet).
+const FeatureUnanswered = "unanswered"
+
 var (
 	findOnce     sync.Once
 	findPath     string

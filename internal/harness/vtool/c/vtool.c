@@ -20,6 +20,10 @@
 //
 //    vtool ship ... --accept SHIP[@IP[:PORT]]   (repeatable)
 //
+//    vtool ship ... --unanswered PREFIX           (a path prefix, such as /bait)
+//
+//  With --unanswered, the stub arvo gives no page for a peek whose path starts
+//  with PREFIX (a name not grown yet: real arvo blocks on it); others as before.
 //  With any --accept, the stub arvo acks a poke only when its sender (the
 //  payload's ship) is an accepted ship and it arrived from that entry's IP
 //  (and port, when given); any other poke is printed as ARVO {"kind":"refuse",
@@ -58,6 +62,7 @@ static c3_o      ans_o = c3y;      //  arvo answers peeks (pages) and pokes (ack
 static c3_c*     pag_c = "hello";  //  --page / --data: page content
 static c3_w      evm_w = 0;        //  --event-ms: arvo's time per event
 static c3_c*     dom_c = "urbit.org";  //  --domain, the %turf
+static c3_c*     una_c = 0;        //  --unanswered: no page for paths with this prefix
 
 //  galaxy DNS answers: 0 unknown (not found), else IPv4 (host order);
 //  gap_s: --galaxy G=IP:PORT, where datagrams vere sends to IP:13337+G go instead
@@ -709,7 +714,8 @@ u3_pier_peek(u3_pier* p, u3_noun gan, u3_noun ful, void* ptr_v, u3_peek_cb fun_f
   snprintf(shw_c, sizeof(shw_c), "/ax/mess/%s%s", _ship_str(our_d), pat_c);
 
   u3_noun ans = u3_nul;
-  if ( c3y == ans_o ) {
+  c3_t una_t = una_c && !strncmp(pat_c, una_c, strlen(una_c));
+  if ( c3y == ans_o && !una_t ) {
     c3_c* rif_c = u3r_string(rif);
     u3_mesa_pact pac_u; memset(&pac_u, 0, sizeof(pac_u));
     pac_u.hed_u.nex_y = HOP_NONE; pac_u.hed_u.pro_y = MESA_VER;
@@ -728,7 +734,7 @@ u3_pier_peek(u3_pier* p, u3_noun gan, u3_noun ful, void* ptr_v, u3_peek_cb fun_f
     ans = u3nt(u3_nul, u3_nul, u3nt(u3i_bytes(len_w, buf_y), u3_nul, 0));
     c3_free(rif_c);
   }
-  _scry_line(shw_c, (c3y == ans_o) ? "page" : "none");
+  _scry_line(shw_c, (c3y == ans_o && !una_t) ? "page" : "none");
   u3z(gan); u3z(ful);
   _scry_answer(fun_f, ptr_v, ans);
 }
@@ -1092,7 +1098,7 @@ _usage_text(FILE* fil_u)
 "  vtool ship SHIP PORT [--lane SHIP=IP:PORT]... [--galaxy GALAXY[=IP[:PORT]]]...\n"
 "                       [--stun-galaxy GALAXY] [--push-peek SHIP/PATH] [--page TEXT]\n"
 "                       [--no-answer] [--event-ms MS] [--domain D] [--until WHAT] [--once]\n"
-"                       [--accept SHIP[@IP[:PORT]]]...\n"
+"                       [--accept SHIP[@IP[:PORT]]]... [--unanswered PREFIX]\n"
 "  vtool peek SHIP PATH IP:PORT [--from PORT] [--bind IP] [--retry S] [--all]\n"
 "  vtool poke RCVR SNDR IP:PORT [--from PORT] [--bind IP] [--retry S] [--all] [--data TEXT]\n"
 "  vtool publish SHIP PORT [--bind IP] [--data TEXT] [--ping SPONSOR@IP:PORT] [--once]\n"
@@ -1216,6 +1222,7 @@ _ship_main(c3_i argc, c3_c** argv)
     else if ( !strcmp(a, "--page") ) { pag_c = v; if ( strlen(v) > 1024 || !*v ) _usage("--page: 1 to 1024 bytes (one fragment)"); }
     else if ( !strcmp(a, "--event-ms") ) evm_w = _num(v, 60000, "--event-ms: milliseconds");
     else if ( !strcmp(a, "--domain") ) dom_c = v;
+    else if ( !strcmp(a, "--unanswered") ) { if ( '/' != *v ) _usage("--unanswered: a path prefix such as /bait"); una_c = v; }
     else if ( !strcmp(a, "--push-peek") ) psh_c = v;
     else if ( !strcmp(a, "--stun-galaxy") ) {
       if ( !_ship_parse(v, &stn_d) || stn_d > 255 ) _usage("--stun-galaxy: a galaxy");
@@ -1644,7 +1651,7 @@ main(c3_i argc, c3_c** argv)
     return EXIT_OK;
   }
   if ( !strcmp(argv[1], "version") ) {
-    printf("VERSION {\"vere\":\"%s\",\"drivers\":[\"io/mesa.c\",\"io/ames.c\",\"io/ames/stun.c\",\"io/mesa/pact.c\"],\"features\":[\"accept\"]}\n", VERE_COMMIT);
+    printf("VERSION {\"vere\":\"%s\",\"drivers\":[\"io/mesa.c\",\"io/ames.c\",\"io/ames/stun.c\",\"io/mesa/pact.c\"],\"features\":[\"accept\",\"unanswered\"]}\n", VERE_COMMIT);
     return EXIT_OK;
   }
   if ( strcmp(argv[1], "ship") && strcmp(argv[1], "peek") && strcmp(argv[1], "poke")
