@@ -61,9 +61,10 @@ const (
 	// VouchMaxShips is how many sponsees' vouched lanes the fronted ship's
 	// table holds (vouch.go; fronting mode): pins do not expire, so past it
 	// the least recently vouched sponsee is unpinned (and routed as any
-	// ship, or through the ship, again). 65,536 of about 120 bytes, 8 MiB
-	// at most: a galaxy's stars and a star's planets fit; only an ack or a
-	// forward from the ship adds one, so the wire cannot fill it.
+	// ship, or through the ship, again). 65,536 of about 150 bytes, 10 MiB
+	// at most: a galaxy's stars and a star's planets fit. Only an ack or a
+	// forward from the ship adds one; a sponsee whose pin is evicted is
+	// reached through the ship, whose next forward to it pins it again.
 	VouchMaxShips = 1 << 16
 
 	// ShipSTUNSlots is how many of the fronted ship's STUN transactions are
