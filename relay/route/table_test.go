@@ -231,3 +231,37 @@ func TestPinned(t *testing.T) {
 	rt.Contacted(planet, alice, later)
 	wantLanes(t, "unpinned", rt.Select(planet, necKey, later), alice)
 }
+
+// TestPinnedSponsor: a pinned lane is on the route for its ship's pages and
+// its sponsees' (LateAnswer takes them from there, not from elsewhere), a
+// pinned star is its planets' sponsor lane, AppendLanesOf names it, a pin
+// to an invalid or own lane is ignored, and a pin that moves counts as a
+// change.
+func TestPinnedSponsor(t *testing.T) {
+	rt := newTable(t)
+	rt.AddSelf(hintKey)
+	before := rt.Changes()
+	rt.Pin(marnec, lane.Key{})
+	rt.Pin(marnec, hintKey)
+	if rt.Changes() != before {
+		t.Fatal("a pin to an invalid or own lane was taken")
+	}
+	rt.Pin(marnec, marnecKey)
+	rt.Pin(marnec, marnecKey)
+	if rt.Changes() != before+1 {
+		t.Fatalf("changes %d, want %d", rt.Changes(), before+1)
+	}
+	if !rt.LateAnswer(marnec, marnecKey, lane.Key{}, true, false, sec) || rt.LateAnswer(marnec, alice, lane.Key{}, true, false, sec) {
+		t.Fatal("a page for the pinned star was judged by the wrong lane")
+	}
+	if !rt.LateAnswer(planet, marnecKey, lane.Key{}, false, true, sec) || rt.LateAnswer(planet, alice, lane.Key{}, false, true, sec) {
+		t.Fatal("a page for the pinned star's planet was judged by the wrong lane")
+	}
+	got := rt.Select(planet, alice, sec)
+	if got.N == 0 || got.Lanes[0] != marnecKey {
+		t.Fatalf("the planet's plan %v; want the pinned star's lane first", got.Lanes[:got.N])
+	}
+	if l := rt.AppendLanesOf(nil, []lane.Ship{marnec}); len(l) != 1 || l[0] != marnecKey {
+		t.Fatalf("AppendLanesOf = %v, want the pinned lane", l)
+	}
+}
