@@ -45,16 +45,27 @@ const (
 	readErrorPause = time.Millisecond
 
 	// PingTableSlots is the size of the front-mode table that remembers,
-	// per lane, the sender of the last hop-0 poke handed to the ship, so
-	// that the ship's answer on that lane vouches for it. 4096 slots of
-	// 48 bytes: a galaxy's pings over PingAnswerWindow fit many times over;
-	// a collision only forgets one ping.
+	// per lane, the last hop-0 poke handed to the ship (its sender, its
+	// name, whether the ship acked it), so that the ship's ack on that lane
+	// vouches for the sender (vouch.go). 4096 slots of 56 bytes: a galaxy's
+	// pings over PingAnswerWindow fit many times over; a collision only
+	// forgets one ping.
 	PingTableSlots = 4096
 
-	// PingAnswerWindow is how soon after a ping the ship's answer on its
-	// lane counts as vouching for the pinging ship: vere acks at once, and
-	// a second covers a slow event loop.
+	// PingAnswerWindow is how soon after a ping the ship's ack on its lane
+	// counts as vouching for the pinging ship: vere acks at once, and a
+	// second covers a slow event loop. It is also how close together two
+	// acks of one name to two lanes count as one contested ack.
 	PingAnswerWindow = time.Second
+
+	// VouchMaxShips is how many sponsees' vouched lanes the fronted ship's
+	// table holds (vouch.go; fronting mode): pins do not expire, so past it
+	// the least recently vouched sponsee is unpinned (and routed as any
+	// ship, or through the ship, again). 65,536 of about 150 bytes, 10 MiB
+	// at most: a galaxy's stars and a star's planets fit. Only an ack or a
+	// forward from the ship adds one; a sponsee whose pin is evicted is
+	// reached through the ship, whose next forward to it pins it again.
+	VouchMaxShips = 1 << 16
 
 	// ShipSTUNSlots is how many of the fronted ship's STUN transactions are
 	// remembered (front mode), so that only responses to them reach it;

@@ -147,7 +147,9 @@ const (
 	EventOriginsInserted                 // legacy ames origins inserted
 	EventFromShip                        // fronting mode: datagrams the ship sent
 	EventFromShipSent                    // fronting mode: datagrams the ship sent that were sent on
-	EventVouched                         // sponsee lanes vouched for by the ship's own sends
+	EventVouched                         // sponsee lanes vouched for by the ship (its ack of a ping, its forward)
+	EventVouchContested                  // the ship's ack of one ping name sent to two lanes: no lane vouched
+	EventVouchRefused                    // the ship forwarded a sponsee's traffic to a lane an unacked ping naming it came from
 	EventHintsScrubbed                   // private next-hops and origins rewritten or removed
 	EventNextHopUnencodable              // pages whose next-hop could not be written (IPv6 lane)
 	EventLateAnswers                     // unsolicited pages that answered a probe outstanding on their lane (counted in drops too)
@@ -173,6 +175,8 @@ var eventNames = [numEvents]string{
 	EventFromShip:           "from_ship",
 	EventFromShipSent:       "from_ship_sent",
 	EventVouched:            "vouched_lanes",
+	EventVouchContested:     "vouch_contested",
+	EventVouchRefused:       "vouch_refused",
 	EventHintsScrubbed:      "hints_scrubbed",
 	EventNextHopUnencodable: "next_hop_unencodable",
 	EventLateAnswers:        "late_answers",

@@ -529,8 +529,10 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 		return
 	}
 	// A poke names its sender: at hop 0 it was sent by that ship itself.
-	// The sender's lane is learned only if the poke is sent on.
-	learn := k == KindPoke && p.Header.Hops == 0 && !fromShip
+	// The sender's lane is learned only if the poke is sent on, and never
+	// for a ship the fronted ship speaks for (vouch.go).
+	named := k == KindPoke && p.Header.Hops == 0 && !fromShip
+	learn := named && r.mayLearn(p.PayloadName.Ship)
 	key := r.nameKey(p.NameBytes(), out)
 	rcvr := p.Name.Ship
 	if rcvr == r.ship {
@@ -549,7 +551,7 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 		if !r.link.answersItself() && !r.remember(out, key, fromKey, now) {
 			return
 		}
-		r.handToShip(b, k, from, fromKey, p.PayloadName.Ship, learn, true, now, out)
+		r.handToShip(b, k, from, fromKey, p.PayloadName.Ship, named, true, key, now, out)
 		return
 	}
 	if p.Header.Hops >= MaxHops {
@@ -567,7 +569,7 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 			// Our sponsee, at a lane we do not know: the ship knows its
 			// sponsees and forwards for them (and its forward teaches us
 			// the lane: HandleFromShip).
-			r.handToShip(b, k, from, fromKey, p.PayloadName.Ship, learn, false, now, out)
+			r.handToShip(b, k, from, fromKey, p.PayloadName.Ship, named, false, key, now, out)
 			return
 		}
 		r.dropUnrouted(out, &plan.Targets)
@@ -757,7 +759,8 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 	// lanes come from configuration, and a relay forwards a galaxy's
 	// packets on without an origin (none is needed), so a packet naming a
 	// galaxy as its sender says nothing of where the galaxy is.
-	learn := !a.Relayed && !fromShip && a.Sndr.Class() != lane.Galaxy
+	named := !a.Relayed && !fromShip && a.Sndr.Class() != lane.Galaxy
+	learn := named && r.mayLearn(a.Sndr)
 	if a.Rcvr == r.ship {
 		if !r.link.present() {
 			out.drop(DropOwnShipNoLane) // and learns nothing: see request
@@ -767,7 +770,7 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 			out.drop(DropLoop)
 			return
 		}
-		r.handToShip(b, KindAmes, from, fromKey, a.Sndr, learn, true, now, out)
+		r.handToShip(b, KindAmes, from, fromKey, a.Sndr, named, true, legacyPing, now, out)
 		return
 	}
 	// The fronted ship's own packets are recorded, never refused: its
@@ -800,7 +803,7 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 	r.routes.PlanInto(plan, route.Query{Rcvr: a.Rcvr, From: fromKey, Sender: a.Sndr, Learn: learn}, now)
 	if plan.N == 0 {
 		if plan.Sponsee && r.link.forwardsForSponsees() {
-			r.handToShip(b, KindAmes, from, fromKey, a.Sndr, learn, false, now, out)
+			r.handToShip(b, KindAmes, from, fromKey, a.Sndr, named, false, legacyPing, now, out)
 			return
 		}
 		r.dropUnrouted(out, &plan.Targets)

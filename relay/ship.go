@@ -33,10 +33,10 @@ import (
 //   - Requests and legacy packets for the ship's sponsees whose lanes the
 //     relay does not know go to the ship, which forwards them itself from
 //     its own (authenticated) knowledge of its sponsees.
-//   - The ship is the authority on its sponsees' lanes: a lane the ship
-//     forwards a sponsee's traffic to, or answers a sponsee's ping on, is
-//     recorded as vouched (route.Table.Vouch), kept while the ship keeps using
-//     it, and not displaced by lanes learned from the wire.
+//   - The ship is the authority on its sponsees' lanes: its ack of a
+//     sponsee's ping, on the lane the ping came from, and its forwards of a
+//     sponsee's traffic vouch for a lane (vouch.go), which is pinned in the
+//     route table (route.Table.Pin): nothing heard on the wire moves it.
 //
 // At a lane (Config.ShipLane alone): the ship's process listens on a port
 // the relay sends to from its public socket; it answers the relay, which
@@ -50,7 +50,7 @@ type shipLink struct {
 	key    lane.Key       // lane's key
 	device bool           // reached through a device the relay owns (fronting mode)
 	public netip.AddrPort // the relay's public lane, what private hints become
-	pings  *pingTable     // through a device only: pings handed to the ship, by lane (nil otherwise: 200 KiB)
+	vouch  *vouchTable    // through a device only: the ship's word on its sponsees' lanes (nil otherwise: 200 KiB)
 	stuns  stunTable      // through a device: the ship's STUN transactions
 }
 
@@ -59,7 +59,7 @@ type shipLink struct {
 func (l *shipLink) init(ship netip.AddrPort, device bool, public netip.AddrPort) {
 	l.lane, l.device, l.public = lane.Canon(ship), device, lane.Canon(public)
 	if device {
-		l.pings = new(pingTable)
+		l.vouch = newVouchTable()
 	}
 	if l.lane.IsValid() {
 		l.key = lane.KeyOf(l.lane)
@@ -102,51 +102,6 @@ func (l *shipLink) takesSTUN() bool { return l.device }
 // own request (through a device), and takes it.
 func (l *shipLink) takeSTUN(tx [12]byte, now time.Duration) bool {
 	return l.device && l.stuns.take(tx, now)
-}
-
-// pingTable remembers, for each lane a hop-0 poke was handed to the ship
-// from, the ship the poke named as its sender: when the ship answers that
-// lane, it vouches for that sender's lane. It is a fixed array indexed by a
-// hash of the lane, so it is bounded (PingTableSlots) and a collision only
-// forgets a ping.
-type pingTable struct {
-	mu    sync.Mutex
-	slots [PingTableSlots]pingSlot // guarded by mu
-}
-
-type pingSlot struct {
-	from lane.Key
-	ship lane.Ship
-	at   time.Duration
-}
-
-func pingSlotOf(k lane.Key) int { return int(k.Hash() % PingTableSlots) }
-
-func (t *pingTable) put(from lane.Key, s lane.Ship, now time.Duration) {
-	t.mu.Lock()
-	t.slots[pingSlotOf(from)] = pingSlot{from: from, ship: s, at: now}
-	t.mu.Unlock()
-}
-
-// pinger returns the ship whose ping from lane to was last handed to the
-// ship, however long ago (a collision forgets it).
-func (t *pingTable) pinger(to lane.Key) (lane.Ship, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := &t.slots[pingSlotOf(to)]
-	return s.ship, s.from == to && s.from.IsValid()
-}
-
-// answered returns the ship whose ping from lane to was handed to the ship
-// within PingAnswerWindow of now.
-func (t *pingTable) answered(to lane.Key, now time.Duration) (lane.Ship, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := &t.slots[pingSlotOf(to)]
-	if s.from != to || now-s.at > PingAnswerWindow {
-		return lane.Ship{}, false
-	}
-	return s.ship, true
 }
 
 // stunTable holds the transaction ids of the STUN requests the ship sent
@@ -212,18 +167,35 @@ func (r *Relay) toShip(b []byte, k Kind, from netip.AddrPort, out *Out) bool {
 }
 
 // handToShip hands b to the ship (toShip) and then, only if it was handed
-// over and learn is set, records sender as contacting us from fromKey; a
-// ping (a packet addressed to the ship itself), in front mode, also as one
-// whose answer on that lane vouches for the sender (pingTable).
-func (r *Relay) handToShip(b []byte, k Kind, from netip.AddrPort, fromKey lane.Key, sender lane.Ship, learn, ping bool, now time.Duration, out *Out) {
-	if !r.toShip(b, k, from, out) || !learn {
+// over and b names sender as having sent it itself (named: a hop-0 poke,
+// an unrelayed legacy packet), records sender as contacting us from
+// fromKey, unless the fronted ship speaks for it (mayLearn). A named packet
+// addressed to the ship itself (ping), in front mode, is recorded as a
+// ping whose ack on that lane vouches for the sender (vouchTable.pinged),
+// name being the key of its name (legacyPing for a legacy packet); a peek
+// for a name pinged from its lane cancels that ping (vouchTable.peeked).
+func (r *Relay) handToShip(b []byte, k Kind, from netip.AddrPort, fromKey lane.Key, sender lane.Ship, named, ping bool, name uint64, now time.Duration, out *Out) {
+	if !r.toShip(b, k, from, out) {
 		return
 	}
-	r.routes.Contacted(sender, fromKey, now)
+	if r.link.device && ping && k == KindPeek {
+		r.link.vouch.peeked(fromKey, name)
+	}
+	if !named {
+		return
+	}
+	if r.mayLearn(sender) {
+		r.routes.Contacted(sender, fromKey, now)
+	}
 	if r.link.device && ping {
-		r.link.pings.put(fromKey, sender, now)
+		r.link.vouch.pinged(fromKey, sender, name, now)
 	}
 }
+
+// mayLearn reports whether s's lane may be learned from the wire: not
+// when the ship is reached through a device and speaks for s (its word
+// alone places s: vouch.go).
+func (r *Relay) mayLearn(s lane.Ship) bool { return !r.link.device || !r.speaksFor(s) }
 
 // HandleFromShip decides datagram b, which the fronted ship's process sent
 // to lane to (fronting mode only: it came through the ship's device, not the
@@ -295,12 +267,11 @@ func (r *Relay) fromShip(b []byte, to netip.AddrPort, now time.Duration, out *Ou
 			r.remember(out, r.nameKey(nameWire, out), r.link.key, now)
 			if rcvr, ok := scry.NameShip(nameWire); ok && rcvr != r.ship && h.Hops > 0 {
 				// The ship forwards a request: it knows the receiver there.
-				r.vouch(out.c, rcvr, toKey, now)
+				r.vouchForward(out.c, rcvr, toKey)
 			}
 		case scry.TypePage:
-			if s, ok := r.link.pings.answered(toKey, now); ok {
-				r.vouch(out.c, s, toKey, now)
-			}
+			// An ack of a ping from toKey: a page for the ping's name.
+			r.vouchAck(out.c, toKey, r.nameKey(nameWire, out), lane.Ship{}, now)
 			if h.NextHop == scry.NextHopNone {
 				break
 			}
@@ -329,10 +300,10 @@ func (r *Relay) fromShip(b []byte, to netip.AddrPort, now time.Duration, out *Ou
 				return
 			}
 			if a.Rcvr != r.ship {
-				r.vouch(out.c, a.Rcvr, toKey, now)
+				r.vouchForward(out.c, a.Rcvr, toKey)
 			}
-		} else if s, ok := r.link.pings.answered(toKey, now); ok && s == a.Rcvr {
-			r.vouch(out.c, s, toKey, now)
+		} else {
+			r.vouchAck(out.c, toKey, legacyPing, a.Rcvr, now)
 		}
 	}
 	out.c.add(EventFromShipSent, 1)
@@ -344,12 +315,11 @@ func (r *Relay) fromShip(b []byte, to netip.AddrPort, now time.Duration, out *Ou
 // shipMayReach reports whether the ship may send b to lane to: a lane the
 // relay may send to (hintOK), or, whatever its network, one the relay
 // itself forwards to for a sponsee of the ship (sponseeLane). That is the
-// one rule for a lane on the operator's LAN: the relay learned it as a
-// sponsee's own (its ping came from there), so the ship may answer the
-// sponsee there and forward to it there, as the relay does. The sponsee is
-// the ship whose ping last came from to (pingTable.pinger), or the receiver
-// b names (a request or legacy packet the ship forwards); the route table
-// decides whether to is that sponsee's lane. What leaves is scrubbed as
+// one rule for a lane on the operator's LAN: a sponsee's ping came from
+// there within PingAnswerWindow (vouchTable.pinger), so the ship may answer
+// it there; or the relay routes the receiver b names (a request or legacy
+// packet the ship forwards) there, as it does a sponsee's vouched lane, so
+// the ship may forward to it there. What leaves is scrubbed as
 // anything else: such a lane never becomes a next-hop or an origin.
 func (r *Relay) shipMayReach(b []byte, to netip.AddrPort, toKey lane.Key, now time.Duration) bool {
 	if r.hintOK(to) {
@@ -358,8 +328,8 @@ func (r *Relay) shipMayReach(b []byte, to netip.AddrPort, toKey lane.Key, now ti
 	if to.Port() == 0 || !to.Addr().Is4() {
 		return false
 	}
-	if s, ok := r.link.pings.pinger(toKey); ok && r.sponseeLane(s, toKey, now) {
-		return true
+	if s, ok := r.link.vouch.pinger(toKey, now); ok && r.speaksFor(s) {
+		return true // its answer to a sponsee's ping, there
 	}
 	s, ok := receiverOf(b)
 	return ok && r.sponseeLane(s, toKey, now)
@@ -369,15 +339,7 @@ func (r *Relay) shipMayReach(b []byte, to netip.AddrPort, toKey lane.Key, now ti
 // its sponsorship chain) and k is a lane the relay would send a request
 // for s to now (route.Table.Plan, changing nothing).
 func (r *Relay) sponseeLane(s lane.Ship, k lane.Key, now time.Duration) bool {
-	if s == r.ship {
-		return false
-	}
-	var buf [8]lane.Ship
-	below := false
-	for _, sp := range r.sponsors.AppendChain(buf[:0], s) {
-		below = below || (sp == r.ship && sp != s)
-	}
-	if !below {
+	if !r.speaksFor(s) {
 		return false
 	}
 	p := r.routes.Plan(route.Query{Rcvr: s}, now)
@@ -403,15 +365,6 @@ func receiverOf(b []byte) (lane.Ship, bool) {
 		return lane.Ship{}, false
 	}
 	return a.Rcvr, true
-}
-
-// vouch records that the ship itself sends s's traffic to lane k.
-func (r *Relay) vouch(c *counterBlock, s lane.Ship, k lane.Key, now time.Duration) {
-	if s == r.ship {
-		return
-	}
-	c.add(EventVouched, 1)
-	r.routes.Vouch(s, k, now)
 }
 
 // scrubNextHop replaces a page's next-hop that names a lane the relay will

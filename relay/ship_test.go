@@ -153,10 +153,11 @@ func TestFrontPingAnswerVouches(t *testing.T) {
 }
 
 // TestFrontLANSponseeAnswered: a sponsee on the operator's LAN (a private
-// address, no HintNets) pings the ship. The relay forwards requests for it
-// to that lane, so the ship may answer it there (its ack) and forward to it
-// there; its pages to outsiders never name the LAN lane, and the same lane
-// is refused for any other ship, or once the sponsee has moved.
+// address, no HintNets) pings the ship, which may answer it there (its
+// ack), which vouches for the lane: the relay forwards requests for it
+// there, and so may the ship; its pages to outsiders never name the LAN
+// lane, and the same lane is refused for any other ship, or once the
+// sponsee has moved (pinged and been acked elsewhere).
 func TestFrontLANSponseeAnswered(t *testing.T) {
 	lan := netip.MustParseAddrPort("10.77.0.5:40000")
 	f := newFrontFixture(t)
@@ -164,12 +165,10 @@ func TestFrontLANSponseeAnswered(t *testing.T) {
 		scry.Name{Ship: sponseeOfMarzod, Bloq: 13, Path: []byte("ping")}, scry.Data{AuthKind: scry.AuthNone})
 	pb := ping.Append(nil)
 	wantToShip(t, f.handle(pb, lan), lan, pb)
-	// The relay forwards an outsider's peek for the sponsee to the LAN lane.
-	oneSend(t, f.handle(peekOf(sponseeOfMarzod, "out"), bob), lan)
-	// The ship's ack, long after the ping window.
-	f.now += 10 * 1e9
 	ack := page(t, "~marzod", "ping", 0, netip.AddrPort{})
 	oneSend(t, f.shipSends(ack, lan), lan)
+	// The relay forwards an outsider's peek for the sponsee to the LAN lane.
+	oneSend(t, f.handle(peekOf(sponseeOfMarzod, "out"), bob), lan)
 	// The ship's page to an outsider naming the LAN lane leaves without it.
 	s := oneSend(t, f.shipSends(page(t, "~marzod", "x", 1, lan), alice), alice)
 	sp := parse(t, s)
@@ -186,6 +185,7 @@ func TestFrontLANSponseeAnswered(t *testing.T) {
 	}
 	f.now += route.DefaultDirectLaneExpiry + 1
 	wantToShip(t, f.handle(pb, sponseeLn), sponseeLn, pb)
+	oneSend(t, f.shipSends(ack, sponseeLn), sponseeLn)
 	if s := f.shipSends(ack, lan); len(s) != 0 {
 		t.Fatalf("an answer to the sponsee's old LAN lane was sent after it moved")
 	}

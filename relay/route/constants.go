@@ -55,15 +55,6 @@ const (
 	// on every round trip.
 	DefaultBadLaneHold = 2 * time.Minute
 
-	// DefaultVouchedLaneExpiry is how long a lane the fronted ship itself
-	// sent a sponsee's traffic to (Table.Vouch) stays usable without the
-	// ship using it again. vere keeps a sponsee's lane for as long as it
-	// has no newer one, and a ship whose STUN works pings its sponsor
-	// rarely, so this is long: half an hour of the ship never once sending
-	// to the lane. A stale vouched lane costs little: the ship still gets
-	// every request the relay cannot route, and forwards it itself.
-	DefaultVouchedLaneExpiry = 30 * time.Minute
-
 	// DefaultLaneClockSlots sizes a relay's record of when each lane was
 	// last heard (laneClock): 64Ki slots of 16 bytes, 1 MiB. A lane whose
 	// slot another lane took looks silent, which costs only what every

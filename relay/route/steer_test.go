@@ -266,7 +266,7 @@ func TestConfiguredWins(t *testing.T) {
 		}
 		rt.SetStatic(map[lane.Ship]lane.Key{nec: necKey})
 		rt.Contacted(nec, evilKey, sec)
-		rt.Vouch(nec, evilKey, sec)
+		rt.Pin(nec, evilKey)
 		got := rt.Select(nec, alice, sec)
 		if wins {
 			wantLanes(t, "configured", got, necKey)

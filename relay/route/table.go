@@ -56,6 +56,9 @@ import (
 //
 //   - Configured lanes (SetStatic, SetRelays) always win: a ship with one
 //     is routed there and nothing learned about it is kept.
+//   - A pinned lane (Pin: the fronted ship vouched for it) is next: the
+//     ship is routed there alone, and nothing learned from the wire about
+//     it is kept, until Unpin. The caller owns the pins (relay/vouch.go).
 //   - A lane is learned only from a datagram that is acted on (a poke or
 //     legacy packet sent on, a page that matched a pending request); the
 //     callers see to it, Commit records the sender.
@@ -88,6 +91,7 @@ type Table struct {
 	free    []*route                          // guarded by mu; evicted routes for reuse
 	changes uint64                            // guarded by mu; route changes, for metrics
 	relays  map[lane.Ship]lane.Key            // guarded by mu; configured relays: lanes known to forward
+	pinned  map[lane.Ship]lane.Key            // guarded by mu; lanes the fronted ship vouches for (Pin)
 
 	// srcCount counts the routes created on behalf of each source address
 	// (by seeded hash of the address into len(srcCount) slots); a route
@@ -121,7 +125,6 @@ type Config struct {
 	// relay, EndpointLaneClockSlots for an endpoint's table.
 	LaneClockSlots    int
 	DirectLaneExpiry  time.Duration
-	VouchedLaneExpiry time.Duration
 	ProbeTimeout      time.Duration
 	CandidateFailures int
 	ProvenFailures    int
@@ -198,7 +201,7 @@ func (c Config) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    time.Duration
-	}{{"DirectLaneExpiry", c.DirectLaneExpiry}, {"VouchedLaneExpiry", c.VouchedLaneExpiry}, {"ProbeTimeout", c.ProbeTimeout},
+	}{{"DirectLaneExpiry", c.DirectLaneExpiry}, {"ProbeTimeout", c.ProbeTimeout},
 		{"BadLaneHold", c.BadLaneHold}, {"FailedHintHold", c.FailedHintHold}, {"ChallengerHold", c.ChallengerHold},
 		{"MoveSilence", c.MoveSilence}} {
 		if f.v < 0 {
@@ -218,9 +221,6 @@ func (c *Config) fill() {
 	c.LaneClockSlots = 1 << bits.Len(uint(c.LaneClockSlots-1))
 	if c.DirectLaneExpiry <= 0 {
 		c.DirectLaneExpiry = DefaultDirectLaneExpiry
-	}
-	if c.VouchedLaneExpiry <= 0 {
-		c.VouchedLaneExpiry = DefaultVouchedLaneExpiry
 	}
 	if c.ProbeTimeout <= 0 {
 		c.ProbeTimeout = DefaultProbeTimeout
@@ -261,10 +261,6 @@ type path struct {
 	// kept marks a direct lane the ship itself keeps alive by contacting
 	// us; unanswered requests do not fail it.
 	kept bool
-	// vouched marks a direct lane the fronted ship's own process sends the
-	// ship's traffic to (Vouch): kept for VouchedLaneExpiry, and not
-	// displaced by lanes learned from the wire while fresh.
-	vouched bool
 	// waiting is when the oldest unanswered request to this lane was sent;
 	// zero when none is outstanding.
 	waiting time.Duration
@@ -327,7 +323,7 @@ func New(self lane.Ship, sponsors *lane.Sponsors, cfg Config) (*Table, error) {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
 	r := &Table{self: self, sponsors: sponsors, cfg: cfg, static: map[lane.Ship]lane.Key{},
-		relays:  map[lane.Ship]lane.Key{},
+		relays: map[lane.Ship]lane.Key{}, pinned: map[lane.Ship]lane.Key{},
 		clock:   newLaneClock(cfg.LaneClockSlots, binary.LittleEndian.Uint64(seeds[:8])),
 		srcSeed: binary.LittleEndian.Uint64(seeds[8:])}
 	if cfg.SourceDivisor > 0 {
@@ -472,10 +468,13 @@ func (r *Table) srcSlot(k lane.Key) uint32 {
 	return uint32(lane.Mix64(w) & uint64(len(r.srcCount)-1))
 }
 
-// configuredLocked reports whether s has an operator-configured lane (a
-// static or relay lane) and such lanes win over anything learned
-// (Config.ConfiguredWins).
+// configuredLocked reports whether s has a pinned lane (Pin), or an
+// operator-configured lane (a static or relay lane) and such lanes win over
+// anything learned (Config.ConfiguredWins): nothing learned about s is kept.
 func (r *Table) configuredLocked(s lane.Ship) bool {
+	if _, ok := r.pinned[s]; ok {
+		return true
+	}
 	if !r.cfg.ConfiguredWins {
 		return false
 	}
@@ -590,9 +589,7 @@ func (r *Table) heardLocked(s lane.Ship, k lane.Key, now time.Duration, kept boo
 	switch {
 	case rt.direct.lane == k:
 	case r.directFreshLocked(rt, now):
-		if !rt.direct.vouched { // the ship's own word outranks the wire's
-			r.challengeLocked(rt, k, now, kept)
-		}
+		r.challengeLocked(rt, k, now, kept)
 		return
 	default:
 		r.changes++
@@ -640,28 +637,27 @@ func (r *Table) challengeLocked(rt *route, k lane.Key, now time.Duration, kept b
 	}
 }
 
-// Vouch records that the fronted ship's own process sent s's traffic to
-// lane k (it forwarded a request for s there, or answered s's ping there):
-// k becomes s's direct lane, proven and kept, for VouchedLaneExpiry after the
-// ship's last such send, and lanes learned from the wire do not displace it
-// meanwhile.
-func (r *Table) Vouch(s lane.Ship, k lane.Key, now time.Duration) {
+// Pin routes s to lane k alone until Unpin: the fronted ship vouched for
+// k (relay/vouch.go decides when, and owns the pins). Whatever was learned
+// about s is dropped, and nothing learned from the wire about s is kept
+// while the pin holds (as for a configured lane, which still wins). An
+// invalid lane or one of this process is ignored.
+func (r *Table) Pin(s lane.Ship, k lane.Key) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !k.IsValid() || r.IsSelf(k) || r.configuredLocked(s) {
+	if !k.IsValid() || r.IsSelf(k) || r.pinned[s] == k {
 		return
 	}
-	rt := r.getLocked(s, true, lane.Key{})
-	if rt.direct.lane != k {
-		r.changes++
-		rt.direct = path{lane: k}
-	}
-	if rt.chal.lane == k {
-		rt.chal = path{}
-	}
-	rt.direct.proven, rt.direct.kept, rt.direct.vouched = true, true, true
-	rt.direct.heard = now
-	rt.direct.fails, rt.direct.waiting = 0, 0
+	r.changes++
+	r.pinned[s] = k
+	r.table.Remove(s)
+}
+
+// Unpin removes s's pin (Pin): s is routed as any ship again.
+func (r *Table) Unpin(s lane.Ship) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.pinned, s)
 }
 
 // DirectLane returns s's fresh direct lane, if any.
@@ -681,11 +677,7 @@ func (r *Table) directFreshLocked(rt *route, now time.Duration) bool {
 
 // directFresh reports whether rt's direct lane is usable at now.
 func directFresh(rt *route, now time.Duration, cfg *Config) bool {
-	expiry := cfg.DirectLaneExpiry
-	if rt.direct.vouched {
-		expiry = cfg.VouchedLaneExpiry
-	}
-	return rt.direct.valid() && now-rt.direct.heard < expiry
+	return rt.direct.valid() && now-rt.direct.heard < cfg.DirectLaneExpiry
 }
 
 // Answered records that a page published by s, answering a request of ours
@@ -833,6 +825,9 @@ func (r *Table) onRouteLocked(s lane.Ship, rt *route, from lane.Key, now time.Du
 	if k, ok := r.relays[s]; ok && k == from {
 		return true
 	}
+	if k, ok := r.pinned[s]; ok && k == from {
+		return true
+	}
 	var chainBuf [8]lane.Ship
 	for _, sp := range r.sponsors.AppendChain(chainBuf[:0], s) {
 		if sp == s {
@@ -845,6 +840,9 @@ func (r *Table) onRouteLocked(s lane.Ship, rt *route, from lane.Key, now time.Du
 			return true
 		}
 		if k, ok := r.relays[sp]; ok && k == from {
+			return true
+		}
+		if k, ok := r.pinned[sp]; ok && k == from {
 			return true
 		}
 		if v, ok := r.table.Peek(sp); ok && v.direct.lane == from && directFresh(v, now, &r.cfg) {
@@ -1064,6 +1062,9 @@ func (r *Table) planLocked(p *Plan, q Query, now time.Duration) {
 	if s != r.self && r.cfg.ConfiguredWins {
 		configured()
 	}
+	if k, ok := r.pinned[s]; ok {
+		add(candidate{lane: k, proven: true})
+	}
 	// chal is the challenger to probe beside the plan's known-good lane.
 	var chal candidate
 	if v, ok := r.table.Peek(s); ok && !done {
@@ -1163,6 +1164,9 @@ func (r *Table) addSponsorLocked(sp lane.Ship, now time.Duration, add func(candi
 		return c, false
 	}
 	k, static := r.static[sp]
+	if !static {
+		k, static = r.pinned[sp] // the ship vouched for it: as if configured
+	}
 	if static && sp.Class() == lane.Galaxy {
 		add(candidate{lane: k, proven: true})
 		return c, false
@@ -1408,6 +1412,9 @@ func (r *Table) AppendLanesOf(dst []lane.Key, ships []lane.Ship) []lane.Key {
 func (r *Table) appendLanesOfLocked(dst []lane.Key, ships []lane.Ship) []lane.Key {
 	for _, s := range ships {
 		if k, ok := r.static[s]; ok {
+			dst = append(dst, k)
+		}
+		if k, ok := r.pinned[s]; ok {
 			dst = append(dst, k)
 		}
 		if v, ok := r.table.Peek(s); ok && v.direct.valid() {

@@ -206,23 +206,62 @@ func TestForwarders(t *testing.T) {
 	wantLanes(t, "set aside", rt.Select(planet, alice, now), necKey)
 }
 
-// TestVouched: a lane the ship vouched for outlives the wire's expiry and
-// is not displaced by a lane learned from the wire.
-func TestVouched(t *testing.T) {
+// TestPinned: a pinned lane (the ship vouched for it) is the ship's route
+// past the wire's expiry, lanes learned from the wire or pages do not move
+// it, and after Unpin the ship is routed as any other.
+func TestPinned(t *testing.T) {
 	rt := newTable(t)
-	rt.Vouch(planet, planetKey, sec)
+	rt.Contacted(planet, hintKey, 0)
+	rt.Pin(planet, planetKey)
+	if _, ok := rt.Info(planet); ok {
+		t.Fatal("the learned route was kept beside the pin")
+	}
 	rt.Contacted(planet, alice, 2*sec)
-	if k, ok := rt.DirectLane(planet, 2*sec); !ok || k != planetKey {
-		t.Fatalf("a wire-learned lane displaced the vouched one: %v", k)
+	rt.Answered(planet, alice, hintKey, false, 2*sec)
+	later := sec + 10*DefaultDirectLaneExpiry
+	wantLanes(t, "pinned", rt.Select(planet, necKey, later), planetKey)
+	for i := 0; i < 2*DefaultCandidateFailures; i++ { // unanswered requests fail nothing
+		later += DefaultProbeTimeout
+		wantLanes(t, "pinned, unanswered", rt.Select(planet, necKey, later), planetKey)
 	}
-	if _, ok := rt.DirectLane(planet, sec+DefaultDirectLaneExpiry+sec); !ok {
-		t.Fatal("vouched lane expired with the wire's expiry")
+	if _, ok := rt.Info(planet); ok {
+		t.Fatal("a route was learned for a pinned ship")
 	}
-	if _, ok := rt.DirectLane(planet, sec+DefaultVouchedLaneExpiry); ok {
-		t.Fatal("vouched lane outlived VouchedLaneExpiry")
+	rt.Unpin(planet)
+	rt.Contacted(planet, alice, later)
+	wantLanes(t, "unpinned", rt.Select(planet, necKey, later), alice)
+}
+
+// TestPinnedSponsor: a pinned lane is on the route for its ship's pages and
+// its sponsees' (LateAnswer takes them from there, not from elsewhere), a
+// pinned star is its planets' sponsor lane, AppendLanesOf names it, a pin
+// to an invalid or own lane is ignored, and a pin that moves counts as a
+// change.
+func TestPinnedSponsor(t *testing.T) {
+	rt := newTable(t)
+	rt.AddSelf(hintKey)
+	before := rt.Changes()
+	rt.Pin(marnec, lane.Key{})
+	rt.Pin(marnec, hintKey)
+	if rt.Changes() != before {
+		t.Fatal("a pin to an invalid or own lane was taken")
 	}
-	rt.Contacted(planet, alice, sec+DefaultVouchedLaneExpiry)
-	if k, _ := rt.DirectLane(planet, sec+DefaultVouchedLaneExpiry); k != alice {
-		t.Fatal("a stale vouched lane kept out a fresh one")
+	rt.Pin(marnec, marnecKey)
+	rt.Pin(marnec, marnecKey)
+	if rt.Changes() != before+1 {
+		t.Fatalf("changes %d, want %d", rt.Changes(), before+1)
+	}
+	if !rt.LateAnswer(marnec, marnecKey, lane.Key{}, true, false, sec) || rt.LateAnswer(marnec, alice, lane.Key{}, true, false, sec) {
+		t.Fatal("a page for the pinned star was judged by the wrong lane")
+	}
+	if !rt.LateAnswer(planet, marnecKey, lane.Key{}, false, true, sec) || rt.LateAnswer(planet, alice, lane.Key{}, false, true, sec) {
+		t.Fatal("a page for the pinned star's planet was judged by the wrong lane")
+	}
+	got := rt.Select(planet, alice, sec)
+	if got.N == 0 || got.Lanes[0] != marnecKey {
+		t.Fatalf("the planet's plan %v; want the pinned star's lane first", got.Lanes[:got.N])
+	}
+	if l := rt.AppendLanesOf(nil, []lane.Ship{marnec}); len(l) != 1 || l[0] != marnecKey {
+		t.Fatalf("AppendLanesOf = %v, want the pinned lane", l)
 	}
 }

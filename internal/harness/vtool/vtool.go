@@ -1,10 +1,14 @@
 // Package vtool drives vere's real network drivers from Go tests: the vtool
-// harness of ../shared/vere (urbit/vere's io/mesa.c, io/ames.c and STUN code,
-// unmodified, under a stub pier and arvo), and the relay binary built from
+// harness (urbit/vere's io/mesa.c, io/ames.c and STUN code, unmodified,
+// under a stub pier and arvo; ours in c/, built from ../shared/vere's
+// sources, or ../shared/vere's prebuilt), and the relay binary built from
 // this module, so that interop tests put the real relay in front of the real
 // runtime.
 //
-// Find locates vtool and skips the test where it is absent or cannot run. Start
+// Find locates vtool (building c/vtool.c once per version into the user's
+// cache directory where gcc and the -dev packages are present: Build) and
+// skips the test where it is absent or cannot run; Require also skips a
+// test needing a feature only ours has (FeatureAccept). Start
 // runs one vtool mode as a child process and parses every line it prints (a
 // word and a JSON object, see ../shared/vere/README.md) into a Line; Next waits
 // for a line, Wait for the exit, and a crash (vere aborting: killed by a
@@ -21,6 +25,7 @@ package vtool
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -121,16 +126,30 @@ func Shared(t testing.TB, rel string) string {
 	return filepath.Join(filepath.Dir(ModuleRoot(t)), "shared", rel)
 }
 
+// FeatureAccept is the feature of the harness built from this module
+// (c/vtool.c) that ../shared/vere's prebuilt vtool lacks: `vtool ship ...
+// --accept SHIP[@IP[:PORT]]`, a stub arvo that acks only the pokes of the
+// senders and lanes it accepts (as real arvo drops a forged ping).
+const FeatureAccept = "accept"
+
+// FeatureUnanswered is ours too: `vtool ship ... --unanswered PREFIX`, a
+// stub arvo that gives no page for names under PREFIX (not grown yet).
+const FeatureUnanswered = "unanswered"
+
 var (
-	findOnce sync.Once
-	findPath string
-	findSkip string // why the tests skip; "" when vtool runs
+	findOnce     sync.Once
+	findPath     string
+	findSkip     string          // why the tests skip; "" when vtool runs
+	findFeatures map[string]bool // what `vtool version` lists in "features"
+	findBuilt    string          // why the module's harness was not used; "" when it was
 )
 
-// Find returns vtool's path: $RELAY_VTOOL, else
-// <module root>/../shared/vere/bin/vtool. It skips the test when there is no
-// file there or `vtool version` fails (missing libraries, not x86_64 Linux).
-// The check runs once per test process.
+// Find returns vtool's path: $RELAY_VTOOL, else the harness of c/vtool.c
+// built from ../shared/vere's sources into the user's cache directory
+// (Build; once per C file), else <module root>/../shared/vere/bin/vtool
+// (which lacks FeatureAccept: see Require). It skips the test when there is
+// no file there or `vtool version` fails (missing libraries, not x86_64
+// Linux). The check runs once per test process.
 func Find(t testing.TB) string {
 	t.Helper()
 	root := ""
@@ -140,20 +159,18 @@ func Find(t testing.TB) string {
 	findOnce.Do(func() {
 		findPath = os.Getenv(EnvPath)
 		if findPath == "" {
-			findPath = filepath.Join(filepath.Dir(root), "shared", "vere", "bin", "vtool")
+			var err error
+			if findPath, err = Build(root); err != nil {
+				findBuilt = err.Error()
+				findPath = filepath.Join(filepath.Dir(root), "shared", "vere", "bin", "vtool")
+			}
 		}
 		if _, err := os.Stat(findPath); err != nil {
 			findSkip = fmt.Sprintf("vere harness not found at %s (a fresh clone has no ../shared/vere): interop test skipped", findPath)
 			return
 		}
-		out, err := exec.Command(findPath, "version").CombinedOutput()
-		if err == nil && !bytes.HasPrefix(out, []byte("VERSION ")) {
-			err = fmt.Errorf("unexpected output %q", firstLine(out))
-		}
-		if err != nil {
-			if msg := firstLine(out); msg != "" {
-				err = fmt.Errorf("%v: %s", err, msg)
-			}
+		var err error
+		if findFeatures, err = version(findPath); err != nil {
 			findSkip = fmt.Sprintf("vtool cannot run here: %v (install %s)", err, Install)
 		}
 	})
@@ -161,6 +178,106 @@ func Find(t testing.TB) string {
 		t.Skip(findSkip)
 	}
 	return findPath
+}
+
+// Require is Find for a test that needs feature (FeatureAccept): it skips,
+// saying why, when the vtool found lacks it.
+func Require(t testing.TB, feature string) string {
+	t.Helper()
+	p := Find(t)
+	if !findFeatures[feature] {
+		why := "it was given as $" + EnvPath
+		if findBuilt != "" {
+			why = "the harness of internal/harness/vtool/c was not built: " + findBuilt
+		}
+		t.Skipf("vtool at %s has no %q feature (%s): test skipped", p, feature, why)
+	}
+	return p
+}
+
+// version runs `vtool version` and returns the features it lists.
+func version(path string) (map[string]bool, error) {
+	out, err := exec.Command(path, "version").CombinedOutput()
+	if err == nil && !bytes.HasPrefix(out, []byte("VERSION ")) {
+		err = fmt.Errorf("unexpected output %q", firstLine(out))
+	}
+	if err != nil {
+		if msg := firstLine(out); msg != "" {
+			err = fmt.Errorf("%v: %s", err, msg)
+		}
+		return nil, err
+	}
+	var v struct{ Features []string }
+	json.Unmarshal(bytes.TrimPrefix([]byte(firstLine(out)), []byte("VERSION ")), &v)
+	f := map[string]bool{}
+	for _, s := range v.Features {
+		f[s] = true
+	}
+	return f, nil
+}
+
+// Build builds the harness of <root>/internal/harness/vtool/c (vtool.c, by
+// build.sh there) with the vere sources of <root>/../shared/vere into
+// <user cache>/urbit-relay/vtool-HASH/vtool, HASH being that of vtool.c and
+// build.sh, unless it is there already, and returns its path. It needs gcc
+// and the -dev packages build.sh names; its error says what is missing.
+// Concurrent test processes build once (a file lock).
+func Build(root string) (string, error) {
+	src := filepath.Join(root, "internal", "harness", "vtool", "c")
+	vere := filepath.Join(filepath.Dir(root), "shared", "vere")
+	h := sha256.New()
+	for _, f := range []string{"vtool.c", "build.sh"} {
+		b, err := os.ReadFile(filepath.Join(src, f))
+		if err != nil {
+			return "", err
+		}
+		h.Write(b)
+	}
+	if _, err := os.Stat(filepath.Join(vere, "src", "vere", "pkg")); err != nil {
+		return "", fmt.Errorf("no vere sources at %s/src (a fresh clone has no ../shared/vere)", vere)
+	}
+	if _, err := exec.LookPath("gcc"); err != nil {
+		return "", errors.New("no gcc on PATH")
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	cache = filepath.Join(cache, "urbit-relay")
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return "", err
+	}
+	dir := filepath.Join(cache, fmt.Sprintf("vtool-%x", h.Sum(nil)[:8]))
+	bin := filepath.Join(dir, "vtool")
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	unlock, err := lockFile(filepath.Join(cache, "vtool.lock"))
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil // another process built it meanwhile
+	}
+	tmp, err := os.MkdirTemp(cache, "build-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	if out, err := exec.Command("bash", filepath.Join(src, "build.sh"), vere, tmp).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%s: %v: %s", filepath.Join(src, "build.sh"), err, strings.TrimSpace(lastLines(out, 3)))
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return "", err
+	}
+	return bin, nil
+}
+
+// lastLines returns the last n lines of b.
+func lastLines(b []byte, n int) string {
+	l := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.Join(l[max(0, len(l)-n):], "\n")
 }
 
 func firstLine(b []byte) string {

@@ -127,3 +127,30 @@ func TestStartInNetns(t *testing.T) {
 	}
 	ship.MustNext("RECV", map[string]any{"type": "peek", "path": "/c/x/4/hello"}, 5*time.Second)
 }
+
+// TestAcceptRefusesOtherSenders runs ~nec with --accept ~bud@127.0.0.1:PORT:
+// ~bud's poke from that port is acked; the same poke from another port, and
+// ~wes's from the accepted port, are refused (an ARVO refuse line, no ack).
+func TestAcceptRefusesOtherSenders(t *testing.T) {
+	Require(t, FeatureAccept)
+	port, from, other := FreeUDPPort(t), FreeUDPPort(t), FreeUDPPort(t)
+	ship := Start(t, "ship", "~nec", strconv.Itoa(port), "--accept", "~bud@127.0.0.1:"+strconv.Itoa(from), "--time-limit", "20")
+	ship.MustNext("READY", nil, 10*time.Second)
+	to := "127.0.0.1:" + strconv.Itoa(port)
+	for _, c := range []struct {
+		sndr string
+		from int
+		want int
+	}{{"~bud", from, ExitOK}, {"~bud", other, ExitTimeLimit}, {"~wes", from, ExitTimeLimit}} {
+		p := Start(t, "poke", "~nec", c.sndr, to, "--from", strconv.Itoa(c.from), "--retry", "0", "--time-limit", "2")
+		if code, crashed := p.Wait(); code != c.want || crashed {
+			t.Errorf("poke from %s at port %d: exit %d (%s), want %d\n%s", c.sndr, c.from, code, ExitName(code), c.want, p.Tail(5))
+		}
+		if c.want != ExitOK {
+			ship.MustNext("ARVO", map[string]any{"kind": "refuse", "ship": c.sndr, "lane": "127.0.0.1:" + strconv.Itoa(c.from)}, 5*time.Second)
+		}
+	}
+	if n := len(ship.All("ARVO", map[string]any{"kind": "push"})); n != 1 {
+		t.Errorf("%d acks pushed, want 1", n)
+	}
+}

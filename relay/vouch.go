@@ -1,0 +1,287 @@
+package relay
+
+import (
+	"sync"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+
+	"github.com/urbit-relay/relay/lane"
+	"github.com/urbit-relay/relay/relay/route"
+)
+
+// The fronted ship is the authority for the ships it speaks for (its
+// sponsees: it is in their sponsorship chain). vere learns a sponsee's lane
+// only from what arvo authenticated, and never expires it; the relay, which
+// cannot decrypt, takes the ship's word for it, and only two things the
+// ship sends are its word:
+//
+//  (a) the ship's ack of the sponsee's ping: a page whose name is the
+//      ping's (a poke's ack is a page for the poke's own name), sent to the
+//      lane the ping came from within PingAnswerWindow (for a legacy ping,
+//      a packet whose receiver is the pinger, to its lane). arvo acks only a
+//      ping it could decrypt, so a forged ping is never acked;
+//  (b) the ship forwarding the sponsee's traffic: a request addressed to
+//      the sponsee with hops above zero, or a relayed legacy packet whose
+//      receiver it is, sent to a lane; unless that lane is one a ping
+//      naming the sponsee came from that the ship did not ack. vere's
+//      driver takes a hop-0 poke's lane as the sender's before arvo has
+//      read it (urbit/vere pkg/vere/io/mesa.c, _mesa_hear_poke:
+//      _hear_peer, "XX ... should be deferred to after successful event
+//      processing"), so a forged ping can point vere's own forwarding at
+//      the forger; the relay does not take that for the ship's word.
+//
+// Nothing else vouches: not a page for the ship's own name to a lane that
+// pinged (anyone may peek for one; a peek for the very name a lane pinged
+// cancels that ping), nor the ship's own hop-0 requests (vere sends those
+// to the sponsee's galaxy too when it has no direct lane).
+//
+// A vouched lane is pinned in the route table (route.Table.Pin): the
+// sponsee is routed there alone, and nothing heard on the wire changes it,
+// until the ship vouches for another lane. Pins do not expire (vere does not
+// expire its sponsees' lanes either, and a sponsee whose STUN works need not
+// ping for hours); the table holds VouchMaxShips, the least recently
+// vouched unpinned first.
+//
+// When one ack of the ship's goes to two lanes (vere's pending-interest
+// table sends a push to every lane that asked for the name, a forger's that
+// pinged with the same name included), it is not telling which is the
+// sponsee's: the pin goes back to where it was before (EventVouchContested).
+
+// vouchTable holds the fronted ship's word (fronting mode only): the pings
+// handed to it and the lanes it vouched for. Its methods decide under mu
+// and return what to pin; the caller applies it to the route table after
+// (no lock is held while another is taken).
+type vouchTable struct {
+	mu    sync.Mutex
+	pings [PingTableSlots]pingSlot          // guarded by mu; by hash of the lane a ping came from
+	pins  *simplelru.LRU[lane.Ship, *vouch] // guarded by mu; at most VouchMaxShips
+}
+
+// pingSlot is the last ping handed to the ship from lane from.
+type pingSlot struct {
+	from  lane.Key
+	ship  lane.Ship     // the ship the ping named as its sender
+	name  uint64        // key of the ping's name (its ack's name); legacyPing for a legacy packet
+	at    time.Duration // when it was handed to the ship
+	acked bool          // the ship acked it (or, for a legacy ping, answered it)
+}
+
+// legacyPing is the name key of a legacy packet's ping slot: a legacy ack
+// is matched by its receiver, not by a name.
+const legacyPing = 0
+
+// vouch is one sponsee's pin and the last ack that set it.
+type vouch struct {
+	lane    lane.Key // the pinned lane
+	prev    lane.Key // the lane pinned before the last move (invalid: none)
+	acks    bool     // ackLane, ackName and ackAt are set
+	ackLane lane.Key // where the last ack went (invalid: its burst was contested)
+	ackName uint64   // its name key
+	ackAt   time.Duration
+}
+
+// pinChange is what a vouch decided for the route table: pin Ship to Lane
+// (or, with an invalid Lane, unpin it), and unpin Evicted when valid.
+type pinChange struct {
+	ship    lane.Ship
+	lane    lane.Key
+	set     bool // there is a change for ship
+	evicted lane.Ship
+	evict   bool
+}
+
+func newVouchTable() *vouchTable {
+	t := &vouchTable{}
+	t.pins, _ = simplelru.NewLRU[lane.Ship, *vouch](VouchMaxShips, nil)
+	return t
+}
+
+func pingSlotOf(k lane.Key) int { return int(k.Hash() % PingTableSlots) }
+
+// pinged records that a hop-0 poke (or unrelayed legacy packet) naming s as
+// its sender, with name key name (legacyPing), was handed to the ship from
+// lane from.
+func (t *vouchTable) pinged(from lane.Key, s lane.Ship, name uint64, now time.Duration) {
+	t.mu.Lock()
+	t.pings[pingSlotOf(from)] = pingSlot{from: from, ship: s, name: name, at: now}
+	t.mu.Unlock()
+}
+
+// peeked records that a peek for name key name was handed to the ship from
+// lane from: a ping from that lane with that name is no longer one whose
+// ack is the ship's word (the page answers the peek as much as the ping).
+func (t *vouchTable) peeked(from lane.Key, name uint64) {
+	t.mu.Lock()
+	if p := &t.pings[pingSlotOf(from)]; p.from == from && p.name == name && !p.acked {
+		*p = pingSlot{}
+	}
+	t.mu.Unlock()
+}
+
+// pinger returns the ship whose ping from lane to was handed to the ship
+// within PingAnswerWindow of now.
+func (t *vouchTable) pinger(to lane.Key, now time.Duration) (lane.Ship, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := &t.pings[pingSlotOf(to)]
+	return p.ship, p.from == to && p.from.IsValid() && now-p.at <= PingAnswerWindow
+}
+
+// ackOf returns the sender of the ping from lane to whose ack a page with
+// name key name sent there now would be (legacyPing: a legacy packet for
+// receiver rcvr), if any.
+func (t *vouchTable) ackOf(to lane.Key, name uint64, rcvr lane.Ship, now time.Duration) (lane.Ship, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.ackOfLocked(to, name, rcvr, now)
+}
+
+func (t *vouchTable) ackOfLocked(to lane.Key, name uint64, rcvr lane.Ship, now time.Duration) (lane.Ship, bool) {
+	p := &t.pings[pingSlotOf(to)]
+	if !to.IsValid() || p.from != to || p.name != name || now-p.at > PingAnswerWindow || (name == legacyPing && p.ship != rcvr) {
+		return lane.Ship{}, false
+	}
+	return p.ship, true
+}
+
+// acked records the ship's ack of s's ping (ackOf) sent to lane to at now:
+// s is vouched for at to, unless this ack and the last one are one push to
+// two lanes (contested: the pin goes back to the lane it had before that
+// burst, and stays there for the rest of it). They are when the last ack
+// was of the same name, to another lane, within PingAnswerWindow, and
+// this ack's ping reached the ship before the last ack left it (both
+// pings were waiting for one answer); a ping handed over after an ack is a
+// new one, answered by an ack of its own. It returns the pin to apply.
+func (t *vouchTable) acked(s lane.Ship, to lane.Key, name uint64, rcvr lane.Ship, now time.Duration) (ok, contested bool, ch pinChange) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if got, ok := t.ackOfLocked(to, name, rcvr, now); !ok || got != s {
+		return false, false, ch
+	}
+	v, has := t.pins.Get(s)
+	if has && v.acks && v.ackName == name && now-v.ackAt <= PingAnswerWindow && v.ackLane != to &&
+		t.pings[pingSlotOf(to)].at < v.ackAt {
+		// One ack, two lanes: the ship does not say which is s's. An
+		// invalid ackLane marks the burst as contested already.
+		if v.ackLane.IsValid() {
+			t.pings[pingSlotOf(v.ackLane)].acked = false
+		}
+		v.ackLane = lane.Key{}
+		if v.lane != v.prev {
+			v.lane = v.prev
+			ch = pinChange{ship: s, lane: v.prev, set: true}
+		}
+		return true, true, ch
+	}
+	if !has {
+		v, ch = t.addLocked(s)
+	}
+	t.pings[pingSlotOf(to)].acked = true
+	v.acks, v.ackLane, v.ackName, v.ackAt = true, to, name, now
+	ch.move(v, s, to)
+	return true, false, ch
+}
+
+// addLocked adds an empty vouch for s, and returns it with the pin
+// change evicting the oldest when the table is full.
+func (t *vouchTable) addLocked(s lane.Ship) (*vouch, pinChange) {
+	var ch pinChange
+	if t.pins.Len() >= VouchMaxShips {
+		ch.evicted, _, ch.evict = t.pins.GetOldest()
+	}
+	v := &vouch{}
+	t.pins.Add(s, v)
+	return v, ch
+}
+
+// move pins v (s's vouch) at lane to, recording the change in ch.
+func (ch *pinChange) move(v *vouch, s lane.Ship, to lane.Key) {
+	if v.lane == to {
+		return
+	}
+	v.prev, v.lane = v.lane, to
+	ch.ship, ch.lane, ch.set = s, to, true
+}
+
+// forwarded decides the ship's forward of s's traffic to lane to: it pins s
+// there unless a ping naming s came from to and was not acked (vere may have
+// learned to from that ping alone). It reports whether s was vouched for.
+func (t *vouchTable) forwarded(s lane.Ship, to lane.Key) (ok bool, ch pinChange) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p := &t.pings[pingSlotOf(to)]; p.from == to && p.ship == s && !p.acked {
+		return false, ch
+	}
+	v, has := t.pins.Get(s)
+	if !has {
+		v, ch = t.addLocked(s)
+	}
+	ch.move(v, s, to)
+	return true, ch
+}
+
+// apply makes the route table's pins what ch says.
+func (ch pinChange) apply(routes *route.Table) {
+	if ch.evict {
+		routes.Unpin(ch.evicted)
+	}
+	if !ch.set {
+		return
+	}
+	if ch.lane.IsValid() {
+		routes.Pin(ch.ship, ch.lane)
+	} else {
+		routes.Unpin(ch.ship)
+	}
+}
+
+// speaksFor reports whether the fronted ship speaks for s: s is not the
+// ship, and the ship is in s's sponsorship chain.
+func (r *Relay) speaksFor(s lane.Ship) bool {
+	if s == r.ship {
+		return false
+	}
+	var buf [8]lane.Ship
+	for _, sp := range r.sponsors.AppendChain(buf[:0], s) {
+		if sp == r.ship && sp != s {
+			return true
+		}
+	}
+	return false
+}
+
+// vouchAck decides the ship's page (name key name) or legacy packet for
+// receiver rcvr (name legacyPing) sent to lane to: an ack of the ping from
+// to vouches for its sender there (rule (a) above).
+func (r *Relay) vouchAck(c *counterBlock, to lane.Key, name uint64, rcvr lane.Ship, now time.Duration) {
+	s, ok := r.link.vouch.ackOf(to, name, rcvr, now)
+	if !ok || !r.speaksFor(s) {
+		return
+	}
+	ok, contested, ch := r.link.vouch.acked(s, to, name, rcvr, now)
+	if !ok {
+		return
+	}
+	ch.apply(r.routes)
+	if contested {
+		c.add(EventVouchContested, 1)
+		return
+	}
+	c.add(EventVouched, 1)
+}
+
+// vouchForward decides the ship's forward of s's traffic to lane to (rule
+// (b) above).
+func (r *Relay) vouchForward(c *counterBlock, s lane.Ship, to lane.Key) {
+	if !r.speaksFor(s) {
+		return
+	}
+	ok, ch := r.link.vouch.forwarded(s, to)
+	if !ok {
+		c.add(EventVouchRefused, 1)
+		return
+	}
+	ch.apply(r.routes)
+	c.add(EventVouched, 1)
+}
