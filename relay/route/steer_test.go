@@ -24,20 +24,21 @@ func info(t *testing.T, rt *Table, s lane.Ship) Info {
 }
 
 // TestChallengerFailsWithoutAnswering: a lane heard for a ship whose direct
-// lane works is a challenger, first come; it is probed one request at a
-// time, dropped and held as bad after CandidateFailures unanswered probes
-// (hearing from it does not excuse them), and the direct lane carries
-// every request meanwhile.
+// lane works is a challenger, first come; it is probed at the next request,
+// loses the slot when that probe goes unanswered (ChallengerFailures:
+// hearing from it does not excuse it) and may not claim it again for
+// BadLaneHold; the next claimant then takes the slot, and the direct lane
+// carries every request meanwhile.
 func TestChallengerFailsWithoutAnswering(t *testing.T) {
 	rt := newTable(t)
 	now := sec
 	rt.Contacted(planet, planetKey, now)
 	rt.Contacted(planet, evilKey, now)
 	rt.Contacted(planet, otherKey, now) // a later claimant waits its turn
-	if i := info(t, rt, planet); i.Direct != planetKey || i.Challenger != evilKey {
-		t.Fatalf("direct %v challenger %v; want %v, %v", i.Direct.AddrPort(), i.Challenger.AddrPort(), planetKey.AddrPort(), evilKey.AddrPort())
+	if i := info(t, rt, planet); i.Direct != planetKey || i.Challenger != evilKey || i.ChallengerState != ChallengerClaimed {
+		t.Fatalf("direct %v challenger %v (%v); want %v, %v", i.Direct.AddrPort(), i.Challenger.AddrPort(), i.ChallengerState, planetKey.AddrPort(), evilKey.AddrPort())
 	}
-	for probe := 0; probe < DefaultCandidateFailures; probe++ {
+	for probe := 0; probe < ChallengerFailures; probe++ {
 		wantLanes(t, "probe", rt.Select(planet, alice, now), evilKey, planetKey)
 		wantLanes(t, "probe outstanding", rt.Select(planet, alice, now+1), planetKey)
 		rt.Contacted(planet, evilKey, now+2) // heard, not answering
@@ -46,7 +47,7 @@ func TestChallengerFailsWithoutAnswering(t *testing.T) {
 	}
 	wantLanes(t, "challenger failed", rt.Select(planet, alice, now), planetKey)
 	if i := info(t, rt, planet); i.Challenger.IsValid() || i.Direct != planetKey {
-		t.Fatalf("after %d unanswered probes: %+v", DefaultCandidateFailures, i)
+		t.Fatalf("after %d unanswered probes: %+v", ChallengerFailures, i)
 	}
 	rt.Contacted(planet, evilKey, now)
 	if i := info(t, rt, planet); i.Challenger.IsValid() {
@@ -55,6 +56,21 @@ func TestChallengerFailsWithoutAnswering(t *testing.T) {
 	rt.Contacted(planet, otherKey, now)
 	if i := info(t, rt, planet); i.Challenger != otherKey {
 		t.Fatalf("challenger %v, want the next claimant %v", i.Challenger.AddrPort(), otherKey.AddrPort())
+	}
+	// otherKey fails too; evilKey is still held out (not only as the
+	// route's last bad lane), and after BadLaneHold may claim again.
+	wantLanes(t, "second probe", rt.Select(planet, alice, now), otherKey, planetKey)
+	now += DefaultProbeTimeout
+	rt.Select(planet, alice, now)
+	rt.Contacted(planet, evilKey, now)
+	if i := info(t, rt, planet); i.Challenger.IsValid() {
+		t.Fatalf("a held lane claimed the slot: %+v", i)
+	}
+	now += DefaultBadLaneHold
+	rt.Contacted(planet, planetKey, now)
+	rt.Contacted(planet, evilKey, now)
+	if i := info(t, rt, planet); i.Challenger != evilKey {
+		t.Fatalf("after BadLaneHold the lane may claim again: %+v", i)
 	}
 }
 
@@ -100,8 +116,10 @@ func TestChallengerFollowsAMove(t *testing.T) {
 
 // TestChallengerBeatsAMuteDirectLane: a direct lane learned first from a
 // spoofer answers nothing; the ship's own lane, challenging it, answers
-// the same requests, and after ProvenFailures of them takes its place.
-// A direct lane that answers too keeps it.
+// the same requests, and after ProvenFailures of them takes its place,
+// though the spoofer keeps claiming (it is only heard: StateHeard). A
+// direct lane that answers too keeps it (a contest: both are sent every
+// request).
 func TestChallengerBeatsAMuteDirectLane(t *testing.T) {
 	for _, directAnswers := range []bool{false, true} {
 		rt := newTable(t)
@@ -128,8 +146,8 @@ func TestChallengerBeatsAMuteDirectLane(t *testing.T) {
 		if !directAnswers && d != planetKey {
 			t.Errorf("the ship's answering lane did not replace a mute one: direct %v", d.AddrPort())
 		}
-		if directAnswers && d != evilKey {
-			t.Errorf("a direct lane that answers was replaced: direct %v", d.AddrPort())
+		if i := info(t, rt, planet); directAnswers && (d != evilKey || i.Challenger != planetKey || i.ChallengerState != ChallengerAnswered) {
+			t.Errorf("a direct lane that answers was replaced, or the contest ended: %+v", i)
 		}
 	}
 }
@@ -139,7 +157,7 @@ func TestChallengerBeatsAMuteDirectLane(t *testing.T) {
 // lane on the ship's route; from anywhere else it teaches nothing.
 func TestLateAnswerTeachesOnlyFromWhereTheRequestWent(t *testing.T) {
 	rt := newTable(t)
-	if rt.LateAnswer(planet, evilKey, hintKey, false, true, sec) {
+	if rt.LateAnswer(PageObs{Publisher: planet, From: evilKey, Next: hintKey, Relayed: true}, sec) {
 		t.Fatal("a page from a lane nobody asked was taken")
 	}
 	if _, ok := rt.Info(planet); ok {
@@ -147,11 +165,11 @@ func TestLateAnswerTeachesOnlyFromWhereTheRequestWent(t *testing.T) {
 	}
 	// From the galaxy the request went to, with a next-hop: taken.
 	wantLanes(t, "up the chain", rt.Select(planet, alice, sec), necKey)
-	if !rt.LateAnswer(planet, necKey, hintKey, false, true, sec) {
+	if !rt.LateAnswer(PageObs{Publisher: planet, From: necKey, Next: hintKey, Relayed: true}, sec) {
 		t.Fatal("the slower copy from the galaxy was not taken")
 	}
 	wantLanes(t, "hint", rt.Select(planet, alice, sec), hintKey, necKey)
-	if !rt.LateAnswer(planet, hintKey, lane.Key{}, true, false, sec+1) {
+	if !rt.LateAnswer(PageObs{Publisher: planet, From: hintKey, Hop0: true}, sec+1) {
 		t.Fatal("the hint's late answer was not taken")
 	}
 	if i := info(t, rt, planet); i.Direct != hintKey || !i.DirectProven {
