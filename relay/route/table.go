@@ -52,28 +52,40 @@ import (
 // standing, so a late duplicate through a looser route never undoes a working
 // tighter one (urbit/urbit#2025).
 //
-// Who may steer the table (see docs/reliability.md, "Lane learning"):
+// Who may steer the table (docs/reliability.md, "Who may say where a ship
+// is"; the direct lane's rules are the state machine of state.go):
 //
 //   - Configured lanes (SetStatic, SetRelays) always win: a ship with one
 //     is routed there and nothing learned about it is kept.
+//   - The fronted ship's word (Pin) makes a lane StatePinned: nothing heard
+//     on the wire moves or challenges it while fresh.
 //   - A lane is learned only from a datagram that is acted on (a poke or
 //     legacy packet sent on, a page that matched a pending request); the
 //     callers see to it, Commit records the sender.
-//   - A working direct lane (fresh) is not replaced on the wire's word: a
+//   - A working direct lane (fresh: heard from, a STUN keepalive included,
+//     within DirectLaneExpiry) is not replaced on the wire's word: a
 //     different lane heard for the ship becomes its challenger, sent
-//     probes beside the direct lane, and replaces it only once it has
-//     answered one (it receives) and the old lane has gone silent for
-//     MoveSilence or expired. Until then traffic keeps flowing on the old
-//     lane, so a spoofed ping can neither divert nor blackhole a ship
-//     that is talking.
+//     probes beside the direct lane. A challenger holds its slot only by
+//     answering (one unanswered probe frees it and holds the lane out for
+//     BadLaneHold); once it has answered it is sent every request beside
+//     the direct lane, and the requester gets both lanes' pages
+//     (PageArrived's contested). It replaces the direct lane once that
+//     lane has been silent for MoveSilence or expired, or, if that lane
+//     has only been heard and never answered (a spoofer's, learned first),
+//     once it left ProvenFailures requests unanswered that the challenger
+//     answered. A lane that has answered and keeps talking is never
+//     displaced from the wire: requests it does not answer count nothing.
+//   - A signed page (PageObs.Signed) from a lane the request went to
+//     proves that lane at once, in place of one only heard.
 //   - A next-hop is taken only from a page that came through a lane the
 //     request was sent on (the ship's own lanes or its sponsors'), only if
 //     it names an address that may be a target (HintAllowed), and an
 //     unproven candidate is sent at most one probe at a time, so a hint
 //     aimed at a third party costs it at most CandidateFailures requests
 //     per FailedHintHold.
-//   - Routes created on behalf of one source address are capped
-//     (Config.SourceDivisor), so one source cannot evict everyone else's.
+//   - Routes created on behalf of one source (an IPv4 address, an IPv6
+//     /56) are capped (Config.SourceDivisor), so one source cannot evict
+//     everyone else's.
 //
 // Table is safe for concurrent use.
 type Table struct {
