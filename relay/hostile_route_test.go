@@ -345,11 +345,7 @@ var (
 
 // forgedPage is a page at path published (so it claims) by s, with
 // another value than pageOf's: the attacker's answer.
-func forgedPage(t testing.TB, s lane.Ship, path string) []byte {
-	b := pageOf(t, s, path)
-	copy(b[len(b)-5:], "forge")
-	return b
-}
+func forgedPage(t testing.TB, s lane.Ship, path string) []byte { return pageValue(s, path, "forge") }
 
 // laneFixture is a ship-lane relay whose sponsee pinged from sponseeLn and
 // answered one peek there (its lane proven).
