@@ -296,3 +296,93 @@ func TestConfiguredWins(t *testing.T) {
 		}
 	}
 }
+
+// TestSignedPageProvesALane: a hop-0 page whose signature was checked
+// (PageObs.Signed), from a challenger a probe went to, moves it in at
+// once over a direct lane that has only been heard; unsigned it stays the
+// challenger (the wire's rule: wait for silence). A proven or pinned lane
+// is not moved by a signature, and a signed page from a lane no request
+// went to teaches nothing.
+func TestSignedPageProvesALane(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		signed, prove bool
+		from          lane.Key
+		want          lane.Key
+		state         LaneState
+	}{
+		{"signed over heard", true, false, movedKey, movedKey, StateProven},
+		{"unsigned over heard", false, false, movedKey, planetKey, StateHeard},
+		{"signed over proven", true, true, movedKey, planetKey, StateProven},
+		{"signed from elsewhere", true, false, otherKey, planetKey, StateHeard},
+	} {
+		rt := newTable(t)
+		rt.Contacted(planet, planetKey, sec)
+		if c.prove {
+			rt.Select(planet, alice, sec)
+			rt.Answered(planet, planetKey, lane.Key{}, false, sec)
+		}
+		rt.Contacted(planet, movedKey, sec)
+		wantLanes(t, c.name, rt.Select(planet, alice, sec+1), movedKey, planetKey)
+		o := PageObs{Publisher: planet, From: c.from, Hop0: true, Signed: c.signed}
+		if _, contested := rt.PageArrived(o, sec+2, nil, nil); contested != (c.from == movedKey) {
+			t.Errorf("%s: contested %v", c.name, contested)
+		}
+		if i := info(t, rt, planet); i.Direct != c.want || i.State != c.state {
+			t.Errorf("%s: direct %v %v; want %v %v", c.name, i.Direct.AddrPort(), i.State, c.want.AddrPort(), c.state)
+		}
+	}
+	// Pinned: nothing from the wire, signed or not, moves it.
+	rt := newTable(t)
+	rt.Pin(planet, planetKey, sec)
+	rt.PageArrived(PageObs{Publisher: planet, From: movedKey, Hop0: true, Signed: true}, sec, nil, nil)
+	if i := info(t, rt, planet); i.Direct != planetKey || i.State != StatePinned || i.Challenger.IsValid() {
+		t.Errorf("pinned: %+v", i)
+	}
+}
+
+// TestKeepAliveKeepsTheLane: a lane that only sends keepalives (STUN) does
+// not expire; one that sends nothing does, and any lane heard then takes
+// its place.
+func TestKeepAliveKeepsTheLane(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		rt := newTable(t)
+		rt.Contacted(planet, planetKey, sec)
+		now := sec
+		for end := now + 2*DefaultDirectLaneExpiry; now < end; now += 25 * sec {
+			if keep {
+				rt.KeepAlive(planetKey, now)
+			}
+		}
+		rt.Contacted(planet, evilKey, now)
+		i := info(t, rt, planet)
+		switch {
+		case keep && (i.Direct != planetKey || i.State != StateHeard || i.Challenger != evilKey):
+			t.Errorf("kept alive: %+v", i)
+		case !keep && i.Direct != evilKey:
+			t.Errorf("silent for %v, the lane did not expire: %+v", 2*DefaultDirectLaneExpiry, i)
+		}
+	}
+}
+
+// TestRouteShareIsPerSlash56: the IPv6 /64s of one /56 share one source's
+// route share; another /56 has its own.
+func TestRouteShareIsPerSlash56(t *testing.T) {
+	rt, err := New(self, nil, Config{MaxRoutes: 64, SourceDivisor: 16, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := func(b6, b7 byte) lane.Key {
+		return lane.KeyOf(netip.AddrPortFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, 0x56, b6, b7, 15: 1}), 4000))
+	}
+	for i := 0; i < 16; i++ {
+		rt.Contacted(lane.ShipFromUint64(uint64(0x1_0000_0000+i)), src(0, byte(i)), sec)
+	}
+	if n := rt.Len(); n != 4 {
+		t.Errorf("16 /64s of one /56 hold %d routes; want its share, 4", n)
+	}
+	rt.Contacted(lane.ShipFromUint64(0x2_0000_0000), src(1, 0), sec)
+	if n := rt.Len(); n != 5 {
+		t.Errorf("another /56 was refused: %d routes", n)
+	}
+}
