@@ -107,9 +107,9 @@ func divertRun(t *testing.T, attackerFirst bool, spoof func(f *fixture, i int)) 
 
 // TestSpoofedPokeCannotDivertAShip is the row "one hop-0 poke naming a
 // ship, from an attacker": repeated once a second for two minutes, it got
-// ~97 % of the honest peeks. The attacker's lane becomes a challenger, sent
-// probes only while it does not answer and held as bad after
-// CandidateFailures; a ship that keeps talking keeps its lane. With the
+// ~97 % of the honest peeks. The attacker's lane claims the challenger
+// slot, loses it on its first unanswered probe (ChallengerFailures) and is
+// held out for BadLaneHold; a ship that keeps talking keeps its lane. With the
 // attacker first, the ship's own lane challenges it, answers, and is sent
 // everything from then on.
 func TestSpoofedPokeCannotDivertAShip(t *testing.T) {
@@ -119,15 +119,15 @@ func TestSpoofedPokeCannotDivertAShip(t *testing.T) {
 	// Attacker first, its lane is sent each peek beside the ship's until
 	// it has left ProvenFailures probes unanswered that the ship answered
 	// (a probe timeout each, at a peek per 500 ms); then, a challenger, it
-	// is probed CandidateFailures times at most.
-	firstBound := route.DefaultProvenFailures*int(route.DefaultProbeTimeout/(500*time.Millisecond)) + 2 + route.DefaultCandidateFailures
+	// is probed ChallengerFailures times at most.
+	firstBound := route.DefaultProvenFailures*int(route.DefaultProbeTimeout/(500*time.Millisecond)) + 2 + route.ChallengerFailures
 	for _, first := range []bool{false, true} {
 		honest, diverted, peeks := divertRun(t, first, spoof)
 		t.Logf("attacker first %v: %d of %d peeks reached the ship, %d the attacker", first, honest, peeks, diverted)
 		switch {
-		case !first && (honest != peeks || diverted > route.DefaultCandidateFailures):
+		case !first && (honest != peeks || diverted > route.ChallengerFailures):
 			t.Errorf("ship first: %d of %d peeks reached the ship, %d the attacker; want all, at most %d probes",
-				honest, peeks, diverted, route.DefaultCandidateFailures)
+				honest, peeks, diverted, route.ChallengerFailures)
 		case first && (honest < peeks-1 || diverted > firstBound):
 			t.Errorf("attacker first: %d of %d peeks reached the ship, %d the attacker; want all but the first, at most %d",
 				honest, peeks, diverted, firstBound)
@@ -144,9 +144,10 @@ func TestSpoofedLegacyPacketCannotDivertAShip(t *testing.T) {
 		f.handle(a.Append(nil), attacker)
 	}
 	honest, diverted, peeks := divertRun(t, false, spoof)
-	if honest != peeks || diverted > route.DefaultCandidateFailures {
+	t.Logf("%d of %d peeks reached the ship, %d the attacker", honest, peeks, diverted)
+	if honest != peeks || diverted > route.ChallengerFailures {
 		t.Errorf("%d of %d peeks reached the ship, %d the attacker; want all, at most %d probes",
-			honest, peeks, diverted, route.DefaultCandidateFailures)
+			honest, peeks, diverted, route.ChallengerFailures)
 	}
 }
 
@@ -419,9 +420,9 @@ func TestChallengerSlotCannotBeSquatted(t *testing.T) {
 		reached, peeks := 0, 0
 		start := f.now
 		for i := 0; f.now-start < 90*time.Second; i++ {
-			if squat && i%5 == 0 { // 10 sockets, a poke each 500 ms in turn
-				for j := 0; j < 2; j++ {
-					sq := netip.AddrPortFrom(attacker.Addr(), uint16(7000+(2*i/5+j)%10))
+			if squat { // 10 sockets in turn, 10 pokes a second
+				for j := 0; j < 5; j++ {
+					sq := netip.AddrPortFrom(attacker.Addr(), uint16(7000+(5*i+j)%10))
 					f.handle(pokeFrom(sponsee, marzod, fmt.Sprintf("sq/%d/%d", i, j)), sq)
 				}
 			}
