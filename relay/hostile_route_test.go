@@ -1,8 +1,10 @@
 package relay_test
 
-// Attacks on the route table (issue 15's rows on lane learning and hints),
-// on the decision core with time passed in. Each test names the row it
-// reproduces; docs/reliability.md lists them with their bounds.
+// Attacks on the route table (issue 15's rows on lane learning and hints;
+// issue 21's on lane authority in ship-lane mode, Config.ShipLane), on the
+// decision core with time passed in, each attack beside its honest twin,
+// which must lose nothing. Each test names the row it reproduces;
+// docs/reliability.md lists them with their bounds.
 
 import (
 	"fmt"
@@ -58,6 +60,19 @@ func sentTo(sends []send, to netip.AddrPort) int {
 	return n
 }
 
+// peekAnswered has alice peek for the sponsee at path and, if the peek
+// was sent to lane at, the sponsee answer from there 5 ms later. It
+// returns what the peek was sent to and whether it reached at.
+func peekAnswered(t testing.TB, f *fixture, path string, at netip.AddrPort) ([]send, bool) {
+	s := f.handle(peekOf(sponsee, path), alice)
+	if sentTo(s, at) == 0 {
+		return s, false
+	}
+	f.now += 5 * time.Millisecond
+	f.handle(pageOf(t, sponsee, path), at)
+	return s, true
+}
+
 // divertRun drives two minutes of a sponsee's traffic while an attacker
 // pokes naming it once a second: alice peeks for it every 500 ms, it
 // answers every peek it gets and pings every 25 s. It returns how many of
@@ -79,13 +94,10 @@ func divertRun(t *testing.T, attackerFirst bool, spoof func(f *fixture, i int)) 
 		if i%50 == 49 {
 			f.handle(pokeFrom(sponsee, marzod, fmt.Sprintf("ping/%d", i)), sponseeLn)
 		}
-		path := fmt.Sprintf("v/%d", i)
-		s := f.handle(peekOf(sponsee, path), alice)
+		s, ok := peekAnswered(t, f, fmt.Sprintf("v/%d", i), sponseeLn)
 		peeks++
-		if sentTo(s, sponseeLn) > 0 {
+		if ok {
 			honest++
-			f.now += 5 * time.Millisecond
-			f.handle(pageOf(t, sponsee, path), sponseeLn)
 		}
 		diverted += sentTo(s, attacker)
 		f.now += 500*time.Millisecond - 5*time.Millisecond
@@ -95,9 +107,9 @@ func divertRun(t *testing.T, attackerFirst bool, spoof func(f *fixture, i int)) 
 
 // TestSpoofedPokeCannotDivertAShip is the row "one hop-0 poke naming a
 // ship, from an attacker": repeated once a second for two minutes, it got
-// ~97 % of the honest peeks. The attacker's lane becomes a challenger, sent
-// probes only while it does not answer and held as bad after
-// CandidateFailures; a ship that keeps talking keeps its lane. With the
+// ~97 % of the honest peeks. The attacker's lane claims the challenger
+// slot, loses it on its first unanswered probe (ChallengerFailures) and is
+// held out for BadLaneHold; a ship that keeps talking keeps its lane. With the
 // attacker first, the ship's own lane challenges it, answers, and is sent
 // everything from then on.
 func TestSpoofedPokeCannotDivertAShip(t *testing.T) {
@@ -107,15 +119,15 @@ func TestSpoofedPokeCannotDivertAShip(t *testing.T) {
 	// Attacker first, its lane is sent each peek beside the ship's until
 	// it has left ProvenFailures probes unanswered that the ship answered
 	// (a probe timeout each, at a peek per 500 ms); then, a challenger, it
-	// is probed CandidateFailures times at most.
-	firstBound := route.DefaultProvenFailures*int(route.DefaultProbeTimeout/(500*time.Millisecond)) + 2 + route.DefaultCandidateFailures
+	// is probed ChallengerFailures times at most.
+	firstBound := route.DefaultProvenFailures*int(route.DefaultProbeTimeout/(500*time.Millisecond)) + 2 + route.ChallengerFailures
 	for _, first := range []bool{false, true} {
 		honest, diverted, peeks := divertRun(t, first, spoof)
 		t.Logf("attacker first %v: %d of %d peeks reached the ship, %d the attacker", first, honest, peeks, diverted)
 		switch {
-		case !first && (honest != peeks || diverted > route.DefaultCandidateFailures):
+		case !first && (honest != peeks || diverted > route.ChallengerFailures):
 			t.Errorf("ship first: %d of %d peeks reached the ship, %d the attacker; want all, at most %d probes",
-				honest, peeks, diverted, route.DefaultCandidateFailures)
+				honest, peeks, diverted, route.ChallengerFailures)
 		case first && (honest < peeks-1 || diverted > firstBound):
 			t.Errorf("attacker first: %d of %d peeks reached the ship, %d the attacker; want all but the first, at most %d",
 				honest, peeks, diverted, firstBound)
@@ -132,9 +144,10 @@ func TestSpoofedLegacyPacketCannotDivertAShip(t *testing.T) {
 		f.handle(a.Append(nil), attacker)
 	}
 	honest, diverted, peeks := divertRun(t, false, spoof)
-	if honest != peeks || diverted > route.DefaultCandidateFailures {
+	t.Logf("%d of %d peeks reached the ship, %d the attacker", honest, peeks, diverted)
+	if honest != peeks || diverted > route.ChallengerFailures {
 		t.Errorf("%d of %d peeks reached the ship, %d the attacker; want all, at most %d probes",
-			honest, peeks, diverted, route.DefaultCandidateFailures)
+			honest, peeks, diverted, route.ChallengerFailures)
 	}
 }
 
@@ -293,12 +306,7 @@ func TestPagesFromElsewhereTeachNothing(t *testing.T) {
 // (TestRouteMemoryBound).
 func TestOneSourceCannotFillTheRouteTable(t *testing.T) {
 	const maxRoutes = 4096
-	f := newFixture(t, func(c *relay.Config) {
-		c.ShipLane = shipLane
-		c.Routes.MaxRoutes = maxRoutes
-		c.Pending = pit.Config{MaxEntries: 1 << 16, MaxEntriesPerSource: -1}
-	})
-	f.handle(pokeFrom(sponsee, ship(t, "~marzod"), "ping"), sponseeLn)
+	f := routeCapFixture(t, maxRoutes)
 	zod := ship(t, "~zod")
 	for i := 0; i < 8*maxRoutes; i++ {
 		src := netip.AddrPortFrom(attacker.Addr(), uint16(1024+i%60000))
@@ -313,5 +321,258 @@ func TestOneSourceCannotFillTheRouteTable(t *testing.T) {
 	}
 	if k, ok := f.r.Routes().DirectLane(sponsee, f.now); !ok || k.AddrPort() != sponseeLn {
 		t.Fatalf("the sponsee's lane was evicted")
+	}
+}
+
+// routeCapFixture is a ship-lane relay of maxRoutes routes, with no
+// per-source cap on pending entries, whose sponsee pinged from sponseeLn.
+func routeCapFixture(t *testing.T, maxRoutes int) *fixture {
+	t.Helper()
+	f := newFixture(t, func(c *relay.Config) {
+		c.ShipLane = shipLane
+		c.Routes.MaxRoutes = maxRoutes
+		c.Pending = pit.Config{MaxEntries: 1 << 16, MaxEntriesPerSource: -1}
+	})
+	f.handle(pokeFrom(sponsee, ship(t, "~marzod"), "ping"), sponseeLn)
+	return f
+}
+
+var (
+	// movedLn is the sponsee's lane after its NAT rebound.
+	movedLn = netip.MustParseAddrPort("203.0.113.21:6001")
+	// accomplice asks on the attacker's behalf, from elsewhere.
+	accomplice = netip.MustParseAddrPort("198.51.100.68:6868")
+)
+
+// forgedPage is a page at path published (so it claims) by s, with
+// another value than pageOf's: the attacker's answer.
+func forgedPage(t testing.TB, s lane.Ship, path string) []byte { return pageValue(s, path, "forge") }
+
+// laneFixture is a ship-lane relay whose sponsee pinged from sponseeLn and
+// answered one peek there (its lane proven).
+func laneFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := newFixture(t, func(c *relay.Config) { c.ShipLane = shipLane })
+	f.handle(pokeFrom(sponsee, ship(t, "~marzod"), "ping/0"), sponseeLn)
+	if sentTo(f.handle(peekOf(sponsee, "warm"), alice), sponseeLn) != 1 {
+		t.Fatal("the sponsee's lane was not used")
+	}
+	f.now += 5 * time.Millisecond
+	f.handle(pageOf(t, sponsee, "warm"), sponseeLn)
+	if i, _ := f.r.Routes().Info(sponsee); i.State != route.StateProven {
+		t.Fatalf("sponsee's lane %v, want proven", i.State)
+	}
+	return f
+}
+
+// TestKnownGoodPageBeatsAFasterChallenger is the row "one poke naming P
+// from the attacker's own address, and one answered probe": the attacker,
+// a challenger that answers at its own address, is sent each request beside
+// P's lane and answers first; P's page, 20 ms later, was dropped as
+// unsolicited (0/40 real pages). The request stays pending when the first
+// page came from the challenger, so P's page reaches alice too. Twin: with
+// no attacker, alice gets exactly one page a peek.
+func TestKnownGoodPageBeatsAFasterChallenger(t *testing.T) {
+	for _, attack := range []bool{false, true} {
+		f := laneFixture(t)
+		const peeks = 40
+		real, forged, extra := 0, 0, 0
+		for i := 0; i < peeks; i++ {
+			if attack && i%10 == 0 {
+				f.handle(pokeFrom(sponsee, ship(t, "~marzod"), fmt.Sprintf("evil/%d", i)), attacker)
+			}
+			path := fmt.Sprintf("v/%d", i)
+			s := f.handle(peekOf(sponsee, path), alice)
+			if sentTo(s, sponseeLn) != 1 {
+				t.Fatalf("attack %v: peek %d not sent to the known-good lane", attack, i)
+			}
+			if sentTo(s, attacker) > 0 {
+				f.now += 2 * time.Millisecond
+				forged += sentTo(f.handle(forgedPage(t, sponsee, path), attacker), alice)
+			}
+			f.now += 20 * time.Millisecond
+			real += sentTo(f.handle(pageOf(t, sponsee, path), sponseeLn), alice)
+			// Any further copy reaches nobody.
+			extra += sentTo(f.handle(pageOf(t, sponsee, path), sponseeLn), alice)
+			f.now += 500 * time.Millisecond
+		}
+		t.Logf("attack %v: %d/%d real pages reached alice, %d forged, %d extra copies", attack, real, peeks, forged, extra)
+		if real != peeks || extra != 0 {
+			t.Errorf("attack %v: %d/%d real pages reached alice (%d extra copies); want all, once", attack, real, peeks, extra)
+		}
+		if !attack && forged != 0 {
+			t.Errorf("no attack, yet %d forged pages", forged)
+		}
+	}
+}
+
+// TestChallengerSlotCannotBeSquatted is the row "sockets that never read
+// send 10 pokes/s naming P": the one challenger slot stayed taken, so P's
+// new lane after a NAT rebinding was never tried (0/44). A claimant that
+// leaves its probe unanswered loses the slot and may not claim it again
+// for BadLaneHold, so ten sockets are spent in about as many requests and
+// P's next ping takes the slot. Twin: with no squatters, P's move is
+// followed from its first ping.
+func TestChallengerSlotCannotBeSquatted(t *testing.T) {
+	for _, squat := range []bool{false, true} {
+		f := laneFixture(t)
+		marzod := ship(t, "~marzod")
+		reached, peeks := 0, 0
+		start := f.now
+		for i := 0; f.now-start < 90*time.Second; i++ {
+			if squat { // 10 sockets in turn, 10 pokes a second
+				for j := 0; j < 5; j++ {
+					sq := netip.AddrPortFrom(attacker.Addr(), uint16(7000+(5*i+j)%10))
+					f.handle(pokeFrom(sponsee, marzod, fmt.Sprintf("sq/%d/%d", i, j)), sq)
+				}
+			}
+			if i%50 == 0 { // P pings every 25 s, from its new lane
+				f.handle(pokeFrom(sponsee, marzod, fmt.Sprintf("moved/%d", i)), movedLn)
+			}
+			if _, ok := peekAnswered(t, f, fmt.Sprintf("v/%d", i), movedLn); ok {
+				reached++
+			}
+			peeks++
+			f.now += 500 * time.Millisecond
+		}
+		t.Logf("squatters %v: %d/%d peeks reached P's new lane", squat, reached, peeks)
+		want := peeks - 2 // the first, before P's ping is probed
+		if squat {
+			// Ten squatters, each a probe timeout, before P's second ping
+			// (25 s) finds the slot free.
+			want = peeks - int(35*time.Second/(500*time.Millisecond))
+		}
+		if reached < want {
+			t.Errorf("squatters %v: %d/%d peeks reached P's new lane; want at least %d", squat, reached, peeks, want)
+		}
+	}
+}
+
+// TestBaitCountsNothingAgainstAProvenLane is the row "bait: the attacker
+// asks 10 names of P that P never answers, and answers them itself": counted
+// as P failing, a live planet was replaced in about 4 s (0/25 reach it), a
+// planet that only STUNs for good. A lane that has answered (proven) and is
+// still heard from (pings, or STUN) fails on silence alone: the bait
+// counts nothing. Twin: the same planet with no bait.
+func TestBaitCountsNothingAgainstAProvenLane(t *testing.T) {
+	for _, stunOnly := range []bool{false, true} {
+		for _, bait := range []bool{false, true} {
+			f := laneFixture(t)
+			marzod := ship(t, "~marzod")
+			// The attacker claims P and answers, at its own address,
+			// whatever it is sent: an answered challenger.
+			f.handle(pokeFrom(sponsee, marzod, "evil/0"), attacker)
+			answer := func(s []send, path string) {
+				if sentTo(s, attacker) > 0 {
+					f.now += 2 * time.Millisecond
+					f.handle(forgedPage(t, sponsee, path), attacker)
+				}
+			}
+			if bait {
+				// Its accomplice asks names P never answers.
+				for i := 0; i < 10; i++ {
+					path := fmt.Sprintf("bait/%d", i)
+					answer(f.handle(peekOf(sponsee, path), accomplice), path)
+					f.now += route.DefaultProbeTimeout
+				}
+			}
+			reached, diverted := 0, 0
+			const peeks = 25
+			for i := 0; i < peeks; i++ {
+				if i%10 == 0 {
+					if stunOnly {
+						f.handle(stunRequest(byte(i)), sponseeLn)
+					} else {
+						f.handle(pokeFrom(sponsee, marzod, fmt.Sprintf("ping/%d", i+1)), sponseeLn)
+					}
+				}
+				path := fmt.Sprintf("v/%d", i)
+				s := f.handle(peekOf(sponsee, path), alice)
+				if sentTo(s, sponseeLn) > 0 {
+					reached++
+					f.now += 5 * time.Millisecond
+					f.handle(pageOf(t, sponsee, path), sponseeLn)
+				}
+				diverted += sentTo(s, attacker)
+				answer(s, path)
+				f.now += time.Second
+			}
+			t.Logf("STUN only %v, bait %v: %d/%d reached P, %d the attacker", stunOnly, bait, reached, peeks, diverted)
+			if reached != peeks {
+				t.Errorf("STUN only %v, bait %v: %d/%d peeks reached P; want all", stunOnly, bait, reached, peeks)
+			}
+			if i, _ := f.r.Routes().Info(sponsee); i.Direct.AddrPort() != sponseeLn {
+				t.Errorf("STUN only %v, bait %v: direct lane %v", stunOnly, bait, i.Direct.AddrPort())
+			}
+		}
+	}
+}
+
+// TestSTUNKeepsALaneAlive is the row "an idle planet that only STUNs":
+// STUN did not refresh its lane, so after the 2-minute expiry it was
+// unreachable and one poke made the attacker its lane (20/20). A STUN
+// request answered from the lane keeps it (route.Table.KeepAlive). Twin:
+// the same planet silent, whose lane does expire, so the keepalive is what
+// keeps it.
+func TestSTUNKeepsALaneAlive(t *testing.T) {
+	for _, stun := range []bool{false, true} {
+		f := laneFixture(t)
+		for end := f.now + 3*time.Minute; f.now < end; f.now += 25 * time.Second {
+			if stun {
+				f.handle(stunRequest(byte(f.now/time.Second)), sponseeLn)
+			}
+		}
+		f.handle(pokeFrom(sponsee, ship(t, "~marzod"), "evil"), attacker)
+		reached, diverted := 0, 0
+		for i := 0; i < 20; i++ {
+			s := f.handle(peekOf(sponsee, fmt.Sprintf("v/%d", i)), alice)
+			reached += sentTo(s, sponseeLn)
+			diverted += sentTo(s, attacker)
+			f.now += time.Second
+		}
+		t.Logf("STUN %v: %d/20 peeks reached P, %d the attacker", stun, reached, diverted)
+		switch {
+		case stun && (reached != 20 || diverted > route.ChallengerFailures):
+			t.Errorf("STUNning: %d/20 peeks reached P, %d the attacker; want all, at most %d probes", reached, diverted, route.ChallengerFailures)
+		case !stun && reached != 0:
+			t.Errorf("silent for 3 minutes: %d peeks still went to P's expired lane", reached)
+		}
+	}
+}
+
+// TestIPv6SourceShareIsPerSlash56 is the row "17 IPv6 /64s of one /56": the
+// per-source route cap counted /64s, so a 4,096-route table filled from one
+// /56 (P evicted, then one poke hijacked it). The share is one /56's, as
+// the amplification budget counts. Twin: 17 /56s are 17 sources, each with
+// its share.
+func TestIPv6SourceShareIsPerSlash56(t *testing.T) {
+	const maxRoutes = 4096
+	share := maxRoutes / route.DefaultRouteSourceDivisor
+	for _, spread := range []bool{false, true} {
+		f := routeCapFixture(t, maxRoutes)
+		zod := ship(t, "~zod")
+		n := 0
+		for net := 0; net < 17; net++ {
+			a := [16]byte{0x20, 0x01, 0x0d, 0xb8, 0, 0x56, 0, byte(net)} // 17 /64s of 2001:db8:0:5600::/56
+			if spread {
+				a[6] = byte(net) // 17 /56s
+			}
+			src := netip.AddrPortFrom(netip.AddrFrom16(a), 4000)
+			for i := 0; i < share; i++ {
+				f.handle(pokeFrom(lane.ShipFromUint64(uint64(0x1_0000_0000+n)), zod, fmt.Sprintf("x/%d", n)), src)
+				n++
+			}
+		}
+		held := f.r.Routes().Len() - 1
+		t.Logf("spread %v: %d routes from 17 /64s (share %d)", spread, held, share)
+		if !spread && held > share {
+			t.Errorf("one /56 holds %d routes; want at most its share, %d", held, share)
+		}
+		if spread && held < maxRoutes-1 {
+			t.Errorf("17 /56s hold %d routes; want each its share", held)
+		}
+		if k, ok := f.r.Routes().DirectLane(sponsee, f.now); !spread && (!ok || k.AddrPort() != sponseeLn) {
+			t.Error("the sponsee's lane was evicted by one /56")
+		}
 	}
 }

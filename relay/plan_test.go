@@ -24,9 +24,12 @@ func peekOf(s lane.Ship, path string) []byte {
 	return p.Append(nil)
 }
 
-func pageOf(t testing.TB, s lane.Ship, path string) []byte {
+func pageOf(t testing.TB, s lane.Ship, path string) []byte { return pageValue(s, path, "value") }
+
+// pageValue is a one-fragment page at path published by s, holding value.
+func pageValue(s lane.Ship, path, value string) []byte {
 	p := scry.NewPage(scry.Name{Ship: s, Bloq: scry.DefaultBloq, Path: []byte(path)},
-		scry.Data{Total: 5, AuthKind: scry.AuthNone, Frag: []byte("value")})
+		scry.Data{Total: uint64(len(value)), AuthKind: scry.AuthNone, Frag: []byte(value)})
 	return p.Append(nil)
 }
 

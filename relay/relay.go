@@ -620,25 +620,31 @@ func (r *Relay) remember(out *Out, key uint64, from lane.Key, now time.Duration)
 func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Duration, out *Out) {
 	fromKey := lane.KeyOf(from)
 	fromShip := r.link.sent(from)
-	reqs, ok := r.pending.Take(r.nameKey(p.NameBytes(), out), out.reqs[:0], now)
+	key := r.nameKey(p.NameBytes(), out)
+	reqs, ok := r.pending.Take(key, out.reqs[:0], now)
 	out.reqs = reqs[:0]
 	publisher := p.Name.Ship
 	// sponsors are the lanes of our own sponsors: requesters there get the
 	// page without a next-hop.
 	var sponsorBuf [2 * 4]lane.Key
 	var sponsors []lane.Key
+	// obs is what the route table learns from the page; Signed stays
+	// false until a verifier (--pki) checks the publisher's signature.
+	obs := route.PageObs{Publisher: publisher, From: fromKey, Next: nextHopKey(p),
+		Hop0: p.Header.Hops == 0, Relayed: p.Header.Hops > 0}
+	contested := false
 	switch {
 	case !ok:
 		// Route knowledge is taken from solicited pages only, so that
 		// unsolicited traffic cannot steer the route table; a late copy
 		// answers only a probe outstanding on the lane it came from.
-		if !fromShip && r.routes.LateAnswer(publisher, fromKey, nextHopKey(p), p.Header.Hops == 0, p.Header.Hops > 0, now) {
+		if !fromShip && r.routes.LateAnswer(obs, now) {
 			out.c.add(EventLateAnswers, 1)
 		}
 		out.drop(DropUnsolicited)
 		return
 	case !fromShip:
-		sponsors = r.routes.PageArrived(publisher, fromKey, nextHopKey(p), p.Header.Hops == 0, p.Header.Hops > 0, now, r.ourChain, sponsorBuf[:0])
+		sponsors, contested = r.routes.PageArrived(obs, now, r.ourChain, sponsorBuf[:0])
 	case len(r.ourChain) > 0:
 		sponsors = r.routes.AppendLanesOf(sponsorBuf[:0], r.ourChain)
 	}
@@ -708,6 +714,14 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	}
 	out.c.countOut(KindPage, sent, sentBytes)
 	out.c.add(EventAnswered, uint64(sent))
+	if contested {
+		// The page came from the publisher's challenger, and its
+		// known-good lane was sent the same request: the requesters stay
+		// pending, so that lane's page reaches them too (route.PageArrived).
+		for _, q := range reqs {
+			r.pending.Add(key, q, now)
+		}
+	}
 }
 
 // nextHopKey returns page p's next-hop, invalid when it has none.

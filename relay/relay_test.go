@@ -490,20 +490,21 @@ func TestStrategySwitches(t *testing.T) {
 		f.handle(peek(t, pub, "1", 0), alice)
 		f.handle(page(t, pub, "1", 1, tight), publisher2)
 	}
-	single := newFixture(t, func(c *relay.Config) { c.Routes.SingleRoute = true })
+	// The simulator's switches (route.Table.Simulate), no part of Config.
+	single := newFixture(t, nil)
+	single.r.Routes().Simulate(route.SimOptions{SingleRoute: true})
 	setup(single)
 	if got := sendsTo(single.handle(peek(t, pub, "2", 0), alice)); len(got) != 1 || got[0] != tight {
 		t.Errorf("SingleRoute sent to %v, want only the tightest candidate %v", got, tight)
 	}
-	noHints := newFixture(t, func(c *relay.Config) { c.Routes.NoHints = true })
+	noHints := newFixture(t, nil)
+	noHints.r.Routes().Simulate(route.SimOptions{NoHints: true})
 	setup(noHints)
 	if got := sendsTo(noHints.handle(peek(t, pub, "2", 0), alice)); len(got) != 1 || got[0] != publisher2 {
 		t.Errorf("NoHints sent to %v, want only %v", got, publisher2)
 	}
-	galaxyOnly := newFixture(t, func(c *relay.Config) {
-		c.Routes.GalaxyOnly = true
-		c.Galaxies[ship(t, "~pur")] = necLane
-	})
+	galaxyOnly := newFixture(t, func(c *relay.Config) { c.Galaxies[ship(t, "~pur")] = necLane })
+	galaxyOnly.r.Routes().Simulate(route.SimOptions{GalaxyOnly: true})
 	galaxyOnly.handle(poke(t, "~talpur", "~zod", "ping"), publisher2)
 	if got := sendsTo(galaxyOnly.handle(peek(t, pub, "1", 0), alice)); len(got) != 1 || got[0] != necLane {
 		t.Errorf("GalaxyOnly sent to %v, want the galaxy's lane %v", got, necLane)

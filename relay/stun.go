@@ -38,6 +38,9 @@ func (r *Relay) stun(b []byte, from netip.AddrPort, now time.Duration, out *Out)
 		out.drop(DropSelf)
 		return
 	}
+	// A ship that only STUNs its sponsor keeps its lane so (a keepalive
+	// moves nothing: route.Table.KeepAlive).
+	r.routes.KeepAlive(fromKey, now)
 	resp := scry.STUNResponse{TxID: q.TxID, Mapped: from}
 	if ok, _ := r.amp.spend(fromKey, resp.Len(), now); !ok {
 		out.c.add(EventAmpThrottled, 1)

@@ -114,7 +114,7 @@ func document(p params, secs []section) (string, error) {
 		}
 		w("| %s | %s | %s | %v |\n", st.Name, where, choice, st.Fraternize)
 	}
-	w("\n**Galaxy-only** models directed messaging as Urbit runs it (UIP-0113): relays only at galaxies, one relay hop. Every ship's sponsor is overridden to its galaxy (`lane.Sponsors`) in relays and endpoints alike, so ships ping their galaxy, the galaxy learns every lane under it, and requests go requester → galaxy → receiver; `RouteConfig.GalaxyOnly` is set too. "+
+	w("\n**Galaxy-only** models directed messaging as Urbit runs it (UIP-0113): relays only at galaxies, one relay hop. Every ship's sponsor is overridden to its galaxy (`lane.Sponsors`) in relays and endpoints alike, so ships ping their galaxy, the galaxy learns every lane under it, and requests go requester → galaxy → receiver; `route.SimOptions.GalaxyOnly` is set too. "+
 		"Next-hop hints stay on, as vere's galaxies always write the next-hop and Arvo takes it as a lane to try, so a public receiver is reached directly after one round trip. "+
 		"Two differences from vere: a requester here sends on its galaxy and the direct lane until the direct lane answers, then on it alone until it misses two probes, where vere drops back to sending on both after 5 s without hearing the peer; and a pending entry here holds at most %d requesters (the design's cap), where vere's holds any number. "+
 		"**Chain** is the design of UIP-0102 as built: relays at galaxies, stars and planets with moons, requests climbing the sponsorship chain, tightening one relay per round trip. "+

@@ -477,7 +477,7 @@ func (c *Core) page(p *scry.Packet, from netip.AddrPort, now time.Duration, out 
 		// Nobody here asked for it: it teaches nothing, beyond answering
 		// a probe outstanding on its lane (the slower copy of a request
 		// sent on two lanes). A forged page cannot redirect us.
-		c.routes.LateAnswer(publisher, fromKey, nextKey, p.Header.Hops == 0, p.Header.Hops > 0, now)
+		c.routes.LateAnswer(route.PageObs{Publisher: publisher, From: fromKey, Next: nextKey, Hop0: p.Header.Hops == 0, Relayed: p.Header.Hops > 0}, now)
 	default:
 		if p.Header.Hops == 0 {
 			c.routes.Heard(publisher, fromKey, now)

@@ -148,8 +148,9 @@ func TestSoak(t *testing.T) {
 	for k := 1; k <= soakRequesters; k++ {
 		ship := lane.ShipFromUint64(uint64(k)<<16 | 1) // planets under ~nec
 		ep := soakEndpoint(t, endpoint.Config{Ship: ship, Lanes: lanes, PingInterval: -1, HintNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
-			RetryInterval: 500 * time.Millisecond, Routes: route.Config{NoHints: true}},
+			RetryInterval: 500 * time.Millisecond},
 			netip.AddrFrom4([4]byte{127, 0, 1, byte(k)}))
+		ep.Routes().Simulate(route.SimOptions{NoHints: true})
 		for w := 0; w < soakWorkers; w++ {
 			workers.Add(1)
 			go func() {

@@ -104,15 +104,42 @@ const (
 	DefaultMoveSilence = 40 * time.Second
 
 	// DefaultRouteSourceDivisor caps the routes created on behalf of one
-	// source address (an IPv4 address, an IPv6 /64) at
+	// source address (an IPv4 address, an IPv6 /56) at
 	// MaxRoutes/DefaultRouteSourceDivisor, so that one source naming
 	// millions of ships cannot evict every other ship's route (it evicts
 	// at most a sixteenth of the table, its own first once it is at its
 	// cap). A NAT hiding many ships shares one share.
 	DefaultRouteSourceDivisor = 16
 
+	// RouteSourceIPv6Bits is the IPv6 prefix one source's route share is
+	// counted by: a /56, the network the amplification budget counts by
+	// (relay.DefaultAmpNet6Bits), what ISPs commonly give one customer.
+	// Counted by /64, one customer's 256 /64s took 256 shares: 17 of them
+	// filled a 4,096-route table (issue 21).
+	RouteSourceIPv6Bits = 56
+
 	// DefaultRouteSourceSlots is how many per-source route counters are
 	// kept, by seeded hash of the address (4 bytes each: 16 KiB); sources
 	// sharing a slot share a cap.
 	DefaultRouteSourceSlots = 4096
+
+	// ChallengerFailures is how many unanswered probes lose a claimed
+	// challenger its slot: one. A claim costs nothing to make (a socket
+	// that never reads, or a forged source, can send it), so the slot is
+	// held only by answering: a claimant is probed at the next request for
+	// the ship and, silent for ProbeTimeout, gives the slot back and may
+	// not claim it again for BadLaneHold (Table.held). An honest lane whose
+	// one probe was lost claims again after BadLaneHold, by when its old
+	// lane has expired if the ship really moved.
+	ChallengerFailures = 1
+
+	// HeldSlotsDivisor sizes the record of lanes held out of challenger
+	// slots (Table.held) at LaneClockSlots/HeldSlotsDivisor slots of 16
+	// bytes (64 KiB for a relay), at least MinHeldSlots (16 KiB, made at
+	// the first hold, so an endpoint that never sees a challenger fail
+	// pays nothing): one entry per lane that failed a probe within
+	// BadLaneHold. A collision forgets a hold, which lets that lane claim
+	// once more (one probe).
+	HeldSlotsDivisor = 16
+	MinHeldSlots     = 1024
 )

@@ -24,20 +24,21 @@ func info(t *testing.T, rt *Table, s lane.Ship) Info {
 }
 
 // TestChallengerFailsWithoutAnswering: a lane heard for a ship whose direct
-// lane works is a challenger, first come; it is probed one request at a
-// time, dropped and held as bad after CandidateFailures unanswered probes
-// (hearing from it does not excuse them), and the direct lane carries
-// every request meanwhile.
+// lane works is a challenger, first come; it is probed at the next request,
+// loses the slot when that probe goes unanswered (ChallengerFailures:
+// hearing from it does not excuse it) and may not claim it again for
+// BadLaneHold; the next claimant then takes the slot, and the direct lane
+// carries every request meanwhile.
 func TestChallengerFailsWithoutAnswering(t *testing.T) {
 	rt := newTable(t)
 	now := sec
 	rt.Contacted(planet, planetKey, now)
 	rt.Contacted(planet, evilKey, now)
 	rt.Contacted(planet, otherKey, now) // a later claimant waits its turn
-	if i := info(t, rt, planet); i.Direct != planetKey || i.Challenger != evilKey {
-		t.Fatalf("direct %v challenger %v; want %v, %v", i.Direct.AddrPort(), i.Challenger.AddrPort(), planetKey.AddrPort(), evilKey.AddrPort())
+	if i := info(t, rt, planet); i.Direct != planetKey || i.Challenger != evilKey || i.ChallengerState != ChallengerClaimed {
+		t.Fatalf("direct %v challenger %v (%v); want %v, %v", i.Direct.AddrPort(), i.Challenger.AddrPort(), i.ChallengerState, planetKey.AddrPort(), evilKey.AddrPort())
 	}
-	for probe := 0; probe < DefaultCandidateFailures; probe++ {
+	for probe := 0; probe < ChallengerFailures; probe++ {
 		wantLanes(t, "probe", rt.Select(planet, alice, now), evilKey, planetKey)
 		wantLanes(t, "probe outstanding", rt.Select(planet, alice, now+1), planetKey)
 		rt.Contacted(planet, evilKey, now+2) // heard, not answering
@@ -46,7 +47,7 @@ func TestChallengerFailsWithoutAnswering(t *testing.T) {
 	}
 	wantLanes(t, "challenger failed", rt.Select(planet, alice, now), planetKey)
 	if i := info(t, rt, planet); i.Challenger.IsValid() || i.Direct != planetKey {
-		t.Fatalf("after %d unanswered probes: %+v", DefaultCandidateFailures, i)
+		t.Fatalf("after %d unanswered probes: %+v", ChallengerFailures, i)
 	}
 	rt.Contacted(planet, evilKey, now)
 	if i := info(t, rt, planet); i.Challenger.IsValid() {
@@ -55,6 +56,21 @@ func TestChallengerFailsWithoutAnswering(t *testing.T) {
 	rt.Contacted(planet, otherKey, now)
 	if i := info(t, rt, planet); i.Challenger != otherKey {
 		t.Fatalf("challenger %v, want the next claimant %v", i.Challenger.AddrPort(), otherKey.AddrPort())
+	}
+	// otherKey fails too; evilKey is still held out (not only as the
+	// route's last bad lane), and after BadLaneHold may claim again.
+	wantLanes(t, "second probe", rt.Select(planet, alice, now), otherKey, planetKey)
+	now += DefaultProbeTimeout
+	rt.Select(planet, alice, now)
+	rt.Contacted(planet, evilKey, now)
+	if i := info(t, rt, planet); i.Challenger.IsValid() {
+		t.Fatalf("a held lane claimed the slot: %+v", i)
+	}
+	now += DefaultBadLaneHold
+	rt.Contacted(planet, planetKey, now)
+	rt.Contacted(planet, evilKey, now)
+	if i := info(t, rt, planet); i.Challenger != evilKey {
+		t.Fatalf("after BadLaneHold the lane may claim again: %+v", i)
 	}
 }
 
@@ -100,8 +116,10 @@ func TestChallengerFollowsAMove(t *testing.T) {
 
 // TestChallengerBeatsAMuteDirectLane: a direct lane learned first from a
 // spoofer answers nothing; the ship's own lane, challenging it, answers
-// the same requests, and after ProvenFailures of them takes its place.
-// A direct lane that answers too keeps it.
+// the same requests, and after ProvenFailures of them takes its place,
+// though the spoofer keeps claiming (it is only heard: StateHeard). A
+// direct lane that answers too keeps it (a contest: both are sent every
+// request).
 func TestChallengerBeatsAMuteDirectLane(t *testing.T) {
 	for _, directAnswers := range []bool{false, true} {
 		rt := newTable(t)
@@ -128,8 +146,8 @@ func TestChallengerBeatsAMuteDirectLane(t *testing.T) {
 		if !directAnswers && d != planetKey {
 			t.Errorf("the ship's answering lane did not replace a mute one: direct %v", d.AddrPort())
 		}
-		if directAnswers && d != evilKey {
-			t.Errorf("a direct lane that answers was replaced: direct %v", d.AddrPort())
+		if i := info(t, rt, planet); directAnswers && (d != evilKey || i.Challenger != planetKey || i.ChallengerState != ChallengerAnswered) {
+			t.Errorf("a direct lane that answers was replaced, or the contest ended: %+v", i)
 		}
 	}
 }
@@ -139,7 +157,7 @@ func TestChallengerBeatsAMuteDirectLane(t *testing.T) {
 // lane on the ship's route; from anywhere else it teaches nothing.
 func TestLateAnswerTeachesOnlyFromWhereTheRequestWent(t *testing.T) {
 	rt := newTable(t)
-	if rt.LateAnswer(planet, evilKey, hintKey, false, true, sec) {
+	if rt.LateAnswer(PageObs{Publisher: planet, From: evilKey, Next: hintKey, Relayed: true}, sec) {
 		t.Fatal("a page from a lane nobody asked was taken")
 	}
 	if _, ok := rt.Info(planet); ok {
@@ -147,11 +165,11 @@ func TestLateAnswerTeachesOnlyFromWhereTheRequestWent(t *testing.T) {
 	}
 	// From the galaxy the request went to, with a next-hop: taken.
 	wantLanes(t, "up the chain", rt.Select(planet, alice, sec), necKey)
-	if !rt.LateAnswer(planet, necKey, hintKey, false, true, sec) {
+	if !rt.LateAnswer(PageObs{Publisher: planet, From: necKey, Next: hintKey, Relayed: true}, sec) {
 		t.Fatal("the slower copy from the galaxy was not taken")
 	}
 	wantLanes(t, "hint", rt.Select(planet, alice, sec), hintKey, necKey)
-	if !rt.LateAnswer(planet, hintKey, lane.Key{}, true, false, sec+1) {
+	if !rt.LateAnswer(PageObs{Publisher: planet, From: hintKey, Hop0: true}, sec+1) {
 		t.Fatal("the hint's late answer was not taken")
 	}
 	if i := info(t, rt, planet); i.Direct != hintKey || !i.DirectProven {
@@ -276,5 +294,94 @@ func TestConfiguredWins(t *testing.T) {
 		} else {
 			wantLanes(t, "learned first", got, evilKey)
 		}
+	}
+}
+
+// TestSignedPageProvesALane: a hop-0 page whose signature was checked
+// (PageObs.Signed), from a challenger a probe went to, moves it in at
+// once over a direct lane that has only been heard; unsigned it stays the
+// challenger (the wire's rule: wait for silence). A proven or pinned lane
+// is not moved by a signature, and a signed page from a lane no request
+// went to teaches nothing.
+func TestSignedPageProvesALane(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		signed, prove bool
+		from          lane.Key
+		want          lane.Key
+		state         LaneState
+	}{
+		{"signed over heard", true, false, movedKey, movedKey, StateProven},
+		{"unsigned over heard", false, false, movedKey, planetKey, StateHeard},
+		{"signed over proven", true, true, movedKey, planetKey, StateProven},
+		{"signed from elsewhere", true, false, otherKey, planetKey, StateHeard},
+	} {
+		rt := newTable(t)
+		rt.Contacted(planet, planetKey, sec)
+		if c.prove {
+			rt.Select(planet, alice, sec)
+			rt.Answered(planet, planetKey, lane.Key{}, false, sec)
+		}
+		rt.Contacted(planet, movedKey, sec)
+		wantLanes(t, c.name, rt.Select(planet, alice, sec+1), movedKey, planetKey)
+		o := PageObs{Publisher: planet, From: c.from, Hop0: true, Signed: c.signed}
+		if _, contested := rt.PageArrived(o, sec+2, nil, nil); contested != (c.from == movedKey) {
+			t.Errorf("%s: contested %v", c.name, contested)
+		}
+		if i := info(t, rt, planet); i.Direct != c.want || i.State != c.state {
+			t.Errorf("%s: direct %v %v; want %v %v", c.name, i.Direct.AddrPort(), i.State, c.want.AddrPort(), c.state)
+		}
+	}
+	// Pinned: nothing from the wire, signed or not, moves it.
+	rt := newTable(t)
+	rt.Pin(planet, planetKey)
+	rt.Contacted(planet, movedKey, sec)
+	rt.PageArrived(PageObs{Publisher: planet, From: movedKey, Hop0: true, Signed: true}, sec, nil, nil)
+	wantLanes(t, "pinned", rt.Select(planet, alice, sec+1), planetKey)
+}
+
+// TestKeepAliveKeepsTheLane: a lane that only sends keepalives (STUN) does
+// not expire; one that sends nothing does, and any lane heard then takes
+// its place.
+func TestKeepAliveKeepsTheLane(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		rt := newTable(t)
+		rt.Contacted(planet, planetKey, sec)
+		now := sec
+		for end := now + 2*DefaultDirectLaneExpiry; now < end; now += 25 * sec {
+			if keep {
+				rt.KeepAlive(planetKey, now)
+			}
+		}
+		rt.Contacted(planet, evilKey, now)
+		i := info(t, rt, planet)
+		switch {
+		case keep && (i.Direct != planetKey || i.State != StateHeard || i.Challenger != evilKey):
+			t.Errorf("kept alive: %+v", i)
+		case !keep && i.Direct != evilKey:
+			t.Errorf("silent for %v, the lane did not expire: %+v", 2*DefaultDirectLaneExpiry, i)
+		}
+	}
+}
+
+// TestRouteShareIsPerSlash56: the IPv6 /64s of one /56 share one source's
+// route share; another /56 has its own.
+func TestRouteShareIsPerSlash56(t *testing.T) {
+	rt, err := New(self, nil, Config{MaxRoutes: 64, SourceDivisor: 16, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := func(b6, b7 byte) lane.Key {
+		return lane.KeyOf(netip.AddrPortFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, 0x56, b6, b7, 15: 1}), 4000))
+	}
+	for i := 0; i < 16; i++ {
+		rt.Contacted(lane.ShipFromUint64(uint64(0x1_0000_0000+i)), src(0, byte(i)), sec)
+	}
+	if n := rt.Len(); n != 4 {
+		t.Errorf("16 /64s of one /56 hold %d routes; want its share, 4", n)
+	}
+	rt.Contacted(lane.ShipFromUint64(0x2_0000_0000), src(1, 0), sec)
+	if n := rt.Len(); n != 5 {
+		t.Errorf("another /56 was refused: %d routes", n)
 	}
 }

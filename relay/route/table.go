@@ -52,7 +52,8 @@ import (
 // standing, so a late duplicate through a looser route never undoes a working
 // tighter one (urbit/urbit#2025).
 //
-// Who may steer the table (see docs/reliability.md, "Lane learning"):
+// Who may steer the table (docs/reliability.md, "Who may say where a ship
+// is"; the direct lane's rules are the state machine of state.go):
 //
 //   - Configured lanes (SetStatic, SetRelays) always win: a ship with one
 //     is routed there and nothing learned about it is kept.
@@ -62,21 +63,30 @@ import (
 //   - A lane is learned only from a datagram that is acted on (a poke or
 //     legacy packet sent on, a page that matched a pending request); the
 //     callers see to it, Commit records the sender.
-//   - A working direct lane (fresh) is not replaced on the wire's word: a
+//   - A working direct lane (fresh: heard from, a STUN keepalive included,
+//     within DirectLaneExpiry) is not replaced on the wire's word: a
 //     different lane heard for the ship becomes its challenger, sent
-//     probes beside the direct lane, and replaces it only once it has
-//     answered one (it receives) and the old lane has gone silent for
-//     MoveSilence or expired. Until then traffic keeps flowing on the old
-//     lane, so a spoofed ping can neither divert nor blackhole a ship
-//     that is talking.
+//     probes beside the direct lane. A challenger holds its slot only by
+//     answering (one unanswered probe frees it and holds the lane out for
+//     BadLaneHold); once it has answered it is sent every request beside
+//     the direct lane, and the requester gets both lanes' pages
+//     (PageArrived's contested). It replaces the direct lane once that
+//     lane has been silent for MoveSilence or expired, or, if that lane
+//     has only been heard and never answered (a spoofer's, learned first),
+//     once it left ProvenFailures requests unanswered that the challenger
+//     answered. A lane that has answered and keeps talking is never
+//     displaced from the wire: requests it does not answer count nothing.
+//   - A signed page (PageObs.Signed) from a lane the request went to
+//     proves that lane at once, in place of one only heard.
 //   - A next-hop is taken only from a page that came through a lane the
 //     request was sent on (the ship's own lanes or its sponsors'), only if
 //     it names an address that may be a target (HintAllowed), and an
 //     unproven candidate is sent at most one probe at a time, so a hint
 //     aimed at a third party costs it at most CandidateFailures requests
 //     per FailedHintHold.
-//   - Routes created on behalf of one source address are capped
-//     (Config.SourceDivisor), so one source cannot evict everyone else's.
+//   - Routes created on behalf of one source (an IPv4 address, an IPv6
+//     /56) are capped (Config.SourceDivisor), so one source cannot evict
+//     everyone else's.
 //
 // Table is safe for concurrent use.
 type Table struct {
@@ -101,9 +111,19 @@ type Table struct {
 	srcSeed    uint64   // static
 	srcRefused uint64   // guarded by mu; routes not created: source at its cap
 
-	// clock records when anything last arrived from each lane; it takes
-	// no lock (see laneClock).
+	// clock records when anything last arrived from each lane (Arrived,
+	// KeepAlive); it takes no lock (see laneClock).
 	clock *laneClock
+	// held records, by seeded hash of ship and lane, when a lane lost a
+	// ship's challenger slot by leaving a probe unanswered: it may not
+	// claim that ship's slot again for BadLaneHold (see challengeLocked).
+	// It is made at the first hold: most tables (an endpoint's) never
+	// need one.
+	held *laneClock // guarded by mu
+
+	// sim holds the simulator's strategy switches (Simulate); zero in
+	// production.
+	sim SimOptions // guarded by mu
 
 	// selfKeys holds the lanes that are this process, never targets: an
 	// immutable slice (a handful of lanes), replaced under mu and read
@@ -158,10 +178,13 @@ type Config struct {
 	// per-source counters); zero draws one from crypto/rand. The
 	// simulator sets it so that runs repeat.
 	Seed uint64
+}
 
-	// Strategy switches, for comparing routing strategies in the
-	// simulator; all off is the design as specified.
-
+// SimOptions are strategy switches for comparing routing strategies in
+// the simulator (cmd/simnet), set with Table.Simulate; they are no part of
+// a relay's or endpoint's configuration. All off is the design as
+// specified.
+type SimOptions struct {
 	// SingleRoute sends each request on one lane only: the tightest
 	// candidate, proven or not (the rubric without its safety net: a dead
 	// tighter lane loses requests until its probes fail).
@@ -172,6 +195,14 @@ type Config struct {
 	// GalaxyOnly walks the sponsorship chain straight to the galaxy,
 	// skipping intermediate sponsors, as directed messaging does today.
 	GalaxyOnly bool
+}
+
+// Simulate sets the simulator's strategy switches. Only cmd/simnet (and
+// tests comparing strategies) call it; a relay or endpoint never does.
+func (r *Table) Simulate(o SimOptions) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sim = o
 }
 
 // ConfigError is a Config field that Validate (and New) rejects.
@@ -259,7 +290,7 @@ type path struct {
 	fails  uint8         // probe timeouts since the last answer
 	heard  time.Duration // last answer (or, for a direct lane, last packet) from it
 	// kept marks a direct lane the ship itself keeps alive by contacting
-	// us; unanswered requests do not fail it.
+	// us (or the fronted ship pinned); unanswered requests do not fail it.
 	kept bool
 	// waiting is when the oldest unanswered request to this lane was sent;
 	// zero when none is outstanding.
@@ -274,11 +305,17 @@ func (p *path) valid() bool { return p.lane.IsValid() }
 
 // route is the per-receiver state. It holds no pointers.
 type route struct {
-	direct   path
-	hint     path
-	base     path
-	bad      lane.Key      // the last hint dropped as dead
-	badUntil time.Duration // bad is not retried before this
+	direct path
+	// state is the direct lane's standing (state.go); direct.proven is
+	// state.knownGood(), kept in step by step.
+	state LaneState
+	// chalState is the challenger's standing; chal.proven is
+	// chalState == ChallengerAnswered.
+	chalState ChallengerState
+	hint      path
+	base      path
+	bad       lane.Key      // the last hint dropped as dead
+	badUntil  time.Duration // bad is not retried before this
 	// fwd is this ship's standing as a forwarder for ships below it: its
 	// direct lane, proven once a page for another ship came back from it.
 	// Only then is its lane known-good for requests to its sponsees;
@@ -292,11 +329,12 @@ type route struct {
 	// been silent for MoveSilence, or has expired (see settle).
 	chal      path
 	chalSince time.Duration // when chal was first heard
-	// chalAnswered is when chal last answered a probe; chalWins counts the
-	// probes the direct lane left unanswered that chal, sent the same
-	// requests, answered (reset when the direct lane answers).
+	// chalAnswered is when chal last answered a probe; unanswered counts
+	// the requests a heard-only direct lane (StateHeard: it never answered
+	// one) left unanswered that were sent at or before that answer, which
+	// chal was sent too (see settle).
 	chalAnswered time.Duration
-	chalWins     uint8
+	unanswered   uint8
 	// hintHold: no new hint is taken before this (a hint failed).
 	hintHold time.Duration
 	// src is 1 + the per-source counter slot this route was created
@@ -397,6 +435,14 @@ func (r *Table) SetRelays(relays map[lane.Ship]lane.Key) {
 // for every datagram it reads.
 func (r *Table) Arrived(k lane.Key, now time.Duration) { r.clock.hear(k, now) }
 
+// KeepAlive records that lane k sent a keepalive at now (a STUN binding
+// request the relay answered): a ship whose direct lane is k stays
+// reachable there (its lane does not expire) however long it sends
+// nothing else, as a ship that only STUNs its sponsor does. A keepalive
+// keeps a lane alive and no more: it proves nothing and moves no route.
+// It takes no lock.
+func (r *Table) KeepAlive(k lane.Key, now time.Duration) { r.clock.hear(k, now) }
+
 // AddSelf records a lane that belongs to this process (its listening
 // address as seen by others). Such a lane is never chosen as a target.
 func (r *Table) AddSelf(k lane.Key) {
@@ -460,10 +506,15 @@ func (r *Table) SourceRefused() uint64 {
 	return r.srcRefused
 }
 
-// srcSlot returns the per-source counter slot of k's source
-// (lane.Key.Source: the whole address for IPv4, its /64 for IPv6).
+// srcSlot returns the per-source counter slot of k's source: the whole
+// address for IPv4, its /RouteSourceIPv6Bits (/56) for IPv6, the networks
+// the amplification budget counts by, so that the /64s of one customer's
+// /56 share one share.
 func (r *Table) srcSlot(k lane.Key) uint32 {
 	src := k.Source()
+	if !k.Is4() {
+		clear(src[RouteSourceIPv6Bits/8:])
+	}
 	w := lane.Mix64(binary.LittleEndian.Uint64(src[:8])^r.srcSeed) ^ binary.LittleEndian.Uint64(src[8:])
 	return uint32(lane.Mix64(w) & uint64(len(r.srcCount)-1))
 }
@@ -546,7 +597,7 @@ func (r *Table) Heard(s lane.Ship, k lane.Key, now time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.cameTheWayLocked(s, k, now) {
-		r.heardLocked(s, k, now, false)
+		r.heardLocked(s, k, now, false, false)
 	}
 }
 
@@ -571,14 +622,17 @@ func (r *Table) Contacted(s lane.Ship, k lane.Key, now time.Duration) { r.heard(
 func (r *Table) heard(s lane.Ship, k lane.Key, now time.Duration, kept bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.heardLocked(s, k, now, kept)
+	r.heardLocked(s, k, now, kept, false)
 }
 
-// heardLocked is heard with mu held. An invalid lane, one of our own, or a
-// ship with a configured lane teaches nothing; a lane other than a working
+// heardLocked is heard with mu held: s was heard at lane k, by its contact
+// (kept: EvContact) or by a hop-0 page from a lane the request went to
+// (EvAnswer, EvSigned when signed). An invalid lane, one of our own, or a
+// ship with a configured lane teaches nothing. A lane other than a working
 // direct lane becomes its challenger (see challengeLocked), not its
-// replacement.
-func (r *Table) heardLocked(s lane.Ship, k lane.Key, now time.Duration, kept bool) {
+// replacement, unless the page was signed and the direct lane had not
+// answered; a pinned lane is never challenged from the wire.
+func (r *Table) heardLocked(s lane.Ship, k lane.Key, now time.Duration, kept, signed bool) {
 	if !k.IsValid() || r.IsSelf(k) || r.configuredLocked(s) {
 		return
 	}
@@ -586,17 +640,26 @@ func (r *Table) heardLocked(s lane.Ship, k lane.Key, now time.Duration, kept boo
 	if rt == nil {
 		return
 	}
+	r.changes += r.advanceLocked(s, rt, now)
+	ev := EvAnswer
 	switch {
-	case rt.direct.lane == k:
-	case r.directFreshLocked(rt, now):
-		r.challengeLocked(rt, k, now, kept)
+	case kept:
+		ev = EvContact
+	case signed:
+		ev = EvSigned
+	}
+	switch {
+	case rt.direct.valid() && rt.direct.lane == k:
+		rt.step(ev)
+	case r.directFreshLocked(rt, now) && (!signed || rt.state == StateProven):
+		r.challengeLocked(s, rt, k, now, kept)
 		return
 	default:
 		r.changes++
-		rt.direct = path{lane: k}
 		if rt.chal.lane == k {
-			rt.chal = path{}
+			rt.clearChallenger()
 		}
+		rt.replaceDirect(k, ev)
 		// The lane is the ship's own now, not a step toward it.
 		if rt.base.lane == k {
 			rt.base = path{}
@@ -605,13 +668,12 @@ func (r *Table) heardLocked(s lane.Ship, k lane.Key, now time.Duration, kept boo
 			rt.hint, rt.base = rt.base, path{}
 		}
 	}
-	rt.direct.proven = true
 	rt.direct.heard = now
 	rt.direct.fails = 0
 	if !rt.chal.valid() {
 		// Heard, so alive: its probe is closed. With a challenger the
-		// probe stays open, to be judged against the challenger's answer
-		// (expireProbes): being heard is not answering.
+		// probe stays open, to be judged at its timeout: being heard is
+		// not answering.
 		rt.direct.waiting = 0
 	}
 	if kept {
@@ -619,22 +681,88 @@ func (r *Table) heardLocked(s lane.Ship, k lane.Key, now time.Duration, kept boo
 	}
 }
 
-// challengeLocked records that lane k was heard as rt's ship while its
-// direct lane works: k becomes the challenger, unless it is held as bad or
-// an earlier challenger was heard within ChallengerHold (first come: a
-// flood of spoofed lanes cannot keep replacing a genuine newcomer).
-func (r *Table) challengeLocked(rt *route, k lane.Key, now time.Duration, kept bool) {
+// challengeLocked records that lane k was heard as ship s (route rt) while
+// its direct lane works: k claims the challenger slot (ChallengerClaimed),
+// unless it is held out (it lost this ship's slot by leaving a probe
+// unanswered within BadLaneHold) or an earlier challenger was heard within
+// ChallengerHold (first come: a flood of claims cannot keep replacing a
+// genuine newcomer). A claimant holds the slot only until its first probe:
+// unanswered, it loses it (expireProbes), so sockets that never answer
+// cannot squat it, each costing its owner one lane per BadLaneHold.
+func (r *Table) challengeLocked(s lane.Ship, rt *route, k lane.Key, now time.Duration, kept bool) {
 	c := &rt.chal
 	switch {
-	case c.lane == k:
+	case c.valid() && c.lane == k:
 		c.heard = now
 		c.kept = c.kept || kept
+		rt.stepChallenger(EvContact)
 	case k == rt.bad && now < rt.badUntil:
+	case r.heldLocked(s, k, now):
 	case c.valid() && now-c.heard < r.cfg.ChallengerHold:
 	default:
+		rt.clearChallenger()
 		*c = path{lane: k, heard: now, kept: kept}
-		rt.chalSince, rt.chalAnswered, rt.chalWins = now, 0, 0
+		rt.chalSince, rt.chalAnswered, rt.unanswered = now, 0, 0
+		rt.stepChallenger(EvContact)
 	}
+}
+
+// heldSeedMix sets the held record's seed apart from the per-source
+// counters' (both drawn from srcSeed).
+const heldSeedMix = 0x5bd1e9955bd1e995
+
+// holdHash is the key of (s, k) in the held record.
+func holdHash(s lane.Ship, k lane.Key) lane.Key {
+	h := lane.Mix64(s.Lo ^ lane.Mix64(s.Hi^k.Hash()))
+	var hk lane.Key
+	binary.LittleEndian.PutUint64(hk.IP[:8], h)
+	hk.Port = uint16(h >> 48)
+	return hk
+}
+
+// heldLocked reports whether lane k lost s's challenger slot within
+// BadLaneHold.
+func (r *Table) heldLocked(s lane.Ship, k lane.Key, now time.Duration) bool {
+	return r.held != nil && r.held.heardSince(holdHash(s, k), now-r.cfg.BadLaneHold)
+}
+
+// step moves rt's direct lane on e, by Transitions, and reports whether
+// the table has that row (without one nothing changes).
+func (rt *route) step(e Event) bool {
+	to, ok := next(rt.state, e)
+	if ok {
+		rt.state = to
+		rt.direct.proven = to.knownGood()
+	}
+	return ok
+}
+
+// replaceDirect makes k rt's direct lane, from StateUnknown on e.
+func (rt *route) replaceDirect(k lane.Key, e Event) {
+	rt.direct = path{lane: k}
+	rt.state = StateUnknown
+	rt.step(e)
+}
+
+// stepChallenger moves rt's challenger on e, by ChallengerTransitions; a
+// challenger moved to ChallengerNone is forgotten.
+func (rt *route) stepChallenger(e Event) bool {
+	to, ok := nextChallenger(rt.chalState, e)
+	if !ok {
+		return false
+	}
+	rt.chalState = to
+	rt.chal.proven = to == ChallengerAnswered
+	if to == ChallengerNone {
+		rt.chal = path{}
+	}
+	return true
+}
+
+// clearChallenger empties the challenger slot (its lane became the direct
+// lane, or is replaced by a newer claim).
+func (rt *route) clearChallenger() {
+	rt.chal, rt.chalState = path{}, ChallengerNone
 }
 
 // Pin routes s to lane k alone until Unpin: the fronted ship vouched for
@@ -672,12 +800,19 @@ func (r *Table) DirectLane(s lane.Ship, now time.Duration) (lane.Key, bool) {
 }
 
 func (r *Table) directFreshLocked(rt *route, now time.Duration) bool {
-	return directFresh(rt, now, &r.cfg)
+	return directFresh(rt, now, &r.cfg, r.clock)
 }
 
-// directFresh reports whether rt's direct lane is usable at now.
-func directFresh(rt *route, now time.Duration, cfg *Config) bool {
-	return rt.direct.valid() && now-rt.direct.heard < cfg.DirectLaneExpiry
+// directFresh reports whether rt's direct lane is usable at now: it is in
+// a live state and was heard within its expiry, by the route (contact or
+// answer) or by the lane clock (anything arriving from it, a keepalive
+// included). A pinned ship has no route here (Pin).
+func directFresh(rt *route, now time.Duration, cfg *Config, clock *laneClock) bool {
+	if !rt.direct.valid() || rt.state == StateUnknown || rt.state == StateExpired {
+		return false
+	}
+	return now-rt.direct.heard < cfg.DirectLaneExpiry ||
+		(clock != nil && clock.heardSince(rt.direct.lane, now-cfg.DirectLaneExpiry+1))
 }
 
 // Answered records that a page published by s, answering a request of ours
@@ -692,19 +827,45 @@ func directFresh(rt *route, now time.Duration, cfg *Config) bool {
 func (r *Table) Answered(s lane.Ship, from, next lane.Key, relayed bool, now time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.answeredLocked(s, from, next, relayed, now)
+	r.answeredLocked(PageObs{Publisher: s, From: from, Next: next, Relayed: relayed}, now)
 }
 
-// LateAnswer records that a page published by s that matched no pending
-// request (its request was answered already) arrived from lane from with
-// next-hop next. If it came from a lane that request went to (one with a
-// probe outstanding, or a lane of s's sponsors: the slower copy of a
+// PageObs is what the relay observed of one page, for the route table:
+// who published it, the lane it came from, its next-hop, whether it came
+// straight from the publisher or through a relay, and whether its
+// signature was checked.
+type PageObs struct {
+	Publisher lane.Ship
+	From      lane.Key
+	Next      lane.Key // the page's next-hop; invalid when it has none
+	// Hop0: a hop-0 page, sent by the publisher itself.
+	Hop0 bool
+	// Relayed: hops above zero (it came through a relay).
+	Relayed bool
+	// Signed: the page's signature was verified with the publisher's key
+	// (authority: signature). A hop-0 signed page from a lane the request
+	// went to proves that lane as the publisher's at once (EvSigned): it
+	// becomes the direct lane in place of one that has only been heard,
+	// where an unsigned page makes it a challenger that waits for the
+	// direct lane's silence. It never moves a pinned or configured lane,
+	// nor a proven one (a signature shows who wrote the page, not where
+	// it was sent from: a copy can be replayed), and a signed page from a
+	// lane no request went to teaches nothing. Leave it false unless the
+	// caller verified the signature (cmd/relay's --pki).
+	Signed bool
+}
+
+// LateAnswer records page o that matched no pending request (its request
+// was answered already). If it came from a lane that request went to (one
+// with a probe outstanding, or a lane of s's sponsors: the slower copy of a
 // request sent on two lanes), it is taken as Answered would take it,
-// next-hop included, and if heard (a hop-0 page) as Heard; from anywhere else it teaches nothing: no lane
-// learned, no route created. It reports whether it was taken.
-func (r *Table) LateAnswer(s lane.Ship, from, next lane.Key, heard, relayed bool, now time.Duration) bool {
+// next-hop included, and if o.Hop0 as Heard; from anywhere else it
+// teaches nothing: no lane learned, no route created. It reports whether
+// it was taken.
+func (r *Table) LateAnswer(o PageObs, now time.Duration) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	s, from := o.Publisher, o.From
 	if !from.IsValid() {
 		return false
 	}
@@ -720,30 +881,40 @@ func (r *Table) LateAnswer(s lane.Ship, from, next lane.Key, heard, relayed bool
 	if !taken && !r.onRouteLocked(s, rt, from, now) {
 		return false
 	}
-	if heard {
-		r.heardLocked(s, from, now, false)
+	if o.Hop0 {
+		r.heardLocked(s, from, now, false, o.Signed)
 	}
-	r.answeredLocked(s, from, next, relayed, now)
+	r.answeredLocked(o, now)
 	return true
 }
 
 // PageArrived is, under one lock, what a relay learns from a solicited page
-// published by s that arrived from lane from with next-hop next: if heard (a
-// hop-0 page), Heard(s, from) (taken only from a lane the request went to);
-// then Answered(s, from, next, relayed); then it
-// appends the known lanes of ships (AppendLanesOf) to dst and returns it.
-func (r *Table) PageArrived(s lane.Ship, from, next lane.Key, heard, relayed bool, now time.Duration, ships []lane.Ship, dst []lane.Key) []lane.Key {
+// o: if o.Hop0 (a hop-0 page), Heard(o.Publisher, o.From) (taken only
+// from a lane the request went to); then Answered; then it appends the
+// known lanes of ships (AppendLanesOf) to dst and returns it. contested
+// reports that the page came from the publisher's challenger while its
+// direct lane works: the relay then keeps the request pending, so that the
+// page from the direct lane, sent the same request, reaches the requester
+// too (the known-good lane's answer is never lost to a challenger's
+// faster one).
+func (r *Table) PageArrived(o PageObs, now time.Duration, ships []lane.Ship, dst []lane.Key) (_ []lane.Key, contested bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if heard && r.cameTheWayLocked(s, from, now) {
-		r.heardLocked(s, from, now, false)
+	s, from := o.Publisher, o.From
+	if rt, ok := r.table.Peek(s); ok && from.IsValid() && rt.chal.valid() && rt.chal.lane == from &&
+		rt.direct.lane != from && r.directFreshLocked(rt, now) {
+		contested = true
 	}
-	r.answeredLocked(s, from, next, relayed, now)
-	return r.appendLanesOfLocked(dst, ships)
+	if o.Hop0 && r.cameTheWayLocked(s, from, now) {
+		r.heardLocked(s, from, now, false, o.Signed)
+	}
+	r.answeredLocked(o, now)
+	return r.appendLanesOfLocked(dst, ships), contested
 }
 
-func (r *Table) answeredLocked(s lane.Ship, from, next lane.Key, relayed bool, now time.Duration) {
-	if relayed {
+func (r *Table) answeredLocked(o PageObs, now time.Duration) {
+	s, from, next := o.Publisher, o.From, o.Next
+	if o.Relayed {
 		r.forwardedLocked(s, from, now)
 	}
 	if !from.IsValid() || r.configuredLocked(s) {
@@ -751,7 +922,7 @@ func (r *Table) answeredLocked(s lane.Ship, from, next lane.Key, relayed bool, n
 	}
 	// A next-hop is worth a route only from a page that came the way the
 	// request went, and only if it may be a target.
-	hint := !r.cfg.NoHints && next.IsValid() && next != from && r.HintAllowed(next)
+	hint := !r.sim.NoHints && next.IsValid() && next != from && r.HintAllowed(next)
 	rt := r.getLocked(s, false, from)
 	hint = hint && r.onRouteLocked(s, rt, from, now)
 	if rt == nil && hint {
@@ -760,20 +931,30 @@ func (r *Table) answeredLocked(s lane.Ship, from, next lane.Key, relayed bool, n
 	if rt == nil {
 		return
 	}
+	ev := EvAnswer
+	if o.Signed && o.Hop0 {
+		ev = EvSigned
+	}
 	// A lane's standing changes only on an answer to a request we sent it
 	// (or one it had already earned), so spoofed pages cannot promote it.
 	switch from {
 	case rt.direct.lane:
 		if rt.direct.waiting != 0 || rt.direct.proven {
 			rt.direct.answer(now)
-			rt.chalWins = 0
+			rt.step(ev)
 		}
 		return // nothing is tighter than direct
 	case rt.chal.lane:
 		if rt.chal.waiting != 0 || rt.chal.proven {
 			rt.chal.answer(now)
 			rt.chalAnswered = now
-			r.changes += settle(rt, now, &r.cfg, r.clock)
+			rt.stepChallenger(ev)
+			if ev == EvSigned && rt.state != StateProven {
+				// Signed: it proves the lane at once (PageObs.Signed).
+				r.changes += moveIn(rt, EvSigned)
+			} else {
+				r.changes += settle(rt, now, &r.cfg, r.clock)
+			}
 		}
 		return // a challenger offers no next step until it is direct
 	case rt.hint.lane:
@@ -845,7 +1026,7 @@ func (r *Table) onRouteLocked(s lane.Ship, rt *route, from lane.Key, now time.Du
 		if k, ok := r.pinned[sp]; ok && k == from {
 			return true
 		}
-		if v, ok := r.table.Peek(sp); ok && v.direct.lane == from && directFresh(v, now, &r.cfg) {
+		if v, ok := r.table.Peek(sp); ok && v.direct.lane == from && r.directFreshLocked(v, now) {
 			return true
 		}
 	}
@@ -983,8 +1164,7 @@ func (r *Table) Select(s lane.Ship, from lane.Key, now time.Duration) Targets {
 func (r *Table) commitLocked(p *Plan, now time.Duration) {
 	if p.N > 0 {
 		if rt := r.getLocked(p.q.Rcvr, false, lane.Key{}); rt != nil {
-			r.changes += expireProbes(rt, now, &r.cfg, r.clock)
-			r.changes += settle(rt, now, &r.cfg, r.clock)
+			r.changes += r.advanceLocked(p.q.Rcvr, rt, now)
 			for i := 0; i < p.N; i++ {
 				for _, q := range [...]*path{&rt.direct, &rt.hint, &rt.base, &rt.chal} {
 					if q.valid() && q.lane == p.Lanes[i] && q.waiting == 0 {
@@ -1011,7 +1191,7 @@ func (r *Table) commitLocked(p *Plan, now time.Duration) {
 		}
 	}
 	if p.q.Learn {
-		r.heardLocked(p.q.Sender, p.q.From, now, true)
+		r.heardLocked(p.q.Sender, p.q.From, now, true, false)
 	}
 }
 
@@ -1069,11 +1249,10 @@ func (r *Table) planLocked(p *Plan, q Query, now time.Duration) {
 	var chal candidate
 	if v, ok := r.table.Peek(s); ok && !done {
 		rt := v
-		if probesDue(v, now, &r.cfg) || settleDue(v, now, &r.cfg) {
-			// Judge the route as expiry will leave it, on a copy.
+		if probesDue(v, now, &r.cfg) || settleDue(v, now, &r.cfg, r.clock) || expiryDue(v, now, &r.cfg, r.clock) {
+			// Judge the route as the tick will leave it, on a copy.
 			c := *v
-			expireProbes(&c, now, &r.cfg, r.clock)
-			settle(&c, now, &r.cfg, r.clock)
+			advance(&c, now, &r.cfg, r.clock)
 			rt = &c
 		}
 		if r.directFreshLocked(rt, now) {
@@ -1102,7 +1281,7 @@ func (r *Table) planLocked(p *Plan, q Query, now time.Duration) {
 				t.Sponsee = n == 0
 				break
 			}
-			if r.cfg.GalaxyOnly && sp.Class() != lane.Galaxy {
+			if r.sim.GalaxyOnly && sp.Class() != lane.Galaxy {
 				continue
 			}
 			if c, held := r.addSponsorLocked(sp, now, add); held && !fallback.lane.IsValid() {
@@ -1119,7 +1298,7 @@ func (r *Table) planLocked(p *Plan, q Query, now time.Duration) {
 	if n == 0 {
 		return
 	}
-	if r.cfg.SingleRoute {
+	if r.sim.SingleRoute {
 		p.setTarget(cands[0])
 		return
 	}
@@ -1207,39 +1386,89 @@ func probesDue(rt *route, now time.Duration, cfg *Config) bool {
 // settleDue reports whether settle might change rt at now: it has a
 // challenger that has gone quiet, or whose direct lane has expired or
 // may have gone silent.
-func settleDue(rt *route, now time.Duration, cfg *Config) bool {
+func settleDue(rt *route, now time.Duration, cfg *Config, clock *laneClock) bool {
 	c := &rt.chal
-	return c.valid() && (now-c.heard >= cfg.DirectLaneExpiry || !directFresh(rt, now, cfg) || c.proven)
+	return c.valid() && (now-c.heard >= cfg.DirectLaneExpiry || !directFresh(rt, now, cfg, clock) || c.proven)
+}
+
+// expiryDue reports whether rt's direct lane is in a live state but no
+// longer fresh: the tick would expire it (EvSilence).
+func expiryDue(rt *route, now time.Duration, cfg *Config, clock *laneClock) bool {
+	return rt.direct.valid() && rt.state != StateExpired && rt.state != StateUnknown && !directFresh(rt, now, cfg, clock)
+}
+
+// advance is the tick for one route: every timed transition due at now,
+// in order (probes judged, a silent lane expired, the challenger settled).
+// It returns how many route changes that made and the challenger lane
+// that lost its slot, if one did, for the caller to hold out. It touches
+// rt only, so a plan can run it on a copy.
+func advance(rt *route, now time.Duration, cfg *Config, clock *laneClock) (changes uint64, lost lane.Key) {
+	changes, lost = expireProbes(rt, now, cfg, clock)
+	if expiryDue(rt, now, cfg, clock) {
+		rt.step(EvSilence)
+	}
+	changes += settle(rt, now, cfg, clock)
+	return changes, lost
+}
+
+// advanceLocked runs advance on s's route rt in place, holding out a
+// challenger lane that lost its slot (heldLocked).
+func (r *Table) advanceLocked(s lane.Ship, rt *route, now time.Duration) uint64 {
+	changes, lost := advance(rt, now, &r.cfg, r.clock)
+	if lost.IsValid() {
+		if r.held == nil {
+			r.held = newLaneClock(max(MinHeldSlots, r.cfg.LaneClockSlots/HeldSlotsDivisor), r.srcSeed^heldSeedMix)
+		}
+		r.held.hear(holdHash(s, lost), now)
+	}
+	return changes
+}
+
+// moveIn makes rt's challenger its direct lane, from StateUnknown on e
+// (EvMove: it answered and the direct lane went silent or expired;
+// EvSigned: it answered with a signed page; a claimed challenger that
+// never answered moves into an expired lane's place as heard, EvContact).
+func moveIn(rt *route, e Event) uint64 {
+	c := rt.chal
+	if !rt.chal.proven {
+		e = EvContact
+	}
+	rt.stepChallenger(EvMove)
+	rt.clearChallenger()
+	rt.direct = path{lane: c.lane, heard: c.heard, kept: c.kept, waiting: c.waiting}
+	rt.state = StateUnknown
+	rt.step(e)
+	return 1
 }
 
 // settle decides rt's challenger: one not heard for DirectLaneExpiry is
-// forgotten; otherwise it becomes the direct lane when the direct lane has
-// expired, or once it has answered a probe (it receives) and either nothing
-// has been heard from the direct lane for MoveSilence (the ship moved) or
-// the direct lane left ProvenFailures requests unanswered that the
-// challenger, sent the same ones, answered (the direct lane is not the
-// ship: a spoofer's, learned first). A
-// direct lane that keeps talking keeps its place, and both are sent
-// traffic meanwhile. It returns how many route changes that made. It
-// touches rt only, so a plan can run it on a copy.
+// forgotten; otherwise it moves in (moveIn) when the direct lane has
+// expired, or once it has answered a probe (it receives) and either
+// nothing has been heard from the direct lane for MoveSilence (the ship
+// moved) or the direct lane, only heard (StateHeard: it never answered a
+// request), left ProvenFailures requests unanswered that the challenger
+// answered (a spoofer's lane, learned first). A direct lane that has
+// answered and keeps talking (pings, pages, STUN) keeps its place however
+// the challenger answers, and both are sent traffic meanwhile
+// (the requester gets both pages: PageArrived's contested). It returns
+// how many route changes that made. It touches rt only, so a plan can run
+// it on a copy.
 func settle(rt *route, now time.Duration, cfg *Config, clock *laneClock) uint64 {
 	c := &rt.chal
 	if !c.valid() {
 		return 0
 	}
 	if now-c.heard >= cfg.DirectLaneExpiry {
-		*c = path{}
+		rt.stepChallenger(EvSilence)
 		return 0
 	}
-	if directFresh(rt, now, cfg) && (!c.proven || int(rt.chalWins) < cfg.ProvenFailures) {
+	if directFresh(rt, now, cfg, clock) && (!c.proven || rt.state != StateHeard || int(rt.unanswered) < cfg.ProvenFailures) {
 		if !c.proven || now-rt.chalSince < cfg.MoveSilence ||
 			clock.heardSince(rt.direct.lane, now-cfg.MoveSilence) || now-rt.direct.heard < cfg.MoveSilence {
 			return 0
 		}
 	}
-	rt.direct = path{lane: c.lane, proven: true, heard: c.heard, kept: c.kept, waiting: c.waiting}
-	*c = path{}
-	return 1
+	return moveIn(rt, EvMove)
 }
 
 // expireProbes judges rt's probes outstanding for ProbeTimeout: a lane that
@@ -1247,30 +1476,34 @@ func settle(rt *route, now time.Duration, cfg *Config, clock *laneClock) uint64 
 // probe is simply closed, answered or not (a request for a value not grown
 // yet is unanswered by design); a silent one has failed, and a proven lane
 // is demoted after ProvenFailures, an unproven one dropped after
-// CandidateFailures. It returns how many route changes that made. It
-// touches rt only, so a plan can run it on a copy.
-func expireProbes(rt *route, now time.Duration, cfg *Config, clock *laneClock) (changes uint64) {
-	// A direct lane's probe out for ProbeTimeout, unanswered, that the
-	// challenger answered meanwhile, counts for the challenger (settle).
-	// The probe is closed here even for a kept lane, so it counts once.
+// CandidateFailures. A kept direct lane (the ship contacts us from it) is
+// never failed by unanswered requests: only silence expires it. A
+// challenger must answer: a claimed one loses the slot on its first
+// unanswered probe (ChallengerFailures), an answered one after
+// ProvenFailures, and is returned as lost. It touches rt only, so a plan
+// can run it on a copy.
+func expireProbes(rt *route, now time.Duration, cfg *Config, clock *laneClock) (changes uint64, lost lane.Key) {
 	if d := &rt.direct; d.valid() && d.waiting != 0 && now-d.waiting >= cfg.ProbeTimeout {
-		if rt.chal.valid() && rt.chal.proven && rt.chalAnswered >= d.waiting && rt.chalWins < 255 {
-			rt.chalWins++
+		// A request sent to a lane that has only been heard (it never
+		// answered one), unanswered while the challenger answered one sent
+		// with it, counts against it (settle). Only requests forwarded to
+		// the lane count, and a lane that has answered once is past this.
+		if rt.state == StateHeard && rt.chalState == ChallengerAnswered && rt.chalAnswered >= d.waiting && rt.unanswered < 255 {
+			rt.unanswered++
 		}
 		if d.kept {
 			d.waiting = 0
 		}
 	}
-	// A challenger must answer: hearing from its lane does not excuse an
-	// unanswered probe (anyone can send from a lane they do not receive
-	// on), and it is dropped and held as bad after CandidateFailures, or
-	// ProvenFailures once it has answered.
+	// Hearing from a challenger's lane does not excuse an unanswered
+	// probe: anyone can send from a lane they do not receive on.
 	if c := &rt.chal; c.valid() && c.waiting != 0 && now-c.waiting >= cfg.ProbeTimeout {
 		c.waiting = 0
 		c.fails++
-		if (!c.proven && int(c.fails) >= cfg.CandidateFailures) || (c.proven && int(c.fails) >= cfg.ProvenFailures) {
+		if (!c.proven && int(c.fails) >= ChallengerFailures) || (c.proven && int(c.fails) >= cfg.ProvenFailures) {
+			lost = c.lane
 			rt.bad, rt.badUntil = c.lane, now+cfg.BadLaneHold
-			*c = path{}
+			rt.stepChallenger(EvProbeLost)
 			changes++
 		}
 	}
@@ -1286,8 +1519,12 @@ func expireProbes(rt *route, now time.Duration, cfg *Config, clock *laneClock) (
 		p.fails++
 		p.waiting = 0
 		if p.proven && int(p.fails) >= cfg.ProvenFailures {
-			p.proven = false
 			p.fails = 0
+			if p == &rt.direct {
+				rt.step(EvProbeLost)
+			} else {
+				p.proven = false
+			}
 			changes++
 		} else if !p.proven && int(p.fails) >= cfg.CandidateFailures {
 			// The lane is dead: forget it in every role it holds, and
@@ -1297,8 +1534,10 @@ func expireProbes(rt *route, now time.Duration, cfg *Config, clock *laneClock) (
 			if p != &rt.direct {
 				// A hint that led nowhere: take no other for a while.
 				rt.hintHold = now + cfg.FailedHintHold
+			} else if rt.step(EvProbeLost) {
+				rt.direct = path{}
 			}
-			for _, q := range [...]*path{&rt.direct, &rt.hint, &rt.base} {
+			for _, q := range [...]*path{&rt.hint, &rt.base} {
 				if q.lane == dead {
 					*q = path{}
 				}
@@ -1309,7 +1548,7 @@ func expireProbes(rt *route, now time.Duration, cfg *Config, clock *laneClock) (
 	if !rt.hint.valid() && rt.base.valid() {
 		rt.hint, rt.base = rt.base, path{}
 	}
-	return changes
+	return changes, lost
 }
 
 // expireFwd judges rt's standing as a forwarder: a try outstanding for
@@ -1354,6 +1593,22 @@ type Info struct {
 	// proven once a page for one of them came back from it.
 	Forwarder       lane.Key
 	ForwarderProven bool
+	// State is the direct lane's state, ChallengerState the challenger's
+	// (state.go).
+	State           LaneState
+	ChallengerState ChallengerState
+}
+
+// infoOf returns v's snapshot.
+func infoOf(v *route) Info {
+	return Info{
+		Direct: v.direct.lane, DirectProven: v.direct.proven, DirectHeard: v.direct.heard,
+		Hint: v.hint.lane, HintProven: v.hint.proven,
+		Base: v.base.lane, BaseProven: v.base.proven,
+		Challenger: v.chal.lane, ChallengerProven: v.chal.proven,
+		Forwarder: v.fwd.lane, ForwarderProven: v.fwd.proven,
+		State: v.state, ChallengerState: v.chalState,
+	}
 }
 
 // Info returns a snapshot of s's route.
@@ -1364,13 +1619,7 @@ func (r *Table) Info(s lane.Ship) (Info, bool) {
 	if !ok {
 		return Info{}, false
 	}
-	return Info{
-		Direct: v.direct.lane, DirectProven: v.direct.proven, DirectHeard: v.direct.heard,
-		Hint: v.hint.lane, HintProven: v.hint.proven,
-		Base: v.base.lane, BaseProven: v.base.proven,
-		Challenger: v.chal.lane, ChallengerProven: v.chal.proven,
-		Forwarder: v.fwd.lane, ForwarderProven: v.fwd.proven,
-	}, true
+	return infoOf(v), true
 }
 
 // Each calls f with a snapshot of every ship's route, least recently used
@@ -1380,13 +1629,7 @@ func (r *Table) Each(f func(lane.Ship, Info)) {
 	defer r.mu.Unlock()
 	for _, s := range r.table.Keys() {
 		v, _ := r.table.Peek(s)
-		f(s, Info{
-			Direct: v.direct.lane, DirectProven: v.direct.proven, DirectHeard: v.direct.heard,
-			Hint: v.hint.lane, HintProven: v.hint.proven,
-			Base: v.base.lane, BaseProven: v.base.proven,
-			Challenger: v.chal.lane, ChallengerProven: v.chal.proven,
-			Forwarder: v.fwd.lane, ForwarderProven: v.fwd.proven,
-		})
+		f(s, infoOf(v))
 	}
 }
 

@@ -28,7 +28,9 @@ func key(s string) lane.Key { return lane.KeyOf(netip.MustParseAddrPort(s)) }
 
 func newTable(t *testing.T) *Table {
 	t.Helper()
-	rt, err := New(self, nil, Config{})
+	// Seeded, so that which lanes share a slot of the lane clock and the
+	// held record is the same every run.
+	rt, err := New(self, nil, Config{Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,10 +253,10 @@ func TestPinnedSponsor(t *testing.T) {
 	if rt.Changes() != before+1 {
 		t.Fatalf("changes %d, want %d", rt.Changes(), before+1)
 	}
-	if !rt.LateAnswer(marnec, marnecKey, lane.Key{}, true, false, sec) || rt.LateAnswer(marnec, alice, lane.Key{}, true, false, sec) {
+	if !rt.LateAnswer(PageObs{Publisher: marnec, From: marnecKey, Hop0: true}, sec) || rt.LateAnswer(PageObs{Publisher: marnec, From: alice, Hop0: true}, sec) {
 		t.Fatal("a page for the pinned star was judged by the wrong lane")
 	}
-	if !rt.LateAnswer(planet, marnecKey, lane.Key{}, false, true, sec) || rt.LateAnswer(planet, alice, lane.Key{}, false, true, sec) {
+	if !rt.LateAnswer(PageObs{Publisher: planet, From: marnecKey, Relayed: true}, sec) || rt.LateAnswer(PageObs{Publisher: planet, From: alice, Relayed: true}, sec) {
 		t.Fatal("a page for the pinned star's planet was judged by the wrong lane")
 	}
 	got := rt.Select(planet, alice, sec)

@@ -187,7 +187,7 @@ func LatencyPreset(name string) (LatencyModel, error) {
 }
 
 // Strategy is a routing strategy: where relays run and how routes are
-// chosen. It maps onto the project's switches (route.Config and
+// chosen. It maps onto the project's switches (route.SimOptions and
 // relay.Config.Fraternize).
 type Strategy struct {
 	Name string
@@ -195,26 +195,28 @@ type Strategy struct {
 	// only at galaxies, one relay hop. Every ship's sponsor (for pings and
 	// for routing, in relays and endpoints alike) is overridden to its
 	// galaxy, so each galaxy learns the lanes of every ship under it, and
-	// Routes.GalaxyOnly is set. Next-hop hints stay on: vere's galaxies
+	// route.SimOptions.GalaxyOnly is set. Next-hop hints stay on: vere's galaxies
 	// always write the next-hop, and Arvo takes it as a lane to try.
 	// Without it, relays run at galaxies, stars and planets that sponsor
 	// moons, and requests climb the whole sponsorship chain.
 	GalaxyOnly bool
 	// SingleRoute sends each request on the tightest candidate lane alone,
-	// proven or not (route.Config.SingleRoute), in relays and
+	// proven or not (route.SimOptions.SingleRoute), in relays and
 	// endpoints: no dual send, so a dead tighter lane loses requests until
 	// its probes fail.
 	SingleRoute bool
-	// NoHints ignores next-hop fields (route.Config.NoHints).
+	// NoHints ignores next-hop fields (route.SimOptions.NoHints).
 	NoHints bool
 	// Fraternize lifts the seed's rule: relays set the next-hop on pages to
 	// their own sponsors too (relay.Config.Fraternize).
 	Fraternize bool
 }
 
-// Routes returns the route configuration every relay and endpoint runs.
-func (s Strategy) Routes() route.Config {
-	return route.Config{SingleRoute: s.SingleRoute, NoHints: s.NoHints, GalaxyOnly: s.GalaxyOnly}
+// SimOptions returns the route table's strategy switches every relay and
+// endpoint of the network runs (route.Table.Simulate: no part of their
+// configuration).
+func (s Strategy) SimOptions() route.SimOptions {
+	return route.SimOptions{SingleRoute: s.SingleRoute, NoHints: s.NoHints, GalaxyOnly: s.GalaxyOnly}
 }
 
 // Config describes a simulated network.

@@ -221,6 +221,7 @@ func New(cfg Config) (*Network, error) {
 			if err != nil {
 				return nil, fmt.Errorf("sim: relay for %s: %w", n.ships[nd.ship].ID, err)
 			}
+			r.Routes().Simulate(n.cfg.Strategy.SimOptions())
 			nd.relay = r
 		}
 	}
@@ -414,6 +415,7 @@ func (n *Network) boot(id int32) {
 		// The configuration is built by configure from valid lanes.
 		panic(fmt.Sprintf("sim: endpoint for %s: %v", n.ships[nd.ship].ID, err))
 	}
+	c.Routes().Simulate(n.cfg.Strategy.SimOptions())
 	nd.core = c
 	nd.born = true
 	n.booted++
@@ -655,6 +657,7 @@ func (n *Network) ProductionTablesOnChain(i int) error {
 			if err != nil {
 				return fmt.Errorf("sim: relay for %s: %w", s.ID, err)
 			}
+			r.Routes().Simulate(n.cfg.Strategy.SimOptions())
 			nd.relay = r
 		}
 		sp := n.shipOf(n.sponsors.Sponsor(s.ID))
@@ -670,7 +673,7 @@ func (n *Network) ProductionTablesOnChain(i int) error {
 // draw from crypto/rand) so that a run repeats, and its per-source counters
 // sized for the simulation (RouteSourceSlots) unless ProductionTables.
 func (n *Network) routes(v uint64) route.Config {
-	c := n.cfg.Strategy.Routes()
+	var c route.Config
 	c.Seed = mix(v) | 1
 	if !n.cfg.ProductionTables {
 		c.SourceSlots = RouteSourceSlots
