@@ -1,6 +1,11 @@
 package relay
 
-import "github.com/urbit-relay/relay/lane"
+import (
+	"time"
+
+	"github.com/urbit-relay/relay/lane"
+	"github.com/urbit-relay/relay/scry"
+)
 
 // PageVerifier checks the publisher's signature on a mesa page.
 // *pki.Verifier is one; a nil *pki.Verifier in the interface answers false.
@@ -10,6 +15,9 @@ type PageVerifier interface {
 	// verifier holds for publisher. It must be safe for concurrent use and
 	// must not keep pkt.
 	Signed(pkt []byte, publisher lane.Ship) bool
+	// Knows reports whether the verifier holds publisher's key: then a
+	// page of publisher's must verify before it may prove a new lane.
+	Knows(publisher lane.Ship) bool
 }
 
 // pageSigned reports whether pkt, a page, was signed by publisher: the
@@ -20,15 +28,30 @@ type PageVerifier interface {
 // decision for a datagram (750-900 ns in BENCHMARKS.md), so it is for where
 // a page would change publisher's route, never for every datagram.
 //
-// Where it goes (not called yet): in page, for a solicited page not from
-// the fronted ship (the !fromShip case, beside routes.PageArrived), only
-// when the page's lane is not already publisher's known-good one, and
-// only for a first page (p.Name.Init && p.Data.AuthKind ==
-// scry.AuthSign, a test that saves the parse for every other page); its
-// answer is the route table's "signature verified" observation. Call it on
-// b as it came, before scrubNextHop or a next-hop edit rewrites it: the
-// signature does not cover the next-hop, but Signed parses b, and Parse
-// checks the mug.
+// It is called by pageAuthority only.
 func (r *Relay) pageSigned(pkt []byte, publisher lane.Ship) bool {
 	return r.pki != nil && r.pki.Signed(pkt, publisher)
+}
+
+// pageAuthority returns what page b (parsed as p, from lane from) may
+// say about its publisher's lane, as route.PageObs's Signed and
+// Unverified. Only a hop-0 page speaks for its publisher's lane, and only
+// when from is not already the publisher's fresh direct lane (whose
+// standing an answer merely renews) is it looked at; then, with a
+// verifier that holds the publisher's key, a message's first page
+// carrying a signature (the only page that carries one) is checked
+// (signed), and any page that is not so verified is unverified: it may
+// not prove the lane. b is as it came: the check runs before any
+// next-hop edit.
+func (r *Relay) pageAuthority(b []byte, p *scry.Packet, from lane.Key, now time.Duration) (signed, unverified bool) {
+	if r.pki == nil || p.Header.Hops != 0 || !r.pki.Knows(p.Name.Ship) {
+		return false, false
+	}
+	if k, ok := r.routes.DirectLane(p.Name.Ship, now); ok && k == from {
+		return false, false
+	}
+	if p.Name.Init && p.Data.AuthKind == scry.AuthSign && r.pageSigned(b, p.Name.Ship) {
+		return true, false
+	}
+	return false, true
 }

@@ -628,8 +628,8 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	// page without a next-hop.
 	var sponsorBuf [2 * 4]lane.Key
 	var sponsors []lane.Key
-	// obs is what the route table learns from the page; Signed stays
-	// false until a verifier (--pki) checks the publisher's signature.
+	// obs is what the route table learns from the page; Signed only when
+	// a verifier (--pki) checked the publisher's signature on it.
 	obs := route.PageObs{Publisher: publisher, From: fromKey, Next: nextHopKey(p),
 		Hop0: p.Header.Hops == 0, Relayed: p.Header.Hops > 0}
 	contested := false
@@ -638,12 +638,16 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 		// Route knowledge is taken from solicited pages only, so that
 		// unsolicited traffic cannot steer the route table; a late copy
 		// answers only a probe outstanding on the lane it came from.
+		if !fromShip {
+			obs.Signed, obs.Unverified = r.pageAuthority(b, p, fromKey, now)
+		}
 		if !fromShip && r.routes.LateAnswer(obs, now) {
 			out.c.add(EventLateAnswers, 1)
 		}
 		out.drop(DropUnsolicited)
 		return
 	case !fromShip:
+		obs.Signed, obs.Unverified = r.pageAuthority(b, p, fromKey, now)
 		sponsors, contested = r.routes.PageArrived(obs, now, r.ourChain, sponsorBuf[:0])
 	case len(r.ourChain) > 0:
 		sponsors = r.routes.AppendLanesOf(sponsorBuf[:0], r.ourChain)

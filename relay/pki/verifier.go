@@ -185,6 +185,17 @@ func (v *Verifier) Signed(pkt []byte, publisher lane.Ship) bool {
 	return v.Verify(&p) == ReasonVerified
 }
 
+// Knows reports whether v holds a key for ship (the snapshot's, or a
+// comet's it learned): then a page of ship's must be signed before it may
+// prove a new lane (route.PageObs.Unverified). A nil v knows no ship.
+func (v *Verifier) Knows(ship lane.Ship) bool {
+	if v == nil {
+		return false
+	}
+	_, ok := v.keyOf(ship)
+	return ok
+}
+
 // Counts returns how many pages got each verdict since the verifier was
 // made (reloads do not reset them).
 func (v *Verifier) Counts() [NumReasons]uint64 {

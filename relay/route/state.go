@@ -19,9 +19,11 @@ import "fmt"
 //     the ship's only lane until Unpin, and, as for a configured lane, the
 //     ship has no route in this machine meanwhile: nothing heard on the
 //     wire is kept for it;
-//   - a signed page (PageObs.Signed): the publisher's key vouches for the
-//     page, and a hop-0 signed page from a lane the request went to proves
-//     that lane at once;
+//   - a signed page (PageObs.Signed, EvSigned): the publisher's key
+//     vouches for the page's bytes, not for the lane it came from; with
+//     the key at hand (--pki) only a verified hop-0 page may prove a lane
+//     other than the direct one (PageObs.Unverified), and then only as an
+//     answer does;
 //   - a page answering a request the relay sent to a lane (the way the
 //     request went): the lane receives as the ship, Proven; a next-hop on
 //     such a page is a hint one step tighter (route.hint, route.base);

@@ -298,23 +298,28 @@ func TestConfiguredWins(t *testing.T) {
 }
 
 // TestSignedPageProvesALane: a hop-0 page whose signature was checked
-// (PageObs.Signed), from a challenger a probe went to, moves it in at
-// once over a direct lane that has only been heard; unsigned it stays the
-// challenger (the wire's rule: wait for silence). A proven or pinned lane
-// is not moved by a signature, and a signed page from a lane no request
-// went to teaches nothing.
+// (PageObs.Signed), from a challenger a probe went to, proves it as an
+// unsigned answer does and no more: it does not displace a working direct
+// lane, heard or proven (a signed page can be replayed from any lane), and
+// a signed page from a lane no request went to teaches nothing. With the
+// publisher's key at hand, an unverified page (PageObs.Unverified) from the
+// challenger credits nothing: the challenger stays claimed, and loses its
+// slot on its probe's timeout; from the direct lane it still counts.
 func TestSignedPageProvesALane(t *testing.T) {
 	for _, c := range []struct {
-		name          string
-		signed, prove bool
-		from          lane.Key
-		want          lane.Key
-		state         LaneState
+		name                      string
+		signed, unverified, prove bool
+		from                      lane.Key
+		want                      lane.Key
+		state                     LaneState
+		chal                      ChallengerState
 	}{
-		{"signed over heard", true, false, movedKey, movedKey, StateProven},
-		{"unsigned over heard", false, false, movedKey, planetKey, StateHeard},
-		{"signed over proven", true, true, movedKey, planetKey, StateProven},
-		{"signed from elsewhere", true, false, otherKey, planetKey, StateHeard},
+		{"signed over heard", true, false, false, movedKey, planetKey, StateHeard, ChallengerAnswered},
+		{"unsigned over heard", false, false, false, movedKey, planetKey, StateHeard, ChallengerAnswered},
+		{"unverified over heard", false, true, false, movedKey, planetKey, StateHeard, ChallengerClaimed},
+		{"signed over proven", true, false, true, movedKey, planetKey, StateProven, ChallengerAnswered},
+		{"signed from elsewhere", true, false, false, otherKey, planetKey, StateHeard, ChallengerClaimed},
+		{"unverified from the direct lane", false, true, false, planetKey, planetKey, StateProven, ChallengerClaimed},
 	} {
 		rt := newTable(t)
 		rt.Contacted(planet, planetKey, sec)
@@ -324,12 +329,32 @@ func TestSignedPageProvesALane(t *testing.T) {
 		}
 		rt.Contacted(planet, movedKey, sec)
 		wantLanes(t, c.name, rt.Select(planet, alice, sec+1), movedKey, planetKey)
-		o := PageObs{Publisher: planet, From: c.from, Hop0: true, Signed: c.signed}
+		o := PageObs{Publisher: planet, From: c.from, Hop0: true, Signed: c.signed, Unverified: c.unverified}
 		if _, contested := rt.PageArrived(o, sec+2, nil, nil); contested != (c.from == movedKey) {
 			t.Errorf("%s: contested %v", c.name, contested)
 		}
-		if i := info(t, rt, planet); i.Direct != c.want || i.State != c.state {
-			t.Errorf("%s: direct %v %v; want %v %v", c.name, i.Direct.AddrPort(), i.State, c.want.AddrPort(), c.state)
+		if i := info(t, rt, planet); i.Direct != c.want || i.State != c.state || i.ChallengerState != c.chal {
+			t.Errorf("%s: direct %v %v, challenger %v; want %v %v, %v", c.name, i.Direct.AddrPort(), i.State, i.ChallengerState,
+				c.want.AddrPort(), c.state, c.chal)
+		}
+	}
+	// A late copy (LateAnswer) from the challenger, unverified, is taken
+	// (it came from a lane the request went to) but credits nothing; the
+	// same copy with no key at hand answers the challenger's probe.
+	for _, unverified := range []bool{true, false} {
+		rt := newTable(t)
+		rt.Contacted(planet, planetKey, sec)
+		rt.Contacted(planet, movedKey, sec)
+		rt.Select(planet, alice, sec+1)
+		if !rt.LateAnswer(PageObs{Publisher: planet, From: movedKey, Hop0: true, Unverified: unverified}, sec+2) {
+			t.Errorf("late copy (unverified %v) from the challenger not taken", unverified)
+		}
+		want := ChallengerAnswered
+		if unverified {
+			want = ChallengerClaimed
+		}
+		if i := info(t, rt, planet); i.ChallengerState != want {
+			t.Errorf("late copy, unverified %v: challenger %v, want %v", unverified, i.ChallengerState, want)
 		}
 	}
 	// Pinned: nothing from the wire, signed or not, moves it.

@@ -628,10 +628,11 @@ func (r *Table) heard(s lane.Ship, k lane.Key, now time.Duration, kept bool) {
 // heardLocked is heard with mu held: s was heard at lane k, by its contact
 // (kept: EvContact) or by a hop-0 page from a lane the request went to
 // (EvAnswer, EvSigned when signed). An invalid lane, one of our own, or a
-// ship with a configured lane teaches nothing. A lane other than a working
-// direct lane becomes its challenger (see challengeLocked), not its
-// replacement, unless the page was signed and the direct lane had not
-// answered; a pinned lane is never challenged from the wire.
+// ship with a configured or pinned lane teaches nothing. A lane other than
+// a working direct lane becomes its challenger (see challengeLocked), not
+// its replacement, signed or not: a signature shows who wrote a page, not
+// where it was sent from, and a copy of a signed page can be replayed from
+// any lane.
 func (r *Table) heardLocked(s lane.Ship, k lane.Key, now time.Duration, kept, signed bool) {
 	if !k.IsValid() || r.IsSelf(k) || r.configuredLocked(s) {
 		return
@@ -651,7 +652,7 @@ func (r *Table) heardLocked(s lane.Ship, k lane.Key, now time.Duration, kept, si
 	switch {
 	case rt.direct.valid() && rt.direct.lane == k:
 		rt.step(ev)
-	case r.directFreshLocked(rt, now) && (!signed || rt.state == StateProven):
+	case r.directFreshLocked(rt, now):
 		r.challengeLocked(s, rt, k, now, kept)
 		return
 	default:
@@ -843,16 +844,28 @@ type PageObs struct {
 	// Relayed: hops above zero (it came through a relay).
 	Relayed bool
 	// Signed: the page's signature was verified with the publisher's key
-	// (authority: signature). A hop-0 signed page from a lane the request
-	// went to proves that lane as the publisher's at once (EvSigned): it
-	// becomes the direct lane in place of one that has only been heard,
-	// where an unsigned page makes it a challenger that waits for the
-	// direct lane's silence. It never moves a pinned or configured lane,
-	// nor a proven one (a signature shows who wrote the page, not where
-	// it was sent from: a copy can be replayed), and a signed page from a
-	// lane no request went to teaches nothing. Leave it false unless the
+	// (authority: signature; EvSigned). A hop-0 signed page from a lane the
+	// request went to proves that lane as an unsigned answer does, and no
+	// more: it never displaces a working direct lane (a signature shows
+	// who wrote the page, not where it was sent from: a copy of a public
+	// signed page can be replayed from any lane), and a signed page from
+	// a lane no request went to teaches nothing. Leave it false unless the
 	// caller verified the signature (cmd/relay's --pki).
 	Signed bool
+	// Unverified: the caller holds the publisher's key (--pki) and this
+	// hop-0 page, from a lane that is not the publisher's direct lane,
+	// carries no signature that verified. With the key at hand a page
+	// must be signed before it may prove a new lane: such a page credits
+	// no lane (no new direct lane, no answered challenger), though it is
+	// still forwarded (contested keeps the request pending for the direct
+	// lane's page).
+	Unverified bool
+}
+
+// mayProve reports whether page o may prove its lane: not Unverified, or
+// from s's direct lane (rt may be nil), whose standing it only renews.
+func (o *PageObs) mayProve(rt *route) bool {
+	return !o.Unverified || (rt != nil && rt.direct.valid() && rt.direct.lane == o.From)
 }
 
 // LateAnswer records page o that matched no pending request (its request
@@ -881,6 +894,9 @@ func (r *Table) LateAnswer(o PageObs, now time.Duration) bool {
 	if !taken && !r.onRouteLocked(s, rt, from, now) {
 		return false
 	}
+	if !o.mayProve(rt) {
+		return true
+	}
 	if o.Hop0 {
 		r.heardLocked(s, from, now, false, o.Signed)
 	}
@@ -901,14 +917,17 @@ func (r *Table) PageArrived(o PageObs, now time.Duration, ships []lane.Ship, dst
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s, from := o.Publisher, o.From
-	if rt, ok := r.table.Peek(s); ok && from.IsValid() && rt.chal.valid() && rt.chal.lane == from &&
+	rt, _ := r.table.Peek(s)
+	if rt != nil && from.IsValid() && rt.chal.valid() && rt.chal.lane == from &&
 		rt.direct.lane != from && r.directFreshLocked(rt, now) {
 		contested = true
 	}
-	if o.Hop0 && r.cameTheWayLocked(s, from, now) {
-		r.heardLocked(s, from, now, false, o.Signed)
+	if o.mayProve(rt) {
+		if o.Hop0 && r.cameTheWayLocked(s, from, now) {
+			r.heardLocked(s, from, now, false, o.Signed)
+		}
+		r.answeredLocked(o, now)
 	}
-	r.answeredLocked(o, now)
 	return r.appendLanesOfLocked(dst, ships), contested
 }
 
@@ -949,12 +968,7 @@ func (r *Table) answeredLocked(o PageObs, now time.Duration) {
 			rt.chal.answer(now)
 			rt.chalAnswered = now
 			rt.stepChallenger(ev)
-			if ev == EvSigned && rt.state != StateProven {
-				// Signed: it proves the lane at once (PageObs.Signed).
-				r.changes += moveIn(rt, EvSigned)
-			} else {
-				r.changes += settle(rt, now, &r.cfg, r.clock)
-			}
+			r.changes += settle(rt, now, &r.cfg, r.clock)
 		}
 		return // a challenger offers no next step until it is direct
 	case rt.hint.lane:
@@ -1425,9 +1439,9 @@ func (r *Table) advanceLocked(s lane.Ship, rt *route, now time.Duration) uint64 
 }
 
 // moveIn makes rt's challenger its direct lane, from StateUnknown on e
-// (EvMove: it answered and the direct lane went silent or expired;
-// EvSigned: it answered with a signed page; a claimed challenger that
-// never answered moves into an expired lane's place as heard, EvContact).
+// (EvMove: it answered and the direct lane went silent or expired; a
+// claimed challenger that never answered moves into an expired lane's
+// place as heard, EvContact).
 func moveIn(rt *route, e Event) uint64 {
 	c := rt.chal
 	if !rt.chal.proven {
