@@ -2,7 +2,9 @@ package relay
 
 import (
 	"bytes"
+	"fmt"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,16 +80,17 @@ func TestProofStartBoundaries(t *testing.T) {
 	}
 }
 
-// parkedIn waits until n goroutines are parked on a sync.Mutex in a call
-// of fn (a frame of their stacks, such as "(*proofTable).start("). It
-// polls the goroutines' states, yielding between looks: no sleep.
-func parkedIn(t *testing.T, fn string, n int) {
+// parkedOn waits until n goroutines are parked on mu (their stacks show
+// its lock's slow path called with mu's address). It polls the
+// goroutines' states, yielding between looks: no sleep.
+func parkedOn(t *testing.T, mu *sync.Mutex, n int) {
 	t.Helper()
+	frame := []byte(fmt.Sprintf("(*Mutex).lockSlow(%p)", mu))
 	buf := make([]byte, 1<<20)
 	for range 1_000_000 {
 		got := 0
 		for _, g := range bytes.Split(buf[:runtime.Stack(buf, true)], []byte("\n\n")) {
-			if bytes.Contains(g, []byte("[sync.Mutex.Lock")) && bytes.Contains(g, []byte(fn)) {
+			if bytes.Contains(g, []byte("[sync.Mutex.Lock")) && bytes.Contains(g, frame) {
 				got++
 			}
 		}
@@ -96,7 +99,7 @@ func parkedIn(t *testing.T, fn string, n int) {
 		}
 		runtime.Gosched()
 	}
-	t.Fatalf("%d goroutines never parked in %s", n, fn)
+	t.Fatalf("%d goroutines never parked on the lock", n)
 }
 
 type startResult struct {
@@ -119,7 +122,7 @@ func goStart(p *proofTable, k lane.Key, now time.Duration) <-chan startResult {
 // the slot unlocked, and looks again before writing. What happens between
 // the two looks is made to happen here: the test holds the id generator's
 // lock, so each start has passed its first look and waits for the
-// generator (parkedIn) while the slot changes. Two readers starting the
+// generator (parkedOn) while the slot changes. Two readers starting the
 // same lane's probe at once send one probe, and the id recorded is that
 // probe's; a lane whose start waited while another lane's probe in the
 // slot was answered does not take the slot from the proof. Killed
@@ -135,7 +138,7 @@ func TestProofStartRecheck(t *testing.T) {
 		k := ampKey(1)
 		p.rngMu.Lock()
 		c1, c2 := goStart(p, k, t0), goStart(p, k, t0)
-		parkedIn(t, "(*proofTable).start(", 2)
+		parkedOn(t, &p.rngMu, 2)
 		p.rngMu.Unlock()
 		r1, r2 := <-c1, <-c2
 		if r1.ok == r2.ok {
@@ -162,7 +165,7 @@ func TestProofStartRecheck(t *testing.T) {
 		now := t0 + DefaultProbeInterval
 		p.rngMu.Lock()
 		c := goStart(p, k, now)
-		parkedIn(t, "(*proofTable).start(", 1)
+		parkedOn(t, &p.rngMu, 1)
 		if _, ok := p.answer(other, tx, now); !ok {
 			p.rngMu.Unlock()
 			t.Fatal("other's answer not taken")
