@@ -179,3 +179,42 @@ func TestProofStartRecheck(t *testing.T) {
 		}
 	})
 }
+
+// TestAmpRefundGivesBack: a refund (amesAdmit's, for a legacy forward
+// refused at a later target or by the duplicate filter) gives the bytes
+// back to the address's bucket and to its network's, so that the next
+// send has them, and never above the burst; a disabled budget takes
+// refunds as it takes spends. Killed mutants: refund's nil checks negated,
+// its arithmetic and add's changed.
+func TestAmpRefundGivesBack(t *testing.T) {
+	now := time.Second
+	k := ampKey(1)
+	neighbour := ampKey(2) // another address of k's /24
+
+	a := newTestAmp(t, AmpConfig{Rate: 1, Burst: 4000, NetRate: -1, ProofLifetime: -1})
+	if !spendOK(a, k, 3000, now) || spendOK(a, k, 3000, now) {
+		t.Fatal("address: want the first 3,000 bytes sent and the next refused")
+	}
+	a.refund(k, 3000, now)
+	if !spendOK(a, k, 3000, now) {
+		t.Fatal("address: the refunded bytes not given back")
+	}
+	a.refund(k, 3000, now)
+	a.refund(k, 3000, now) // once more than was spent
+	if got := drain(a, k, now); got != 4000 {
+		t.Fatalf("address: %d B after refunds past the burst, want the burst, 4000", got)
+	}
+
+	a = newTestAmp(t, AmpConfig{Rate: 1, Burst: 1 << 20, NetRate: 1, NetBurst: 4000,
+		LightRate: 1, LightBurst: 1, ProofLifetime: -1})
+	if !spendOK(a, k, 3000, now) || spendOK(a, neighbour, 3000, now) {
+		t.Fatal("network: want the first 3,000 bytes sent and the neighbour's refused")
+	}
+	a.refund(k, 3000, now)
+	if !spendOK(a, neighbour, 3000, now) {
+		t.Fatal("network: the refunded bytes not given back to the network")
+	}
+
+	var off *ampTable // Rate < 0: no budget
+	off.refund(k, 3000, now)
+}
