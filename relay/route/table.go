@@ -523,7 +523,7 @@ func (r *Table) srcSlot(k lane.Key) uint32 {
 // operator-configured lane (a static or relay lane) and such lanes win over
 // anything learned (Config.ConfiguredWins): nothing learned about s is kept.
 func (r *Table) configuredLocked(s lane.Ship) bool {
-	if _, ok := r.pinned[s]; ok {
+	if _, ok := r.pinnedLocked(s); ok {
 		return true
 	}
 	if !r.cfg.ConfiguredWins {
@@ -782,6 +782,17 @@ func (r *Table) Pin(s lane.Ship, k lane.Key) {
 	r.table.Remove(s)
 }
 
+// pinnedLocked returns s's pinned lane (Pin). Most relays pin nothing
+// (only a fronting relay does), so an empty table is not hashed into:
+// this is on every request's and page's path.
+func (r *Table) pinnedLocked(s lane.Ship) (lane.Key, bool) {
+	if len(r.pinned) == 0 {
+		return lane.Key{}, false
+	}
+	k, ok := r.pinned[s]
+	return k, ok
+}
+
 // Unpin removes s's pin (Pin): s is routed as any ship again.
 func (r *Table) Unpin(s lane.Ship) {
 	r.mu.Lock()
@@ -1020,7 +1031,7 @@ func (r *Table) onRouteLocked(s lane.Ship, rt *route, from lane.Key, now time.Du
 	if k, ok := r.relays[s]; ok && k == from {
 		return true
 	}
-	if k, ok := r.pinned[s]; ok && k == from {
+	if k, ok := r.pinnedLocked(s); ok && k == from {
 		return true
 	}
 	var chainBuf [8]lane.Ship
@@ -1037,7 +1048,7 @@ func (r *Table) onRouteLocked(s lane.Ship, rt *route, from lane.Key, now time.Du
 		if k, ok := r.relays[sp]; ok && k == from {
 			return true
 		}
-		if k, ok := r.pinned[sp]; ok && k == from {
+		if k, ok := r.pinnedLocked(sp); ok && k == from {
 			return true
 		}
 		if v, ok := r.table.Peek(sp); ok && v.direct.lane == from && r.directFreshLocked(v, now) {
@@ -1256,7 +1267,7 @@ func (r *Table) planLocked(p *Plan, q Query, now time.Duration) {
 	if s != r.self && r.cfg.ConfiguredWins {
 		configured()
 	}
-	if k, ok := r.pinned[s]; ok {
+	if k, ok := r.pinnedLocked(s); ok {
 		add(candidate{lane: k, proven: true})
 	}
 	// chal is the challenger to probe beside the plan's known-good lane.
@@ -1358,7 +1369,7 @@ func (r *Table) addSponsorLocked(sp lane.Ship, now time.Duration, add func(candi
 	}
 	k, static := r.static[sp]
 	if !static {
-		k, static = r.pinned[sp] // the ship vouched for it: as if configured
+		k, static = r.pinnedLocked(sp) // the ship vouched for it: as if configured
 	}
 	if static && sp.Class() == lane.Galaxy {
 		add(candidate{lane: k, proven: true})
@@ -1671,7 +1682,7 @@ func (r *Table) appendLanesOfLocked(dst []lane.Key, ships []lane.Ship) []lane.Ke
 		if k, ok := r.static[s]; ok {
 			dst = append(dst, k)
 		}
-		if k, ok := r.pinned[s]; ok {
+		if k, ok := r.pinnedLocked(s); ok {
 			dst = append(dst, k)
 		}
 		if v, ok := r.table.Peek(s); ok && v.direct.valid() {
