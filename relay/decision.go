@@ -57,14 +57,15 @@ type Decision struct {
 	// Reason is the drop reason's metric label (Drop or ShipDrop's
 	// String) when Action is ActionDropped, else "".
 	Reason string
-	// Sends are the datagrams decided for it to the public socket: views
-	// into Out.Sends.
+	// Sends are the datagrams decided for it, Sends[i] leaving by
+	// Ports[i]: views into Out.Sends and Out.Ports.
 	Sends []transport.Message
-	// ToShip counts the datagrams for it handed to the fronted ship.
+	Ports []Port
+	// ToShip counts those of Sends handed to the fronted ship (PortShip).
 	ToShip int
 
 	decided        bool // an Action was recorded
-	sends0, ships0 int  // len(Out.Sends), len(Out.ToShip) before it
+	sends0, ships0 int  // len(Out.Sends), Out.nShip before it
 }
 
 // actionRank orders the actions a decision may pass through: the lowest
@@ -77,7 +78,7 @@ var actionRank = [numActions]uint8{
 // begin starts the decision for a datagram of n bytes from (or, fromShip,
 // addressed to) addr.
 func (o *Out) begin(fromShip bool, addr netip.AddrPort, n int) {
-	o.d = Decision{FromShip: fromShip, Len: n, Kind: KindOther, sends0: len(o.Sends), ships0: len(o.ToShip)}
+	o.d = Decision{FromShip: fromShip, Len: n, Kind: KindOther, sends0: len(o.Sends), ships0: o.nShip}
 	if fromShip {
 		o.d.To = addr
 	} else {
@@ -89,7 +90,8 @@ func (o *Out) begin(fromShip bool, addr netip.AddrPort, n int) {
 func (o *Out) finish() *Decision {
 	d := &o.d
 	d.Sends = o.Sends[d.sends0:len(o.Sends):len(o.Sends)]
-	d.ToShip = len(o.ToShip) - d.ships0
+	d.Ports = o.Ports[d.sends0:len(o.Ports):len(o.Ports)]
+	d.ToShip = o.nShip - d.ships0
 	return d
 }
 

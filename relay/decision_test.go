@@ -23,7 +23,8 @@ type decisionRecord struct {
 	kind      relay.Kind
 	action    relay.Action
 	reason    string
-	to        []netip.AddrPort
+	to        []netip.AddrPort // the public sends' destinations
+	shipFrom  []netip.AddrPort // the sends handed to the ship (PortShip): as from
 }
 
 // TestShipKinds: the ship's datagrams are decided with the kind Handle
@@ -66,8 +67,12 @@ func (r *recordDecisions) Want() bool {
 
 func (r *recordDecisions) Log(d *relay.Decision) {
 	rec := decisionRecord{fromShip: d.FromShip, addressed: d.To, toShip: d.ToShip, from: d.From, len: d.Len, kind: d.Kind, action: d.Action, reason: d.Reason}
-	for _, m := range d.Sends {
-		rec.to = append(rec.to, m.Addr)
+	for i, m := range d.Sends {
+		if d.Ports[i] == relay.PortShip {
+			rec.shipFrom = append(rec.shipFrom, m.Addr)
+		} else {
+			rec.to = append(rec.to, m.Addr)
+		}
 	}
 	r.mu.Lock()
 	r.got = append(r.got, rec)
@@ -210,7 +215,7 @@ func TestServerDecisionsFronting(t *testing.T) {
 		}
 		toShip, sent, bad := rec.got[0], rec.got[1], rec.got[2]
 		if toShip.action != relay.ActionToShip || toShip.from != alice.LocalAddr() || toShip.kind != relay.KindPeek || toShip.to != nil ||
-			toShip.toShip != 1 || toShip.fromShip {
+			toShip.toShip != 1 || len(toShip.shipFrom) != 1 || toShip.shipFrom[0] != alice.LocalAddr() || toShip.fromShip {
 			t.Errorf("request for the ship: %+v", toShip)
 		}
 		// The ship's datagrams are told with their real kind (they were

@@ -114,7 +114,7 @@ type Config struct {
 	Dup DupConfig
 	// Front is fronting mode (see ship.go): the ship's process is reached
 	// through a device the relay owns (relay/front), datagrams for it carry
-	// their true source (Out.ToShip), and what it sends is decided by
+	// their true source (PortShip), and what it sends is decided by
 	// HandleFromShip. ShipLane must then be set: it is the ship's lane on
 	// that device, and its key in the pending table.
 	Front bool
@@ -151,21 +151,43 @@ type Relay struct {
 	counters Counters
 }
 
-// New returns a relay core for cfg.
-func New(cfg Config) (*Relay, error) {
-	if cfg.ShipLane.IsValid() && cfg.ShipLane.Port() == 0 {
-		return nil, errors.New("relay: ship lane has port 0")
+// Validate reports whether New would accept c, without building anything:
+// the relay's own fields (the ship's lane, fronting, the galaxies' lanes)
+// and, through their own Validate, the pending table's, the route table's,
+// the amplification budget's and the duplicate filter's. A package's
+// rejection is its typed ConfigError (pit, route, or this package's),
+// naming the field and the value wanted.
+func (c Config) Validate() error {
+	if c.ShipLane.IsValid() && c.ShipLane.Port() == 0 {
+		return errors.New("relay: ship lane has port 0")
 	}
-	if cfg.Front && !cfg.ShipLane.IsValid() {
-		return nil, errors.New("relay: fronting mode needs the ship's lane on its device")
+	if c.Front && !c.ShipLane.IsValid() {
+		return errors.New("relay: fronting mode needs the ship's lane on its device")
 	}
-	for g, ap := range cfg.Galaxies {
+	for g, ap := range c.Galaxies {
 		if g.Class() != lane.Galaxy {
-			return nil, fmt.Errorf("relay: %s is not a galaxy", g)
+			return fmt.Errorf("relay: %s is not a galaxy", g)
 		}
 		if !ap.IsValid() || ap.Port() == 0 {
-			return nil, fmt.Errorf("relay: galaxy %s has an invalid lane %v", g, ap)
+			return fmt.Errorf("relay: galaxy %s has an invalid lane %v", g, ap)
 		}
+	}
+	if err := c.Pending.Validate(); err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
+	if err := c.Routes.Validate(); err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
+	if err := c.Amp.Validate(); err != nil {
+		return err
+	}
+	return c.Dup.Validate()
+}
+
+// New returns a relay core for cfg.
+func New(cfg Config) (*Relay, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	pt, err := pit.New(cfg.Pending)
 	if err != nil {
@@ -292,17 +314,31 @@ func (r *Relay) Counters() *Counters { return &r.counters }
 // DefaultExpiryInterval.
 func (r *Relay) Expire(now time.Duration) { r.pending.Expire(now) }
 
-// Out collects the datagrams Handle decides to send, as messages ready for
-// a transport.Conn's WriteBatch: Sends for the relay's public socket (Buf
-// sent to Addr), ToShip for the fronted ship's device in fronting mode
-// (Config.Front): Buf is handed to the ship as sent from Addr, the lane it
-// came from, the source the ship must see. In every message N is
+// Port is where a decided datagram leaves the relay.
+type Port uint8
+
+const (
+	// PortPublic: by the relay's public socket, Buf sent to Addr.
+	PortPublic Port = iota
+	// PortShip: into the fronted ship's device (fronting mode,
+	// Config.Front), Buf handed to the ship as sent from Addr, the lane it
+	// came from: the source the ship must see.
+	PortShip
+)
+
+// Out collects the datagrams Handle decides to send, in decision order, as
+// messages ready for a transport.Conn's WriteBatch: Sends[i] leaves by
+// Ports[i] (Split gives them by port). In every message N is
 // len(Buf). Buffers alias the datagram passed to Handle or Out's own
 // scratch buffers, so they are valid until that datagram's buffer is
 // reused or Reset is called. An Out belongs to one goroutine.
 type Out struct {
-	Sends  []transport.Message
-	ToShip []transport.Message
+	Sends []transport.Message
+	Ports []Port // Ports[i] is where Sends[i] leaves
+	// nShip counts the PortShip sends; public and ship are Split's
+	// partitions, reused.
+	nShip        int
+	public, ship []transport.Message
 	// scratch buffers for second variants of a page (to a sponsor).
 	scratch [][]byte
 	used    int
@@ -332,7 +368,9 @@ type Out struct {
 func NewOut(batch int) *Out {
 	o := &Out{
 		Sends:   make([]transport.Message, 0, batch*route.MaxTargets),
-		ToShip:  make([]transport.Message, 0, batch),
+		Ports:   make([]Port, 0, batch*route.MaxTargets),
+		public:  make([]transport.Message, 0, batch*route.MaxTargets),
+		ship:    make([]transport.Message, 0, batch),
 		scratch: make([][]byte, batch),
 		pre:     make([]prefetched, 0, batch),
 	}
@@ -365,14 +403,42 @@ func (r *Relay) bind(out *Out) {
 
 // Reset empties o for the next batch.
 func (o *Out) Reset() {
-	o.Sends = o.Sends[:0]
-	o.ToShip = o.ToShip[:0]
+	clear(o.public)
+	clear(o.ship)
+	o.Sends, o.Ports, o.nShip = o.Sends[:0], o.Ports[:0], 0
+	o.public, o.ship = o.public[:0], o.ship[:0]
 	o.pre, o.preNext = o.pre[:0], 0
 	o.used = 0
 }
 
 func (o *Out) add(b []byte, to netip.AddrPort) {
 	o.Sends = append(o.Sends, transport.Message{Buf: b, N: len(b), Addr: to})
+	o.Ports = append(o.Ports, PortPublic)
+}
+
+// addShip hands b to the fronted ship's device as sent from lane from.
+func (o *Out) addShip(b []byte, from netip.AddrPort) {
+	o.Sends = append(o.Sends, transport.Message{Buf: b, N: len(b), Addr: from})
+	o.Ports = append(o.Ports, PortShip)
+	o.nShip++
+}
+
+// Split returns o's sends by port, each in decision order: those for the
+// public socket and those for the fronted ship's device. With none for the
+// ship, public is Sends itself. Both alias o's buffers until Reset.
+func (o *Out) Split() (public, ship []transport.Message) {
+	if o.nShip == 0 {
+		return o.Sends, nil
+	}
+	o.public, o.ship = o.public[:0], o.ship[:0]
+	for i := range o.Sends {
+		if o.Ports[i] == PortShip {
+			o.ship = append(o.ship, o.Sends[i])
+		} else {
+			o.public = append(o.public, o.Sends[i])
+		}
+	}
+	return o.public, o.ship
 }
 
 // scratchCopy returns a copy of b in a scratch buffer, growing the pool

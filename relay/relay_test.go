@@ -1,8 +1,8 @@
 package relay_test
 
 import (
+	"errors"
 	"fmt"
-	"github.com/urbit-relay/relay/relay/route"
 	"net/netip"
 	"testing"
 	"time"
@@ -10,6 +10,7 @@ import (
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/pit"
+	"github.com/urbit-relay/relay/relay/route"
 	"github.com/urbit-relay/relay/scry"
 )
 
@@ -70,20 +71,21 @@ func (f *fixture) decide(pkt []byte, handler func(buf []byte)) []send {
 	f.out.Reset()
 	handler(buf)
 	var sends []send
-	for _, m := range f.out.Sends {
+	public, ship := f.out.Split()
+	for _, m := range public {
 		sends = append(sends, send{Buf: append([]byte(nil), m.Buf[:m.N]...), To: m.Addr})
 		if f.onSend != nil {
 			f.onSend(sends[len(sends)-1])
 		}
 	}
-	for _, m := range f.out.ToShip {
+	for _, m := range ship {
 		sends = append(sends, send{Buf: append([]byte(nil), m.Buf[:m.N]...), To: f.r.ShipLane(), From: m.Addr})
 	}
 	return sends
 }
 
 // send is a copy of one datagram a relay decided to send, to To; From is
-// set for one handed to the fronted ship's device (Out.ToShip), as sent
+// set for one handed to the fronted ship's device (PortShip), as sent
 // from From.
 type send struct {
 	Buf      []byte
@@ -637,5 +639,39 @@ func TestPrefetchedKeysReused(t *testing.T) {
 	}
 	if len(f.out.Sends) != batch || f.r.Pending().Len() != 0 || f.out.PrefetchedTaken() != 1 {
 		t.Fatalf("%d pages sent, %d pending, %d keys taken; want %d, 0, 1", len(f.out.Sends), f.r.Pending().Len(), f.out.PrefetchedTaken(), batch)
+	}
+}
+
+// TestConfigValidate: the zero Config is valid, and Validate refuses what
+// New refuses, a package's refusal as that package's typed ConfigError.
+func TestConfigValidate(t *testing.T) {
+	if err := (relay.Config{}).Validate(); err != nil {
+		t.Fatalf("the zero Config: %v", err)
+	}
+	bad := []relay.Config{
+		{ShipLane: netip.MustParseAddrPort("127.0.0.1:0")},
+		{Front: true},
+		{Galaxies: map[lane.Ship]netip.AddrPort{lane.ShipFromUint64(0x1234): zodLane}},
+		{Galaxies: map[lane.Ship]netip.AddrPort{lane.ShipFromUint64(0): {}}},
+		{Pending: pit.Config{MaxEntries: -5}},
+		{Routes: route.Config{MaxRoutes: -5}},
+	}
+	for i, c := range bad {
+		err := c.Validate()
+		if err == nil {
+			t.Errorf("config %d: valid", i)
+			continue
+		}
+		if _, nerr := relay.New(c); nerr == nil || nerr.Error() != err.Error() {
+			t.Errorf("config %d: Validate %q, New %v", i, err, nerr)
+		}
+	}
+	var pe *pit.ConfigError
+	if err := bad[4].Validate(); !errors.As(err, &pe) || pe.Field != "MaxEntries" {
+		t.Errorf("pit's refusal: %v", err)
+	}
+	var re *route.ConfigError
+	if err := bad[5].Validate(); !errors.As(err, &re) || re.Field != "MaxRoutes" {
+		t.Errorf("route's refusal: %v", err)
 	}
 }

@@ -52,7 +52,7 @@ type ServerConfig struct {
 	// Ship, in fronting mode (Config.Front), is the fronted ship's device
 	// (relay/front's TUN, or a transport pipe in tests): a Conn whose reads
 	// are what the ship sent, Addr the lane it addressed, and whose writes
-	// reach the ship from Addr. Out.ToShip is written there as it is;
+	// reach the ship from Addr. Out's PortShip sends are written there as they are;
 	// what the ship sends leaves by the first socket.
 	Ship transport.Conn
 }
@@ -286,35 +286,35 @@ func (s *Server) routineRead(rd *reader) {
 				s.cfg.Decisions.Log(d)
 			}
 		}
-		if s.cfg.Ship == nil && len(out.ToShip) > 0 {
-			// A fronting relay served without the ship's device: its
-			// lane is reached through the public socket.
-			for _, m := range out.ToShip {
-				out.add(m.Buf, s.relay.link.lane)
-			}
-			out.ToShip = out.ToShip[:0]
-		}
+		public, ship := out.Split()
 		if s.cfg.Tap != nil {
-			for i := range out.Sends {
-				m := &out.Sends[i]
+			for i := range public {
+				m := &public[i]
 				s.cfg.Tap(false, pubLocal, m.Addr, m.Buf[:m.N])
 			}
 		}
 		if gso != nil && gso.GSO() {
 			// Runs to one lane share one send; each lane keeps its order.
-			transport.GroupByAddr(out.Sends)
+			transport.GroupByAddr(public)
 		}
-		ok := s.writeAll(pub, out.Sends)
-		if len(out.ToShip) > 0 {
+		ok := s.writeAll(pub, public)
+		switch {
+		case len(ship) == 0:
+		case s.cfg.Ship == nil:
+			// A fronting relay served without the ship's device (a
+			// caller's error): what is for the ship cannot be sent.
+			s.writeErr.Add(uint64(len(ship)))
+		default:
 			// The ship's device closing stops only its own reader.
-			if shipOK := s.writeAll(s.cfg.Ship, out.ToShip); rd.ship {
+			if shipOK := s.writeAll(s.cfg.Ship, ship); rd.ship {
 				ok = ok && shipOK
 			}
 		}
 		s.service.Observe(s.cfg.Clock.Now()-now, n)
 		// Drop references to datagram buffers before the next read.
 		clear(out.Sends)
-		clear(out.ToShip)
+		clear(out.public)
+		clear(out.ship)
 		rd.batchMu.Unlock()
 		if !ok {
 			return

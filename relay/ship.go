@@ -7,7 +7,6 @@ import (
 
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay/route"
-	"github.com/urbit-relay/relay/relay/transport"
 	"github.com/urbit-relay/relay/scry"
 )
 
@@ -21,7 +20,7 @@ import (
 // it behaves exactly as if it stood on the relay's public lane:
 //
 //   - Every datagram for the ship is handed to it unchanged, with its true
-//     source (Out.ToShip), so that vere's own lane learning, next-hops,
+//     source (PortShip), so that vere's own lane learning, next-hops,
 //     origins and forwarding see the real network. The relay keeps no
 //     pending entry for requests to the ship: vere answers the requester's
 //     true lane itself, through the relay (HandleFromShip).
@@ -159,7 +158,7 @@ func (r *Relay) toShip(b []byte, k Kind, from netip.AddrPort, out *Out) bool {
 	out.act(ActionToShip)
 	out.c.countOut(k, 1, len(b))
 	if r.link.device {
-		out.ToShip = append(out.ToShip, transport.Message{Buf: b, N: len(b), Addr: from})
+		out.addShip(b, from)
 		return true
 	}
 	out.add(b, r.link.lane)

@@ -352,8 +352,8 @@ func frontRoundTrip(tb testing.TB) func() {
 		copy(rb, req)
 		f.out.Reset()
 		f.r.Handle(rb, alice, f.now, f.out)
-		if len(f.out.Sends) != 0 || len(f.out.ToShip) != 1 || f.out.ToShip[0].Addr != alice {
-			tb.Fatalf("peek: %d sends, %d to the ship", len(f.out.Sends), len(f.out.ToShip))
+		if public, ship := f.out.Split(); len(public) != 0 || len(ship) != 1 || ship[0].Addr != alice {
+			tb.Fatalf("peek: %d sends, %d to the ship", len(public), len(ship))
 		}
 		copy(pb, pg)
 		f.out.Reset()

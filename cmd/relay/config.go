@@ -726,13 +726,11 @@ var packageFlags = map[string]string{
 }
 
 // checkPackages validates the settings the relay core's packages own, as
-// relay.New will (each package's Validate), and reports the first
-// rejected one as the setting that set it.
+// relay.New will (relay.Config.Validate, which asks each package's), and
+// reports the one rejected as the setting that set it.
 func (f *runFlags) checkPackages(cfg relay.Config) error {
-	for _, err := range []error{cfg.Pending.Validate(), cfg.Routes.Validate(), cfg.Amp.Validate(), cfg.Dup.Validate()} {
-		if err != nil {
-			return f.packageError(err)
-		}
+	if err := cfg.Validate(); err != nil {
+		return f.packageError(err)
 	}
 	return nil
 }

@@ -86,9 +86,11 @@ func (l *decisionLogger) Want() bool {
 
 // Log writes the decision's line.
 func (l *decisionLogger) Log(d *relay.Decision) {
-	targets := make([]string, len(d.Sends))
+	targets := make([]string, 0, len(d.Sends))
 	for i := range d.Sends {
-		targets[i] = d.Sends[i].Addr.String()
+		if d.Ports[i] == relay.PortPublic { // the ship's are counted in to_ship
+			targets = append(targets, d.Sends[i].Addr.String())
+		}
 	}
 	fields := []zap.Field{
 		zap.Stringer("action", d.Action),
