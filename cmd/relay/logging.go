@@ -88,9 +88,10 @@ func (l *decisionLogger) Want() bool {
 func (l *decisionLogger) Log(d *relay.Decision) {
 	targets := make([]string, 0, len(d.Sends))
 	for i := range d.Sends {
-		if d.Ports[i] == relay.PortPublic { // the ship's are counted in to_ship
-			targets = append(targets, d.Sends[i].Addr.String())
+		if i < len(d.Ports) && d.Ports[i] == relay.PortShip {
+			continue // counted in to_ship
 		}
+		targets = append(targets, d.Sends[i].Addr.String())
 	}
 	fields := []zap.Field{
 		zap.Stringer("action", d.Action),

@@ -122,7 +122,7 @@ func TestDecisionLogger(t *testing.T) {
 	}
 	from, zod := netip.MustParseAddrPort("192.0.2.1:4000"), netip.MustParseAddrPort("198.51.100.2:13337")
 	dl.Log(&relay.Decision{From: from, Len: 29, Kind: relay.KindPeek, Action: relay.ActionForwarded,
-		Sends: []transport.Message{{Addr: zod}}})
+		Sends: []transport.Message{{Addr: zod}, {Addr: from}}, Ports: []relay.Port{relay.PortPublic, relay.PortShip}, ToShip: 1})
 	dl.Log(&relay.Decision{From: from, Len: 5, Kind: relay.KindOther, Action: relay.ActionDropped, Reason: "malformed_ames"})
 	dl.Log(&relay.Decision{FromShip: true, To: zod, Len: 40, Action: relay.ActionDropped, Reason: "bad_target"})
 	lines := logs.FilterMessage("decision").All()
