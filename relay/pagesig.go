@@ -36,8 +36,10 @@ func (r *Relay) pageSigned(pkt []byte, publisher lane.Ship) bool {
 // pageAuthority returns what page b (parsed as p, from lane from) may
 // say about its publisher's lane, as route.PageObs's Signed and
 // Unverified. Only a hop-0 page speaks for its publisher's lane, and only
-// when from is not already the publisher's fresh direct lane (whose
-// standing an answer merely renews) is it looked at; then, with a
+// when it could change the route (route.Table.Provable: from is a lane a
+// request went to, and not the publisher's fresh direct lane, whose
+// standing an answer merely renews) is it looked at, so that pages from
+// anywhere else cost no signature check; then, with a
 // verifier that holds the publisher's key, a message's first page
 // carrying a signature (the only page that carries one) is checked
 // (signed), and any page that is not so verified is unverified: it may
@@ -47,7 +49,7 @@ func (r *Relay) pageAuthority(b []byte, p *scry.Packet, from lane.Key, now time.
 	if r.pki == nil || p.Header.Hops != 0 || !r.pki.Knows(p.Name.Ship) {
 		return false, false
 	}
-	if k, ok := r.routes.DirectLane(p.Name.Ship, now); ok && k == from {
+	if !r.routes.Provable(p.Name.Ship, from, now) {
 		return false, false
 	}
 	if p.Name.Init && p.Data.AuthKind == scry.AuthSign && r.pageSigned(b, p.Name.Ship) {

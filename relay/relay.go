@@ -158,6 +158,24 @@ type Relay struct {
 // rejection is its typed ConfigError (pit, route, or this package's),
 // naming the field and the value wanted.
 func (c Config) Validate() error {
+	if err := c.validateOwn(); err != nil {
+		return err
+	}
+	if err := c.Pending.Validate(); err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
+	if err := c.Routes.Validate(); err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
+	if err := c.Amp.Validate(); err != nil {
+		return err
+	}
+	return c.Dup.Validate()
+}
+
+// validateOwn checks the relay's own fields; New leaves the packages'
+// to their constructors, which validate them.
+func (c Config) validateOwn() error {
 	if c.ShipLane.IsValid() && c.ShipLane.Port() == 0 {
 		return errors.New("relay: ship lane has port 0")
 	}
@@ -172,21 +190,12 @@ func (c Config) Validate() error {
 			return fmt.Errorf("relay: galaxy %s has an invalid lane %v", g, ap)
 		}
 	}
-	if err := c.Pending.Validate(); err != nil {
-		return fmt.Errorf("relay: %w", err)
-	}
-	if err := c.Routes.Validate(); err != nil {
-		return fmt.Errorf("relay: %w", err)
-	}
-	if err := c.Amp.Validate(); err != nil {
-		return err
-	}
-	return c.Dup.Validate()
+	return nil
 }
 
 // New returns a relay core for cfg.
 func New(cfg Config) (*Relay, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validateOwn(); err != nil {
 		return nil, err
 	}
 	pt, err := pit.New(cfg.Pending)
@@ -403,8 +412,6 @@ func (r *Relay) bind(out *Out) {
 
 // Reset empties o for the next batch.
 func (o *Out) Reset() {
-	clear(o.public)
-	clear(o.ship)
 	o.Sends, o.Ports, o.nShip = o.Sends[:0], o.Ports[:0], 0
 	o.public, o.ship = o.public[:0], o.ship[:0]
 	o.pre, o.preNext = o.pre[:0], 0

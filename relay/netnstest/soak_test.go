@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"github.com/urbit-relay/relay/relay/route"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -19,8 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/urbit-relay/relay/internal/harness/vtool"
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay/endpoint"
+	"github.com/urbit-relay/relay/relay/route"
 	"github.com/urbit-relay/relay/relay/transport"
 	"github.com/urbit-relay/relay/relay/transport/transporttest"
 	"github.com/urbit-relay/relay/scry"
@@ -457,28 +458,18 @@ func metrics(addr string) (map[string]float64, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
+	series, err := vtool.ParseMetrics(resp.Body)
+	if err != nil {
+		return nil, err
+	}
 	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		name := line[:i]
+	for name, v := range series {
 		if j := strings.IndexByte(name, '{'); j >= 0 {
 			name = name[:j]
 		}
 		out[name] += v
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
 // freePort returns a port the kernel just handed out on 127.0.0.1 for

@@ -69,6 +69,9 @@ type Verifier struct {
 	mu        sync.Mutex
 	comets    map[lane.Ship]key
 	maxComets int
+	// nComets is len(comets), read without mu: the relay asks Knows of
+	// every page's publisher, and most relays never learn a comet.
+	nComets atomic.Int32
 
 	counts [NumReasons]atomic.Uint64
 }
@@ -108,6 +111,7 @@ func (v *Verifier) AddComet(p *Pass) (lane.Ship, bool) {
 		return ship, false
 	}
 	v.comets[ship] = k
+	v.nComets.Store(int32(len(v.comets)))
 	return ship, true
 }
 
@@ -116,7 +120,7 @@ func (v *Verifier) keyOf(ship lane.Ship) (key, bool) {
 	if k, ok := v.snap.Load().lookup(ship); ok {
 		return k, true
 	}
-	if ship.Class() != lane.Comet {
+	if ship.Class() != lane.Comet || v.nComets.Load() == 0 {
 		return key{}, false
 	}
 	v.mu.Lock()

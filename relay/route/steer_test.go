@@ -357,6 +357,22 @@ func TestSignedPageProvesALane(t *testing.T) {
 			t.Errorf("late copy, unverified %v: challenger %v, want %v", unverified, i.ChallengerState, want)
 		}
 	}
+	// Provable: only a page that could change the route is worth a
+	// signature check: from a lane a request went to, not the fresh
+	// direct lane.
+	{
+		rt := newTable(t)
+		rt.Contacted(planet, planetKey, sec)
+		rt.Contacted(planet, movedKey, sec)
+		if rt.Provable(planet, movedKey, sec) {
+			t.Error("provable from a challenger no request went to yet")
+		}
+		rt.Select(planet, alice, sec+1)
+		if !rt.Provable(planet, movedKey, sec+1) || rt.Provable(planet, planetKey, sec+1) ||
+			rt.Provable(planet, otherKey, sec+1) || rt.Provable(planet, lane.Key{}, sec+1) {
+			t.Error("provable: want the probed challenger only, not the direct lane, a lane no request went to, or none")
+		}
+	}
 	// Pinned: nothing from the wire, signed or not, moves it.
 	rt := newTable(t)
 	rt.Pin(planet, planetKey)

@@ -604,6 +604,23 @@ func (r *Table) Heard(s lane.Ship, k lane.Key, now time.Duration) {
 // cameTheWayLocked reports whether a page published by s that arrived from
 // lane from came the way requests for s go: from one of s's lanes or its
 // sponsors' (onRouteLocked), or from its challenger with a probe out.
+// Provable reports whether a page for s from lane from could change s's
+// route: from is a lane a request for s went to (cameTheWayLocked) and not
+// s's fresh direct lane, whose standing a page only renews. Only such a
+// page is worth a signature check (PageObs.Signed, Unverified): from any
+// other lane PageArrived and LateAnswer credit nothing either way.
+func (r *Table) Provable(s lane.Ship, from lane.Key, now time.Duration) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !from.IsValid() {
+		return false
+	}
+	if rt, ok := r.table.Peek(s); ok && rt.direct.lane == from && r.directFreshLocked(rt, now) {
+		return false
+	}
+	return r.cameTheWayLocked(s, from, now)
+}
+
 func (r *Table) cameTheWayLocked(s lane.Ship, from lane.Key, now time.Duration) bool {
 	rt, _ := r.table.Peek(s)
 	if rt != nil && rt.chal.valid() && rt.chal.lane == from && rt.chal.waiting != 0 {
