@@ -231,10 +231,10 @@ const (
 	ReadBufferSize = MaxLegacyPacket + 1
 
 	// DefaultDupWindow is how long a forwarded legacy packet is
-	// remembered (DupConfig). Two seconds outlast any loop's lap between
-	// relays on the internet by far; what they cost is that a sender's
-	// retransmission of the same bytes through the relay within them is
-	// dropped (ames backs off and retransmits again).
+	// remembered after its last forward (DupConfig). Two seconds outlast
+	// any loop's lap between relays on the internet by far; what they cost
+	// is that a copy of the packet from another lane within them is
+	// dropped, and that a sender past DupMaxCopies waits out one window.
 	DefaultDupWindow = 2 * time.Second
 
 	// DefaultDupSlots remembers 64Ki forwarded packets in 1 MiB: 32,768
@@ -242,6 +242,23 @@ const (
 	// forgets early (which lets a loop live only as long as the relay
 	// forwards more than that).
 	DefaultDupSlots = 1 << 16
+
+	// DupMinResend is the least gap between two copies of a legacy
+	// packet from one lane that the duplicate filter takes for a
+	// retransmission (DupConfig, rule 2) beyond ames's one fast re-send:
+	// half of the 200 ms floor ames.hoon's +clamp-rto puts under every
+	// timeout re-send, the other half for jitter that brings two copies
+	// closer on the way. A loop that laps faster ends on its second lap.
+	DupMinResend = 100 * time.Millisecond
+
+	// DupMaxCopies is how many copies of one legacy packet from one lane
+	// the duplicate filter forwards while its record lives (each forward
+	// renews it for the window; DupConfig, rule 2): ames's doubling
+	// re-sends from 200 ms fit six in the two-second window before a gap
+	// outlasts it, so eight leave room for an rto that other acks pull
+	// back once or twice, and a loop lapping slower than DupMinResend ends
+	// within eight laps. At most dupCountMask.
+	DupMaxCopies = 8
 
 	// dupWays is the size of one set of the duplicate filter: 4
 	// fingerprints and their times, 64 bytes, one cache line.

@@ -17,29 +17,49 @@ import (
 // Legacy ames carries no hop count: a packet caught between relays that
 // each take the next for the receiver's way goes round for ever (three
 // relays pinned in a cycle passed one packet about 44,000 times a second
-// until they were stopped). A loop brings a packet back from another lane
-// than the one it first came from; a retransmission (ames.hoon's packet
-// pump re-sends the stored fragment, and AES-SIV is deterministic, so the
-// bytes are identical) comes from its sender's lane, the one it came from
-// the first time. So the relay remembers, for Window, every legacy packet
-// it forwarded and the lane it came from, and drops the same packet heard
-// from any other lane (DropDuplicate), while the same packet from the
-// same lane is forwarded again, every time: each relay of a loop forwards
-// a packet once per copy its sender sends, so one packet injected into a
-// loop of n relays costs at most 1 + n*route.MaxTargets datagrams, and
-// each retransmission the same again.
+// until they were stopped). The filter ends a loop by two rules, each
+// read from how an honest sender repeats a packet (ames.hoon's packet
+// pump re-sends the stored fragment, and AES-SIV is deterministic, so a
+// retransmission's bytes are identical):
+//
+//  1. Another lane. A retransmission comes from its sender's lane, the one
+//     the packet first came from; a copy of it from any other lane within
+//     Window is a loop's (or took another path), and is dropped.
+//  2. The same lane, too soon or too often. A loop can bring the packet
+//     back from the very lane it first came from: an attacker who forges
+//     the first copy from the lane of the loop's last relay makes every
+//     lap look like a retransmission. But ames re-sends a packet only on
+//     a timeout whose rto +clamp-rto keeps at 200 ms or more, doubling on
+//     each (+on-timeout; at most 2 minutes), besides one fast re-send of
+//     a packet not yet re-sent (+on-skipped-packet: retries=0 and three
+//     later acks). So a same-lane copy is forwarded at most once sooner
+//     than DupMinResend after the last forward (the fast re-send), and at
+//     most DupMaxCopies copies in all while the record lives (each
+//     forward renews it for Window): a doubling schedule from 200 ms
+//     sends at most six copies (the packet, the fast re-send, 0.2, 0.4,
+//     0.8 and 1.6 s later) before a gap outlasts the two-second window
+//     and the record with it. A loop lapping faster than DupMinResend
+//     ends on its second lap; a slower one within DupMaxCopies laps.
+//
+// Each relay of a loop therefore forwards one injected packet at most
+// DupMaxCopies times, and a retransmission schedule as ames's passes
+// whole. What honest traffic can lose: a sender whose rto other acks keep
+// resetting to 200 ms, retransmitting one lost packet more than
+// DupMaxCopies times within two-second gaps, has its further copies
+// dropped until a gap outlasts the window (ames keeps doubling).
 //
 // A packet is known by its header mug, its content's length, its sender
 // and receiver (none of which forwarding changes: the origin a relay
 // inserts is outside the mugged range), and its content's first and last
 // 8 bytes (encrypted in an ames packet, so 128 more bits against two
 // packets colliding on the 20-bit mug), hashed with a per-process seed
-// into a 64-bit fingerprint; the lane it came from by a seeded 32-bit
-// tag. The filter is Slots fingerprints in sets of dupWays (one cache
-// line each), the set chosen by the fingerprint: fixed memory (16 bytes a
-// slot), no allocation, and a full set replaces its oldest entry, so a
-// flood of distinct packets can only make the filter forget early, never
-// grow it. It is striped under 64 locks as the amplification table is.
+// into a 64-bit fingerprint; the lane it came from by a seeded 28-bit
+// tag, beside a 4-bit count of the copies forwarded. The filter is Slots
+// fingerprints in sets of dupWays (one cache line each), the set chosen
+// by the fingerprint: fixed memory (16 bytes a slot), no allocation, and
+// a full set replaces its oldest entry, so a flood of distinct packets
+// can only make the filter forget early, never grow it. It is striped
+// under 64 locks as the amplification table is.
 //
 // What it cannot tell: a copy of a packet heard first from another lane
 // than its sender's (an on-path attacker replaying it from its own lane
@@ -84,13 +104,21 @@ type dupFilter struct {
 }
 
 // dupSet is dupWays fingerprints, when each was last forwarded (in
-// milliseconds, modulo 2^32) and the tag of the lane it came from; a zero
+// milliseconds, modulo 2^32), and the tag of the lane it first came from
+// with, in its low dupCountBits, the copies forwarded (dupCopies); a zero
 // fingerprint is an empty way.
 type dupSet struct {
 	fp   [dupWays]uint64
 	atMs [dupWays]uint32
 	lane [dupWays]uint32
 }
+
+// dupCountBits are the low bits of dupSet.lane that count the copies of
+// a packet forwarded; the tag is the rest.
+const (
+	dupCountBits = 4
+	dupCountMask = 1<<dupCountBits - 1
+)
 
 // newDupFilter returns the filter for cfg (filled), or nil when disabled.
 func newDupFilter(cfg DupConfig) (*dupFilter, error) {
@@ -129,12 +157,13 @@ func (d *dupFilter) fingerprint(a *scry.AmesPacket) uint64 {
 	return h | 1
 }
 
-// laneTag returns the seeded 32-bit tag of lane k the filter keeps.
+// laneTag returns the seeded tag of lane k the filter keeps (its low
+// dupCountBits zero).
 func (d *dupFilter) laneTag(k lane.Key) uint32 {
 	if d == nil {
 		return 0
 	}
-	return uint32(hash16(d.seed^uint64(k.Port)<<32, k.IP) >> 32)
+	return uint32(hash16(d.seed^uint64(k.Port)<<32, k.IP)>>32) &^ dupCountMask
 }
 
 // set returns the set and the lock of fingerprint fp.
@@ -149,9 +178,35 @@ func (d *dupFilter) within(ms, nowMs uint32) bool {
 	return int64(int32(nowMs-ms)) < int64(d.window/time.Millisecond)
 }
 
-// looped reports whether fp was forwarded within the window before now
-// after coming from another lane than tag's: the packet came round a
-// loop (or by another path), and is not to be forwarded again.
+// verdict says whether a copy of a packet recorded in way w of s may be
+// forwarded at nowMs from the lane tagged tag (DupConfig's two rules):
+// live reports whether the record is within the window, ok whether the
+// copy may go (always, for a record past its window).
+func (d *dupFilter) verdict(s *dupSet, w int, tag, nowMs uint32) (live, ok bool) {
+	if !d.within(s.atMs[w], nowMs) {
+		return false, true
+	}
+	copies := s.lane[w] & dupCountMask
+	switch {
+	case s.lane[w]&^dupCountMask != tag&^dupCountMask:
+		return true, false // rule 1: another lane
+	case copies >= DupMaxCopies:
+		return true, false // rule 2: too often
+	case nowMs-s.atMs[w] < uint32(DupMinResend/time.Millisecond) && copies >= dupFastResends+1:
+		return true, false // rule 2: too soon, the fast re-send spent
+	}
+	return true, true
+}
+
+// dupFastResends is how many same-lane copies of a packet may come sooner
+// than DupMinResend after the last: ames's one fast re-send
+// (+on-skipped-packet re-sends a packet only while its retries are 0).
+const dupFastResends = 1
+
+// looped reports whether a copy of fp from the lane tagged tag at now is
+// to be dropped by DupConfig's rules: the packet was forwarded within the
+// window and came from another lane, or came from this lane too soon or
+// too often to be a retransmission.
 func (d *dupFilter) looped(fp uint64, tag uint32, now time.Duration) bool {
 	if d == nil {
 		return false
@@ -161,20 +216,21 @@ func (d *dupFilter) looped(fp uint64, tag uint32, now time.Duration) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for w := range s.fp {
-		if s.fp[w] == fp && d.within(s.atMs[w], nowMs) {
-			return s.lane[w] != tag
+		if s.fp[w] == fp {
+			_, ok := d.verdict(s, w, tag, nowMs)
+			return !ok
 		}
 	}
 	return false
 }
 
-// add records fp, heard from the lane tagged tag, as forwarded at now and
-// reports true, or reports false (and changes nothing) if it was
-// forwarded within the window after coming from another lane: the check
-// and the record are one step, so of two readers forwarding one packet
-// heard from two lanes at once only one is told to send it. A packet
-// forwarded again from its first lane (a retransmission) is forwarded
-// and its time renewed.
+// add records a copy of fp, heard from the lane tagged tag, as forwarded
+// at now and reports true, or reports false (and changes nothing) if
+// looped would drop it: the check and the record are one step, so of two
+// readers forwarding one packet heard from two lanes at once only one is
+// told to send it. A copy forwarded again from its first lane (a
+// retransmission) renews the record's time and counts one more copy; a
+// record past its window is begun anew.
 func (d *dupFilter) add(fp uint64, tag uint32, now time.Duration) bool {
 	if d == nil {
 		return true
@@ -186,8 +242,14 @@ func (d *dupFilter) add(fp uint64, tag uint32, now time.Duration) bool {
 	victim := 0
 	for w := range s.fp {
 		if s.fp[w] == fp {
-			if d.within(s.atMs[w], nowMs) && s.lane[w] != tag {
+			live, ok := d.verdict(s, w, tag, nowMs)
+			if !ok {
 				return false
+			}
+			if live {
+				s.atMs[w] = nowMs
+				s.lane[w]++
+				return true
 			}
 			victim = w
 			break
@@ -196,7 +258,7 @@ func (d *dupFilter) add(fp uint64, tag uint32, now time.Duration) bool {
 			victim = w
 		}
 	}
-	s.fp[victim], s.atMs[victim], s.lane[victim] = fp, nowMs, tag
+	s.fp[victim], s.atMs[victim], s.lane[victim] = fp, nowMs, tag&^dupCountMask|1
 	return true
 }
 

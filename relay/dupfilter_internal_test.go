@@ -146,7 +146,7 @@ func TestDupFilterConcurrent(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if d.add(round*2+1, uint32(g+1), time.Second) {
+				if d.add(round*2+1, uint32(g+1)<<dupCountBits, time.Second) {
 					wins.Add(1)
 				}
 			}()

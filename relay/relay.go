@@ -605,7 +605,7 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 	// The sender's lane is learned only if the poke is sent on, and never
 	// for a ship the fronted ship speaks for (vouch.go).
 	named := k == KindPoke && p.Header.Hops == 0 && !fromShip
-	learn := named && r.mayLearn(p.PayloadName.Ship)
+	learn := named && r.mayLearn(p.PayloadName.Ship, fromKey)
 	key := r.nameKey(p.NameBytes(), out)
 	rcvr := p.Name.Ship
 	if rcvr == r.ship {
@@ -851,7 +851,7 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 	// packets on without an origin (none is needed), so a packet naming a
 	// galaxy as its sender says nothing of where the galaxy is.
 	named := !a.Relayed && !fromShip && a.Sndr.Class() != lane.Galaxy
-	learn := named && r.mayLearn(a.Sndr)
+	learn := named && r.mayLearn(a.Sndr, fromKey)
 	if a.Rcvr == r.ship {
 		if !r.link.present() {
 			out.drop(DropOwnShipNoLane) // and learns nothing: see request

@@ -183,7 +183,7 @@ func (r *Relay) handToShip(b []byte, k Kind, from netip.AddrPort, fromKey lane.K
 	if !named {
 		return
 	}
-	if r.mayLearn(sender) {
+	if r.mayLearn(sender, fromKey) {
 		r.routes.Contacted(sender, fromKey, now)
 	}
 	if r.link.device && ping {
@@ -191,10 +191,18 @@ func (r *Relay) handToShip(b []byte, k Kind, from netip.AddrPort, fromKey lane.K
 	}
 }
 
-// mayLearn reports whether s's lane may be learned from the wire: not
-// when the ship is reached through a device and speaks for s (its word
-// alone places s: vouch.go).
-func (r *Relay) mayLearn(s lane.Ship) bool { return !r.link.device || !r.speaksFor(s) }
+// mayLearn reports whether s's lane may be learned from a datagram heard
+// from lane from that names s as its sender: not when the ship is reached
+// through a device and speaks for s (its word alone places s: vouch.go),
+// and never at a lane configured as another's (trustedLanes: a galaxy's,
+// a pinned ship's, a relay's, the ship's own). A configured lane is its
+// ship's, and a relay's lane is many ships' way but none's place: a packet
+// from it naming another sender is forged or forwarded, and a relay that
+// took it for the sender's lane would forward that sender's traffic to the
+// other relay, which may send it back (a learned loop).
+func (r *Relay) mayLearn(s lane.Ship, from lane.Key) bool {
+	return (!r.link.device || !r.speaksFor(s)) && !r.trusted.has(from, r.link.key)
+}
 
 // HandleFromShip decides datagram b, which the fronted ship's process sent
 // to lane to (fronting mode only: it came through the ship's device, not the

@@ -1,0 +1,238 @@
+package relay_test
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/urbit-relay/relay/lane"
+	"github.com/urbit-relay/relay/relay"
+)
+
+// Issue 28's loop row: four forged legacy packets teach three relays, with
+// nothing configured that could loop, a planet's lane at the next relay,
+// and a fourth, for the planet, enters the cycle forged from the last
+// relay's lane, so that every lap comes back from the lane its first copy
+// came from and looked like a retransmission: 161k-230k datagrams in 3 s,
+// and the loop never ended. Two rules end it now, each shown alone:
+//
+//   - no relay learns a ship's lane at a lane configured as another ship's
+//     (Relay.mayLearn): relays fronting galaxies know each other's lanes,
+//     so the first three packets teach nothing and the fourth finds no
+//     route;
+//   - the duplicate filter forwards a same-lane copy at most once sooner
+//     than DupMinResend after the last, and DupMaxCopies in all while its
+//     record lives (DupConfig): where the relays' lanes are configured
+//     nowhere (relays fronting stars), the cycle is learned, and the loop
+//     ends on its second lap (fast laps) or within DupMaxCopies laps
+//     (laps slower than DupMinResend).
+
+// loopNet is a discrete-event network of relay cores: a datagram sent to
+// a core's lane is handed to it after hop, as heard from the sender's
+// lane; one sent anywhere else leaves the network. Sources can be forged
+// (inject). It counts every datagram sent, injections included.
+type loopNet struct {
+	t     *testing.T
+	hop   time.Duration
+	now   time.Duration
+	lanes []netip.AddrPort
+	cores []*relay.Relay
+	out   *relay.Out
+	queue []loopDatagram // in time order: each hop is the same delay
+	sent  int
+}
+
+type loopDatagram struct {
+	at       time.Duration
+	from, to netip.AddrPort
+	b        []byte
+}
+
+// newLoopNet makes three relays at 10.0.0.1-3:13337 fronting ships[i],
+// each knowing the galaxy ~wes at 10.0.0.50:13337 and, with knowEachOther,
+// the others' lanes as the galaxies they front.
+func newLoopNet(t *testing.T, ships []string, knowEachOther bool, hop time.Duration) *loopNet {
+	n := &loopNet{t: t, hop: hop, out: relay.NewOut(64)}
+	for i := range ships {
+		n.lanes = append(n.lanes, netip.MustParseAddrPort(fmt.Sprintf("10.0.0.%d:13337", i+1)))
+	}
+	for i := range ships {
+		gal := map[lane.Ship]netip.AddrPort{ship(t, "~wes"): netip.MustParseAddrPort("10.0.0.50:13337")}
+		if knowEachOther {
+			for j, s := range ships {
+				gal[ship(t, s)] = n.lanes[j]
+			}
+		}
+		r, err := relay.New(relay.Config{HintNets: loopbackNets, Ship: ship(t, ships[i]),
+			Self: []netip.AddrPort{n.lanes[i]}, Galaxies: gal})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.cores = append(n.cores, r)
+	}
+	return n
+}
+
+// inject sends b to lane to as from at the current time.
+func (n *loopNet) inject(from, to netip.AddrPort, b []byte) {
+	n.sent++
+	n.queue = append(n.queue, loopDatagram{at: n.now + n.hop, from: from, to: to, b: append([]byte(nil), b...)})
+}
+
+// run delivers datagrams until the queue is empty or until is reached.
+func (n *loopNet) run(until time.Duration) {
+	for len(n.queue) > 0 && n.queue[0].at <= until {
+		d := n.queue[0]
+		n.queue = n.queue[1:]
+		n.now = d.at
+		i := slices.Index(n.lanes, d.to)
+		if i < 0 {
+			continue // left the network
+		}
+		buf := make([]byte, len(d.b), len(d.b)+relay.GrowRoom)
+		copy(buf, d.b)
+		n.out.Reset()
+		n.cores[i].Handle(buf, d.from, n.now, n.out)
+		for _, m := range n.out.Sends {
+			n.inject(n.lanes[i], m.Addr, m.Buf[:m.N])
+		}
+	}
+	n.now = max(n.now, until)
+}
+
+// forgeCycle plays issue 28's four packets: for each relay i, an
+// unrelayed legacy packet from the planet ~dapnep-ronmyl to ~wes forged
+// from relay i+1's lane (teaching relay i the planet "at" relay i+1), then
+// one packet for the planet forged from the last relay's lane, sent to
+// the first.
+func (n *loopNet) forgeCycle(tag int) {
+	k := len(n.lanes)
+	for i := range n.lanes {
+		n.inject(n.lanes[(i+1)%k], n.lanes[i], legacy(n.t, "~dapnep-ronmyl", "~wes", 100, tag+i))
+	}
+	n.run(n.now + time.Second)
+	n.inject(n.lanes[k-1], n.lanes[0], legacy(n.t, "~sampel-palnet", "~dapnep-ronmyl", 200, tag+k))
+}
+
+func TestLegacyForgedCycleEnds(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		ships         []string
+		knowEachOther bool
+		hop           time.Duration // one hop's delay: a lap is three
+		maxSent       int
+	}{
+		// Galaxies' relays: nothing is learned at another relay's lane;
+		// the four packets and the three forwards of the first three to
+		// ~wes's lane, nothing more (the fourth finds no route).
+		{"galaxies, fast laps", []string{"~zod", "~nec", "~bud"}, true, time.Millisecond, 4 + 3},
+		// Stars' relays, whose lanes nobody configured: the cycle is
+		// learned and the filter ends it. Fast laps: the injections, the
+		// teaching forwards, two laps of three.
+		{"stars, fast laps", []string{"~marzod", "~marnec", "~marbud"}, false, time.Millisecond, 4 + 3 + 2*3},
+		// Laps of 150 ms, slower than DupMinResend: DupMaxCopies laps.
+		{"stars, slow laps", []string{"~marzod", "~marnec", "~marbud"}, false, 50 * time.Millisecond, 4 + 3 + relay.DupMaxCopies*3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := newLoopNet(t, c.ships, c.knowEachOther, c.hop)
+			n.forgeCycle(1)
+			n.run(n.now + 3*time.Second)
+			t.Logf("%s: four forged packets cost %d datagrams in 3 s (%d dropped as duplicates, %d unrouted)",
+				c.name, n.sent, dropsOf(n.cores, relay.DropDuplicate), dropsOf(n.cores, relay.DropNoRoute))
+			if n.sent > c.maxSent {
+				t.Errorf("the forged cycle cost %d datagrams in 3 s, want at most %d", n.sent, c.maxSent)
+			}
+			if len(n.queue) != 0 {
+				t.Errorf("%d datagrams still in flight after 3 s: the loop lives on", len(n.queue))
+			}
+		})
+	}
+}
+
+// TestLegacyAmesRetransmissionsPass is the loop row's honest twin: every
+// copy of a packet that ames's packet pump sends from one lane is
+// forwarded, on the schedules ames.hoon allows. The pump re-sends the
+// stored fragment (byte-identical: AES-SIV) once early when three later
+// packets are acked first (+on-skipped-packet, only while its retries are
+// 0) and then on each timeout, whose rto +clamp-rto keeps within 200 ms
+// and 2 minutes and +on-timeout doubles; an ack of another packet may pull
+// the rto back (+on-hit) between two timeouts.
+func TestLegacyAmesRetransmissionsPass(t *testing.T) {
+	ms := func(v ...int) (d []time.Duration) {
+		for _, x := range v {
+			d = append(d, time.Duration(x)*time.Millisecond)
+		}
+		return d
+	}
+	var doubling []time.Duration
+	for rto, at := 200*time.Millisecond, time.Duration(0); at < 10*time.Minute; rto = min(2*rto, 2*time.Minute) {
+		doubling = append(doubling, rto)
+		at += rto
+	}
+	for _, c := range []struct {
+		name string
+		gaps []time.Duration // after the first copy, each from the last
+	}{
+		{"timeouts doubling from 200 ms for ten minutes", doubling},
+		{"a fast re-send, then doubling timeouts", append(ms(30), doubling...)},
+		{"an rto pulled back by other acks", ms(20, 200, 200, 400, 200, 400, 800)},
+		{"a fast re-send, then the rto floor each time", ms(5, 200, 200, 200, 200, 200, 200)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			p := legacy(t, "~dapnep-ronmyl", "~nec", 300, 1)
+			forwarded := len(f.handle(p, alice))
+			for _, g := range c.gaps {
+				f.now += g
+				forwarded += len(f.handle(p, alice))
+			}
+			if want := 1 + len(c.gaps); forwarded != want {
+				t.Errorf("%d of %d copies forwarded (drops %+v)", forwarded, want, f.snap().Drops)
+			}
+		})
+	}
+	// Each rule's edge, so that the twin is no wider than the schedules:
+	// a second copy sooner than DupMinResend, or a copy past DupMaxCopies
+	// within the window, is dropped.
+	f := newFixture(t, nil)
+	p := legacy(t, "~dapnep-ronmyl", "~nec", 300, 2)
+	for i, g := range ms(0, 10, 10) {
+		f.now += g
+		if got := len(f.handle(p, alice)); (i < 2) != (got == 1) {
+			t.Errorf("copy %d, %v after the last: %d forwarded", i, g, got)
+		}
+	}
+	f.now += time.Minute
+	p = legacy(t, "~dapnep-ronmyl", "~nec", 300, 3)
+	for i := 0; i <= relay.DupMaxCopies; i++ {
+		if got := len(f.handle(p, alice)); (i < relay.DupMaxCopies) != (got == 1) {
+			t.Errorf("copy %d of one packet 200 ms apart: %d forwarded", i+1, got)
+		}
+		f.now += 200 * time.Millisecond
+	}
+}
+
+// TestLegacyDupCountEndsWithTheWindow: a packet refused for too many
+// copies is forwarded again once the window has passed since its last
+// forward (a refused copy renews nothing): the sender's doubling re-sends
+// get through after at most one window.
+func TestLegacyDupCountEndsWithTheWindow(t *testing.T) {
+	f := newFixture(t, nil)
+	p := legacy(t, "~dapnep-ronmyl", "~nec", 300, 4)
+	for i := 0; i < relay.DupMaxCopies; i++ {
+		f.handle(p, alice)
+		f.now += 200 * time.Millisecond
+	}
+	last := f.now - 200*time.Millisecond
+	for f.now < last+relay.DefaultDupWindow {
+		if len(f.handle(p, alice)) != 0 {
+			t.Fatalf("a copy past DupMaxCopies forwarded %v after the last forward", f.now-last)
+		}
+		f.now += 500 * time.Millisecond
+	}
+	if len(f.handle(p, alice)) != 1 {
+		t.Errorf("a copy %v after the last forward (the window is %v) dropped", f.now-last, relay.DefaultDupWindow)
+	}
+}
