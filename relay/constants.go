@@ -243,6 +243,22 @@ const (
 	// forwards more than that).
 	DefaultDupSlots = 1 << 16
 
+	// SigChecksPerSecond bounds the page signature checks (--pki) the
+	// relay makes in all, with a burst of as many: at 65-80 µs a check,
+	// about 7 % of a core. Honest pages need a check only where a route
+	// would change (a ship's first answer from a new lane), a handful a
+	// second on a busy relay; past the bound a page is forwarded but
+	// proves nothing (pagesig.go).
+	SigChecksPerSecond = 1000
+
+	// SigChecksPerLane bounds the checks for pages from one lane, with a
+	// burst of SigLaneBurst: a lane answers as one ship, and a ship's new
+	// lane needs one verified page to be proven, so an attacker's lane,
+	// answering every request it is forwarded with a signed page, is held
+	// to this while another lane's checks go on.
+	SigChecksPerLane = 4
+	SigLaneBurst     = 8
+
 	// DupMinResend is the least gap between two copies of a legacy
 	// packet from one lane that the duplicate filter takes for a
 	// retransmission (DupConfig, rule 2) beyond ames's one fast re-send:

@@ -132,56 +132,60 @@ type Event uint8
 
 // Counted events. Their String values are stable metric names.
 const (
-	EventRequestsForwarded  Event = iota // request and legacy ames datagrams forwarded, once each whatever the targets
-	EventForwardSends                    // datagrams sent for forwarded requests: one on two routes counts twice
-	EventDualSends                       // requests sent on two routes at once
-	EventAggregated                      // requests aggregated into an existing pending entry
-	EventRetransmits                     // repeats from a requester already on the entry, forwarded again
-	EventAnswered                        // pages sent to requesters
-	EventPagesMatched                    // page datagrams that matched a pending entry
-	EventAmpThrottled                    // pages, STUN responses and legacy forwards not sent to a lane over its address's or network's amplification budget
-	EventSTUNAnswered                    // STUN binding requests answered
-	EventCappedForwards                  // requests forwarded to refresh an entry at its requester cap, requester not recorded
-	EventEvicted                         // pending entries shed to make room
-	EventToShip                          // datagrams handed to the fronted ship's own lane
-	EventOriginsInserted                 // legacy ames origins inserted
-	EventFromShip                        // fronting mode: datagrams the ship sent
-	EventFromShipSent                    // fronting mode: datagrams the ship sent that were sent on
-	EventVouched                         // sponsee lanes vouched for by the ship (its ack of a ping, its forward)
-	EventVouchContested                  // the ship's ack of one ping name sent to two lanes: no lane vouched
-	EventVouchRefused                    // the ship forwarded a sponsee's traffic to a lane an unacked ping naming it came from
-	EventHintsScrubbed                   // private next-hops and origins rewritten or removed
-	EventNextHopUnencodable              // pages whose next-hop could not be written (IPv6 lane)
-	EventLateAnswers                     // unsolicited pages that answered a probe outstanding on their lane (counted in drops too)
-	EventProbesSent                      // STUN binding requests the relay sent a lane to prove it answers (AmpConfig)
-	EventLanesProven                     // probes answered from their lane: the lane is exempt from the amplification budget
+	EventRequestsForwarded      Event = iota // request and legacy ames datagrams forwarded, once each whatever the targets
+	EventForwardSends                        // datagrams sent for forwarded requests: one on two routes counts twice
+	EventDualSends                           // requests sent on two routes at once
+	EventAggregated                          // requests aggregated into an existing pending entry
+	EventRetransmits                         // repeats from a requester already on the entry, forwarded again
+	EventAnswered                            // pages sent to requesters
+	EventPagesMatched                        // page datagrams that matched a pending entry
+	EventAmpThrottled                        // pages, STUN responses and legacy forwards not sent to a lane over its address's or network's amplification budget
+	EventSTUNAnswered                        // STUN binding requests answered
+	EventCappedForwards                      // requests forwarded to refresh an entry at its requester cap, requester not recorded
+	EventEvicted                             // pending entries shed to make room
+	EventToShip                              // datagrams handed to the fronted ship's own lane
+	EventOriginsInserted                     // legacy ames origins inserted
+	EventFromShip                            // fronting mode: datagrams the ship sent
+	EventFromShipSent                        // fronting mode: datagrams the ship sent that were sent on
+	EventVouched                             // sponsee lanes vouched for by the ship (its ack of a ping, its forward)
+	EventVouchContested                      // the ship's ack of one ping name sent to two lanes: no lane vouched
+	EventVouchRefused                        // the ship forwarded a sponsee's traffic to a lane an unacked ping naming it came from
+	EventHintsScrubbed                       // private next-hops and origins rewritten or removed
+	EventNextHopUnencodable                  // pages whose next-hop could not be written (IPv6 lane)
+	EventLateAnswers                         // unsolicited pages that answered a probe outstanding on their lane (counted in drops too)
+	EventProbesSent                          // STUN binding requests the relay sent a lane to prove it answers (AmpConfig)
+	EventLanesProven                         // probes answered from their lane: the lane is exempt from the amplification budget
+	EventSignatureChecks                     // page signatures checked (--pki): solicited first pages that could prove a lane
+	EventSignatureChecksRefused              // page signatures not checked, over the check budget (SigChecksPerLane, SigChecksPerSecond): the page credits nothing
 	numEvents
 )
 
 var eventNames = [numEvents]string{
-	EventRequestsForwarded:  "requests_forwarded",
-	EventForwardSends:       "forward_sends",
-	EventDualSends:          "dual_sends",
-	EventAggregated:         "aggregated",
-	EventRetransmits:        "retransmits",
-	EventAnswered:           "answered",
-	EventPagesMatched:       "pages_matched",
-	EventAmpThrottled:       "amp_throttled",
-	EventSTUNAnswered:       "stun_answered",
-	EventCappedForwards:     "capped_forwards",
-	EventEvicted:            "pending_evictions",
-	EventToShip:             "to_ship",
-	EventOriginsInserted:    "origins_inserted",
-	EventFromShip:           "from_ship",
-	EventFromShipSent:       "from_ship_sent",
-	EventVouched:            "vouched_lanes",
-	EventVouchContested:     "vouch_contested",
-	EventVouchRefused:       "vouch_refused",
-	EventHintsScrubbed:      "hints_scrubbed",
-	EventNextHopUnencodable: "next_hop_unencodable",
-	EventLateAnswers:        "late_answers",
-	EventProbesSent:         "lane_probes_sent",
-	EventLanesProven:        "lanes_proven",
+	EventRequestsForwarded:      "requests_forwarded",
+	EventForwardSends:           "forward_sends",
+	EventDualSends:              "dual_sends",
+	EventAggregated:             "aggregated",
+	EventRetransmits:            "retransmits",
+	EventAnswered:               "answered",
+	EventPagesMatched:           "pages_matched",
+	EventAmpThrottled:           "amp_throttled",
+	EventSTUNAnswered:           "stun_answered",
+	EventCappedForwards:         "capped_forwards",
+	EventEvicted:                "pending_evictions",
+	EventToShip:                 "to_ship",
+	EventOriginsInserted:        "origins_inserted",
+	EventFromShip:               "from_ship",
+	EventFromShipSent:           "from_ship_sent",
+	EventVouched:                "vouched_lanes",
+	EventVouchContested:         "vouch_contested",
+	EventVouchRefused:           "vouch_refused",
+	EventHintsScrubbed:          "hints_scrubbed",
+	EventNextHopUnencodable:     "next_hop_unencodable",
+	EventLateAnswers:            "late_answers",
+	EventProbesSent:             "lane_probes_sent",
+	EventLanesProven:            "lanes_proven",
+	EventSignatureChecks:        "signature_checks",
+	EventSignatureChecksRefused: "signature_checks_refused",
 }
 
 // String returns the event's stable name.

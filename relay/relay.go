@@ -148,6 +148,7 @@ type Relay struct {
 	trusted  trustedLanes
 	routes   *route.Table
 	pki      PageVerifier // nil: none
+	sigs     sigBudget    // the signature checks pageAuthority may make
 	counters Counters
 }
 
@@ -242,6 +243,7 @@ func New(cfg Config) (*Relay, error) {
 		routes:   rt,
 		pki:      cfg.PKI,
 	}
+	r.sigs.seed = lane.Mix64(seed ^ 0x9e3779b97f4a7c15)
 	r.link.init(cfg.ShipLane, cfg.Front, cfg.PublicLane)
 	chain := r.sponsors.AppendChain(nil, cfg.Ship)
 	if !cfg.Fraternize {
@@ -712,7 +714,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 		// unsolicited traffic cannot steer the route table; a late copy
 		// answers only a probe outstanding on the lane it came from.
 		if !fromShip {
-			obs.Signed, obs.Unverified = r.pageAuthority(b, p, fromKey, now)
+			obs.Signed, obs.Unverified = r.pageAuthority(b, p, fromKey, now, false, out)
 		}
 		if !fromShip && r.routes.LateAnswer(obs, now) {
 			out.c.add(EventLateAnswers, 1)
@@ -720,7 +722,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 		out.drop(DropUnsolicited)
 		return
 	case !fromShip:
-		obs.Signed, obs.Unverified = r.pageAuthority(b, p, fromKey, now)
+		obs.Signed, obs.Unverified = r.pageAuthority(b, p, fromKey, now, true, out)
 		sponsors, contested = r.routes.PageArrived(obs, now, r.ourChain, sponsorBuf[:0])
 	case len(r.ourChain) > 0:
 		sponsors = r.routes.AppendLanesOf(sponsorBuf[:0], r.ourChain)

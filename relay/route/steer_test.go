@@ -426,3 +426,53 @@ func TestRouteShareIsPerSlash56(t *testing.T) {
 		t.Errorf("another /56 was refused: %d routes", n)
 	}
 }
+
+// TestHop0FromASponsorLaneProvesNothing: every forwarder bumps a page's
+// hops (vere's inc_hopcount in _mesa_hear_page), so a hop-0 page from a
+// lane on the publisher's route only as a sponsor's (its galaxy's
+// configured lane, its star's learned lane) is a forgery or a replay of a
+// signed page: it makes no direct lane, solicited (PageArrived, Heard) or
+// late (LateAnswer), signed or not, and is not worth a signature check
+// (Provable); from the publisher's own lanes it is (the twin).
+func TestHop0FromASponsorLaneProvesNothing(t *testing.T) {
+	rt := newTable(t)
+	now := sec
+	rt.Contacted(marnec, evilKey, now) // the star "at" the attacker: one poke
+	wantLanes(t, "up the chain", rt.Select(planet, alice, now), evilKey, necKey)
+	for _, from := range []lane.Key{necKey, evilKey} {
+		if rt.Provable(planet, from, now) {
+			t.Errorf("a hop-0 page from sponsor lane %v is worth a check", from.AddrPort())
+		}
+		obs := PageObs{Publisher: planet, From: from, Hop0: true, Signed: true}
+		rt.PageArrived(obs, now, nil, nil)
+		rt.LateAnswer(obs, now)
+		rt.Heard(planet, from, now)
+		if i, ok := rt.Info(planet); ok && i.Direct.IsValid() {
+			t.Fatalf("a hop-0 page from sponsor lane %v made the planet's direct lane %v", from.AddrPort(), i.Direct.AddrPort())
+		}
+	}
+	// The twin: the planet's own lanes. Its hint (from a relayed page
+	// through the galaxy) answering at hop 0 proves it, late or not, and
+	// is worth a check while it is not the fresh direct lane.
+	rt = newTable(t)
+	rt.Select(planet, alice, now)
+	rt.Answered(planet, necKey, hintKey, true, now)
+	wantLanes(t, "hint", rt.Select(planet, alice, now), hintKey, necKey)
+	if !rt.Provable(planet, hintKey, now) {
+		t.Error("a hop-0 page from the planet's hint is not worth a check")
+	}
+	rt.PageArrived(PageObs{Publisher: planet, From: hintKey, Hop0: true, Signed: true}, now, nil, nil)
+	if i := info(t, rt, planet); i.Direct != hintKey || !i.DirectProven {
+		t.Fatalf("a signed hop-0 page from the probed hint: %+v", i)
+	}
+	if rt.Provable(planet, hintKey, now) {
+		t.Error("a page from the fresh direct lane is worth a check")
+	}
+	rt2 := newTable(t)
+	rt2.Contacted(planet, planetKey, now)
+	rt2.Heard(planet, planetKey, now)
+	rt2.LateAnswer(PageObs{Publisher: planet, From: planetKey, Hop0: true}, now)
+	if i := info(t, rt2, planet); i.Direct != planetKey {
+		t.Fatalf("the planet's own lane: %+v", i)
+	}
+}

@@ -596,14 +596,11 @@ func (r *Table) getLocked(s lane.Ship, create bool, src lane.Key) *route {
 func (r *Table) Heard(s lane.Ship, k lane.Key, now time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.cameTheWayLocked(s, k, now) {
+	if r.cameTheWayLocked(s, k) {
 		r.heardLocked(s, k, now, false, false)
 	}
 }
 
-// cameTheWayLocked reports whether a page published by s that arrived from
-// lane from came the way requests for s go: from one of s's lanes or its
-// sponsors' (onRouteLocked), or from its challenger with a probe out.
 // Provable reports whether a page for s from lane from could change s's
 // route: from is a lane a request for s went to (cameTheWayLocked) and not
 // s's fresh direct lane, whose standing a page only renews. Only such a
@@ -618,15 +615,23 @@ func (r *Table) Provable(s lane.Ship, from lane.Key, now time.Duration) bool {
 	if rt, ok := r.table.Peek(s); ok && rt.direct.lane == from && r.directFreshLocked(rt, now) {
 		return false
 	}
-	return r.cameTheWayLocked(s, from, now)
+	return r.cameTheWayLocked(s, from)
 }
 
-func (r *Table) cameTheWayLocked(s lane.Ship, from lane.Key, now time.Duration) bool {
+// cameTheWayLocked reports whether a hop-0 page published by s that
+// arrived from lane from came from a lane requests for s go to as s's own:
+// one of s's own lanes (ownLaneLocked), or its challenger with a probe
+// out. Never a lane that is on s's route only as a sponsor's: every
+// forwarder bumps a page's hops (vere's inc_hopcount in _mesa_hear_page,
+// as this relay does), so a hop-0 page from a sponsor's lane is forged or
+// replayed (a signed page copied from anywhere), and says nothing of
+// where s is.
+func (r *Table) cameTheWayLocked(s lane.Ship, from lane.Key) bool {
 	rt, _ := r.table.Peek(s)
 	if rt != nil && rt.chal.valid() && rt.chal.lane == from && rt.chal.waiting != 0 {
 		return true
 	}
-	return r.onRouteLocked(s, rt, from, now)
+	return r.ownLaneLocked(s, rt, from)
 }
 
 // Contacted records that ship s sent us a request of its own (a hop-0 poke,
@@ -925,7 +930,7 @@ func (r *Table) LateAnswer(o PageObs, now time.Duration) bool {
 	if !o.mayProve(rt) {
 		return true
 	}
-	if o.Hop0 {
+	if o.Hop0 && (taken || r.ownLaneLocked(s, rt, from)) {
 		r.heardLocked(s, from, now, false, o.Signed)
 	}
 	r.answeredLocked(o, now)
@@ -951,7 +956,7 @@ func (r *Table) PageArrived(o PageObs, now time.Duration, ships []lane.Ship, dst
 		contested = true
 	}
 	if o.mayProve(rt) {
-		if o.Hop0 && r.cameTheWayLocked(s, from, now) {
+		if o.Hop0 && r.cameTheWayLocked(s, from) {
 			r.heardLocked(s, from, now, false, o.Signed)
 		}
 		r.answeredLocked(o, now)
@@ -1036,20 +1041,11 @@ func (r *Table) answeredLocked(o PageObs, now time.Duration) {
 // sent on: one of s's own lanes (rt, which may be nil), or a lane of one of
 // its sponsors (configured, relay, or fresh direct lane).
 func (r *Table) onRouteLocked(s lane.Ship, rt *route, from lane.Key, now time.Duration) bool {
+	if r.ownLaneLocked(s, rt, from) {
+		return true
+	}
 	if !from.IsValid() {
 		return false
-	}
-	if rt != nil && (from == rt.direct.lane || from == rt.hint.lane || from == rt.base.lane) {
-		return true
-	}
-	if k, ok := r.static[s]; ok && k == from {
-		return true
-	}
-	if k, ok := r.relays[s]; ok && k == from {
-		return true
-	}
-	if k, ok := r.pinnedLocked(s); ok && k == from {
-		return true
 	}
 	var chainBuf [8]lane.Ship
 	for _, sp := range r.sponsors.AppendChain(chainBuf[:0], s) {
@@ -1073,6 +1069,26 @@ func (r *Table) onRouteLocked(s lane.Ship, rt *route, from lane.Key, now time.Du
 		}
 	}
 	return false
+}
+
+// ownLaneLocked reports whether lane from is one of s's own lanes that
+// requests for s are sent on: its direct lane, hint or base (rt, which may
+// be nil), or its configured, relay or pinned lane.
+func (r *Table) ownLaneLocked(s lane.Ship, rt *route, from lane.Key) bool {
+	if !from.IsValid() {
+		return false
+	}
+	if rt != nil && (from == rt.direct.lane || from == rt.hint.lane || from == rt.base.lane) {
+		return true
+	}
+	if k, ok := r.static[s]; ok && k == from {
+		return true
+	}
+	if k, ok := r.relays[s]; ok && k == from {
+		return true
+	}
+	k, ok := r.pinnedLocked(s)
+	return ok && k == from
 }
 
 // forwardedLocked records that a relayed page for s came back from lane
