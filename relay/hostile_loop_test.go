@@ -9,6 +9,7 @@ import (
 
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/relay/route"
 )
 
 // Issue 28's loop row: four forged legacy packets teach three relays, with
@@ -234,5 +235,45 @@ func TestLegacyDupCountEndsWithTheWindow(t *testing.T) {
 	}
 	if len(f.handle(p, alice)) != 1 {
 		t.Errorf("a copy %v after the last forward (the window is %v) dropped", f.now-last, relay.DefaultDupWindow)
+	}
+}
+
+// TestSTUNFreshnessSurvivesAClockFlood is issue 28's row "a flood of tiny
+// unsolicited pages from forged random lanes, then one poke naming a
+// planet that only STUNs": 0/20 honest peeks reached the planet, since the
+// lane clock's 65,536 slots are overwritten by any lane and a STUN-only
+// lane's freshness lived only there. Now a keepalive is held on the route
+// of the ship whose direct lane sent it (route.Table.KeepAlive). The twin:
+// a planet silent for three minutes still expires (its lane held by
+// nothing), flood or not.
+func TestSTUNFreshnessSurvivesAClockFlood(t *testing.T) {
+	const flood = 400_000 // distinct lanes: every clock slot overwritten but for 1 in 450
+	tiny := pageValue(lane.Ship{Lo: 0x0009_0100}, "x", "")
+	for _, stun := range []bool{true, false} {
+		f := laneFixture(t)
+		for end := f.now + 3*time.Minute; f.now < end; f.now += 25 * time.Second {
+			if stun {
+				f.handle(stunRequest(byte(f.now/time.Second)), sponseeLn)
+			}
+		}
+		for i := 0; i < flood; i++ {
+			from := netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)}), uint16(1024+i>>16))
+			f.handle(tiny, from)
+		}
+		f.handle(pokeFrom(sponsee, ship(t, "~marzod"), "evil"), attacker)
+		reached, diverted := 0, 0
+		for i := 0; i < 20; i++ {
+			s := f.handle(peekOf(sponsee, fmt.Sprintf("v/%d", i)), alice)
+			reached += sentTo(s, sponseeLn)
+			diverted += sentTo(s, attacker)
+			f.now += time.Second
+		}
+		t.Logf("STUN %v, after %d forged lanes: %d/20 peeks reached P, %d the attacker", stun, flood, reached, diverted)
+		switch {
+		case stun && (reached != 20 || diverted > route.ChallengerFailures):
+			t.Errorf("STUNning: %d/20 peeks reached P, %d the attacker; want all, at most %d probes", reached, diverted, route.ChallengerFailures)
+		case !stun && reached != 0:
+			t.Errorf("silent for 3 minutes: %d peeks still went to P's expired lane", reached)
+		}
 	}
 }

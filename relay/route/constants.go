@@ -9,19 +9,20 @@ const (
 	// DefaultMaxRoutes caps the ships the relay keeps routing state for
 	// (learned direct lanes, challengers and next-hop candidates). A galaxy
 	// fronts tens of thousands of active ships; 1<<18 routes at RouteBytes
-	// each stay under 128 MiB (TestRouteMemoryBound measures 452 bytes a
-	// route). Past the cap the least recently used route is dropped: a
+	// each stay under 144 MiB (TestRouteMemoryBound measures 538 bytes a
+	// route, 484 before the KeepAlive index). Past the cap the least recently used route is dropped: a
 	// dropped route costs one round trip up the sponsorship chain, never
 	// correctness. One source address creates at most
 	// 1/DefaultRouteSourceDivisor of them.
 	DefaultMaxRoutes = 1 << 18
 
 	// RouteBytes bounds the memory one route costs the table (the route
-	// record, the LRU's entry and map slot): the table's memory is at most
+	// record, the LRU's entry and map slot, and the KeepAlive index's
+	// entries for its lanes): the table's memory is at most
 	// MaxRoutes*RouteBytes plus the lane clock (LaneClockSlots*16 bytes)
 	// and the per-source counters (SourceSlots*4 bytes). Tested by
 	// TestRouteMemoryBound.
-	RouteBytes = 512
+	RouteBytes = 576
 
 	// DefaultDirectLaneExpiry is how long a lane learned from a hop-0 packet
 	// stays usable without being heard from again. Ships ping their sponsor

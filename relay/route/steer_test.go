@@ -1,8 +1,10 @@
 package route
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/urbit-relay/relay/lane"
 )
@@ -474,5 +476,84 @@ func TestHop0FromASponsorLaneProvesNothing(t *testing.T) {
 	rt2.LateAnswer(PageObs{Publisher: planet, From: planetKey, Hop0: true}, now)
 	if i := info(t, rt2, planet); i.Direct != planetKey {
 		t.Fatalf("the planet's own lane: %+v", i)
+	}
+}
+
+// TestKeepAliveHeldOnTheRoute: a keepalive is held on the route of the
+// ship whose direct lane sent it, so a lane clock whose every slot other
+// lanes overwrite (here one slot) cannot make a ship that only STUNs look
+// silent; a keepalive from a lane that is not the ship's direct lane (its
+// challenger's, an old lane's) keeps nothing; the index behind it drops
+// an evicted route's lanes and, past its cap, is made anew from the
+// routes, each direct lane still found.
+func TestKeepAliveHeldOnTheRoute(t *testing.T) {
+	rt, err := New(self, nil, Config{Seed: 1, LaneClockSlots: 1, MaxRoutes: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := sec
+	rt.Contacted(planet, planetKey, now)
+	rt.Contacted(planet, evilKey, now) // challenger: indexed, but not the direct lane
+	for end := now + 2*DefaultDirectLaneExpiry; now < end; now += 25 * sec {
+		rt.KeepAlive(planetKey, now)
+		rt.Arrived(otherKey, now+1) // overwrites the clock's one slot
+	}
+	if k, ok := rt.DirectLane(planet, now); !ok || k != planetKey {
+		t.Fatalf("kept alive through a flushed clock: direct %v %v", k.AddrPort(), ok)
+	}
+	// The challenger's keepalives keep nothing: once the direct lane is
+	// silent past expiry the route has no fresh direct lane... unless the
+	// challenger moves in, which is settle's rule, not KeepAlive's.
+	rt2, _ := New(self, nil, Config{Seed: 1, LaneClockSlots: 1})
+	rt2.Contacted(planet, planetKey, sec)
+	for n := sec; n < sec+2*DefaultDirectLaneExpiry; n += 25 * sec {
+		rt2.KeepAlive(evilKey, n)
+		rt2.Arrived(otherKey, n+1)
+	}
+	if _, ok := rt2.DirectLane(planet, sec+2*DefaultDirectLaneExpiry); ok {
+		t.Error("another lane's keepalives kept the planet's direct lane fresh")
+	}
+	// Eviction drops the evicted route's lanes from the index.
+	rt.mu.Lock()
+	_, indexed := rt.lanes[rt.clock.laneHash(planetKey)]
+	rt.mu.Unlock()
+	if !indexed {
+		t.Fatal("the planet's direct lane is not indexed")
+	}
+	for i := 0; i < 4; i++ {
+		rt.Contacted(lane.ShipFromUint64(uint64(0x1_0000_0000+i)), key(fmt.Sprintf("198.18.0.%d:1000", i+1)), now)
+	}
+	if _, ok := rt.Info(planet); ok {
+		t.Fatal("the planet's route was not evicted")
+	}
+	rt.mu.Lock()
+	_, indexed = rt.lanes[rt.clock.laneHash(planetKey)]
+	_, chalIndexed := rt.lanes[rt.clock.laneHash(evilKey)]
+	rt.mu.Unlock()
+	if indexed || chalIndexed {
+		t.Error("an evicted route's lanes are still indexed")
+	}
+	// Many lanes heard for one ship (challengers in turn) fill the index
+	// past its cap: it is made anew, and every route's direct lane is
+	// still found.
+	s0 := lane.ShipFromUint64(0x1_0000_0000)
+	for i := 0; i < 3*rt.lanesCap(); i++ {
+		rt.Contacted(s0, key(fmt.Sprintf("198.19.%d.%d:2000", i>>8, i&255)), now+time.Duration(i)*DefaultChallengerHold)
+	}
+	rt.mu.Lock()
+	n := len(rt.lanes)
+	rt.mu.Unlock()
+	if n > rt.lanesCap() {
+		t.Errorf("index at %d entries, cap %d", n, rt.lanesCap())
+	}
+	later := now + time.Duration(3*rt.lanesCap())*DefaultChallengerHold
+	for i := 1; i < 4; i++ {
+		s, k := lane.ShipFromUint64(uint64(0x1_0000_0000+i)), key(fmt.Sprintf("198.18.0.%d:1000", i+1))
+		for n := later; n < later+2*DefaultDirectLaneExpiry; n += 25 * sec {
+			rt.KeepAlive(k, n)
+		}
+		if got, ok := rt.DirectLane(s, later+2*DefaultDirectLaneExpiry-sec); !ok || got != k {
+			t.Errorf("ship %d: its direct lane %v not kept alive after the index was made anew (%v)", i, k.AddrPort(), got.AddrPort())
+		}
 	}
 }

@@ -102,6 +102,11 @@ type Table struct {
 	changes uint64                            // guarded by mu; route changes, for metrics
 	relays  map[lane.Ship]lane.Key            // guarded by mu; configured relays: lanes known to forward
 	pinned  map[lane.Ship]lane.Key            // guarded by mu; lanes the fronted ship vouches for (Pin)
+	// lanes maps a lane a ship was heard at (as its direct lane or its
+	// challenger) to that ship, for KeepAlive; at most lanesCap entries.
+	// Keyed by the lane clock's seeded 64-bit hash of the lane (a
+	// collision is caught by KeepAlive's check against the route).
+	lanes map[uint64]lane.Ship // guarded by mu
 
 	// srcCount counts the routes created on behalf of each source address
 	// (by seeded hash of the address into len(srcCount) slots); a route
@@ -297,6 +302,19 @@ type path struct {
 	waiting time.Duration
 }
 
+// heardSince reports whether anything arrived from p's lane at or after
+// t, by the lane clock.
+func (p *path) heardSince(t time.Duration, clock *laneClock) bool {
+	return clock != nil && clock.heardSince(p.lane, t)
+}
+
+// directHeardSince reports whether anything arrived from rt's direct lane
+// at or after t: a keepalive held on the route (rt.alive), or anything in
+// the lane clock.
+func (rt *route) directHeardSince(t time.Duration, clock *laneClock) bool {
+	return (rt.alive != 0 && rt.alive >= t) || rt.direct.heardSince(t, clock)
+}
+
 // busy reports whether p is an unproven lane with a probe outstanding: it
 // is sent nothing more until that probe is answered or times out.
 func (p *path) busy() bool { return !p.proven && p.waiting != 0 }
@@ -340,6 +358,11 @@ type route struct {
 	// src is 1 + the per-source counter slot this route was created
 	// under; 0 when it was not counted.
 	src uint32
+	// alive is when the ship last sent a keepalive from its direct lane
+	// (KeepAlive), held on the route so that no flood of other lanes
+	// through the lane clock can make a ship that only STUNs look silent;
+	// zero when none since the direct lane was last replaced.
+	alive time.Duration
 }
 
 // New returns an empty route table for a process fronting self (for an
@@ -370,8 +393,13 @@ func New(self lane.Ship, sponsors *lane.Sponsors, cfg Config) (*Table, error) {
 	}
 	r.selfKeys.Store(&[]lane.Key{})
 	r.selfPorts.Store(&[]uint16{})
-	t, err := simplelru.NewLRU[lane.Ship, *route](cfg.MaxRoutes, func(_ lane.Ship, v *route) {
+	t, err := simplelru.NewLRU[lane.Ship, *route](cfg.MaxRoutes, func(s lane.Ship, v *route) {
 		// Called with mu held, from Add.
+		for _, p := range [...]*path{&v.direct, &v.chal} {
+			if h := r.clock.laneHash(p.lane); r.lanes[h] == s {
+				delete(r.lanes, h)
+			}
+		}
 		if v.src != 0 {
 			r.srcCount[v.src-1]--
 		}
@@ -440,8 +468,50 @@ func (r *Table) Arrived(k lane.Key, now time.Duration) { r.clock.hear(k, now) }
 // reachable there (its lane does not expire) however long it sends
 // nothing else, as a ship that only STUNs its sponsor does. A keepalive
 // keeps a lane alive and no more: it proves nothing and moves no route.
-// It takes no lock.
-func (r *Table) KeepAlive(k lane.Key, now time.Duration) { r.clock.hear(k, now) }
+// The keepalive is held on the route of the ship whose direct lane k is
+// (found through lanes, checked against the route), not only in the lane
+// clock, whose slots any lane can overwrite.
+func (r *Table) KeepAlive(k lane.Key, now time.Duration) {
+	r.clock.hear(k, now)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.lanes[r.clock.laneHash(k)]
+	if !ok {
+		return
+	}
+	if rt, ok := r.table.Peek(s); ok && rt.direct.lane == k && now > rt.alive {
+		rt.alive = now
+	}
+}
+
+// indexLocked records that ship s was heard at lane k (its direct lane or
+// its challenger), for KeepAlive. The index may hold lanes a ship no
+// longer uses (KeepAlive checks the route); past lanesCap entries it is
+// made anew from the routes' direct and challenger lanes.
+func (r *Table) indexLocked(s lane.Ship, k lane.Key) {
+	if r.lanes == nil {
+		r.lanes = make(map[uint64]lane.Ship)
+	}
+	if len(r.lanes) >= r.lanesCap() {
+		clear(r.lanes)
+		for _, t := range r.table.Keys() {
+			if rt, ok := r.table.Peek(t); ok {
+				for _, p := range [...]*path{&rt.direct, &rt.chal} {
+					if p.valid() {
+						r.lanes[r.clock.laneHash(p.lane)] = t
+					}
+				}
+			}
+		}
+	}
+	r.lanes[r.clock.laneHash(k)] = s
+}
+
+// lanesCap is how many lanes the KeepAlive index holds before it is made
+// anew: twice the routes, each with a direct lane and a challenger, and a
+// quarter more for lanes since given up, so that a remake frees at least
+// that quarter and its cost is spread over as many inserts.
+func (r *Table) lanesCap() int { return 2*r.cfg.MaxRoutes + r.cfg.MaxRoutes/4 + 1 }
 
 // AddSelf records a lane that belongs to this process (its listening
 // address as seen by others). Such a lane is never chosen as a target.
@@ -663,6 +733,7 @@ func (r *Table) heardLocked(s lane.Ship, k lane.Key, now time.Duration, kept, si
 	if rt == nil {
 		return
 	}
+	r.indexLocked(s, k)
 	r.changes += r.advanceLocked(s, rt, now)
 	ev := EvAnswer
 	switch {
@@ -763,6 +834,7 @@ func (rt *route) step(e Event) bool {
 // replaceDirect makes k rt's direct lane, from StateUnknown on e.
 func (rt *route) replaceDirect(k lane.Key, e Event) {
 	rt.direct = path{lane: k}
+	rt.alive = 0
 	rt.state = StateUnknown
 	rt.step(e)
 }
@@ -845,8 +917,7 @@ func directFresh(rt *route, now time.Duration, cfg *Config, clock *laneClock) bo
 	if !rt.direct.valid() || rt.state == StateUnknown || rt.state == StateExpired {
 		return false
 	}
-	return now-rt.direct.heard < cfg.DirectLaneExpiry ||
-		(clock != nil && clock.heardSince(rt.direct.lane, now-cfg.DirectLaneExpiry+1))
+	return now-rt.direct.heard < cfg.DirectLaneExpiry || rt.directHeardSince(now-cfg.DirectLaneExpiry+1, clock)
 }
 
 // Answered records that a page published by s, answering a request of ours
@@ -1494,6 +1565,7 @@ func moveIn(rt *route, e Event) uint64 {
 	rt.stepChallenger(EvMove)
 	rt.clearChallenger()
 	rt.direct = path{lane: c.lane, heard: c.heard, kept: c.kept, waiting: c.waiting}
+	rt.alive = 0
 	rt.state = StateUnknown
 	rt.step(e)
 	return 1
@@ -1522,7 +1594,7 @@ func settle(rt *route, now time.Duration, cfg *Config, clock *laneClock) uint64 
 	}
 	if directFresh(rt, now, cfg, clock) && (!c.proven || rt.state != StateHeard || int(rt.unanswered) < cfg.ProvenFailures) {
 		if !c.proven || now-rt.chalSince < cfg.MoveSilence ||
-			clock.heardSince(rt.direct.lane, now-cfg.MoveSilence) || now-rt.direct.heard < cfg.MoveSilence {
+			rt.directHeardSince(now-cfg.MoveSilence, clock) || now-rt.direct.heard < cfg.MoveSilence {
 			return 0
 		}
 	}
@@ -1569,7 +1641,7 @@ func expireProbes(rt *route, now time.Duration, cfg *Config, clock *laneClock) (
 		if !p.valid() || p.kept || p.waiting == 0 || now-p.waiting < cfg.ProbeTimeout {
 			continue
 		}
-		if clock != nil && clock.heardSince(p.lane, p.waiting) {
+		if p.heardSince(p.waiting, clock) || (p == &rt.direct && rt.directHeardSince(p.waiting, clock)) {
 			p.waiting = 0
 			p.fails = 0
 			continue
