@@ -137,8 +137,7 @@ func testSeedExample(t *testing.T, n netw, mem *transport.MemNetwork) {
 
 	// The moon's first ping teaches its sponsor's relay its lane.
 	waitFor(t, mem, func() bool {
-		info, ok := s.ritpubR.Routes().Info(s.misterShip)
-		return ok && info.Direct.AddrPort() == misterAddr
+		return knownAt(s.ritpubR, s.misterShip) == misterAddr
 	})
 
 	// Each round trip tightens the route one step: the rounds' sends go to
@@ -299,8 +298,7 @@ func testAggregation(t *testing.T, n netw) {
 	pub.Start()
 	defer pub.Close()
 	waitFor(t, nil, func() bool {
-		info, ok := r.Routes().Info(pubShip)
-		return ok && info.Direct.IsValid()
+		return knownAt(r, pubShip).IsValid()
 	})
 	var eps []*endpoint.Endpoint
 	for i := 0; i < requesters; i++ {
@@ -368,4 +366,11 @@ func shipBehind(t *testing.T, n netw, s lane.Ship) netip.AddrPort {
 	ep.Start()
 	t.Cleanup(func() { ep.Close() })
 	return c.LocalAddr()
+}
+
+// knownAt is where relay r places ship s (route.Table.Placed); invalid
+// if nowhere.
+func knownAt(r *relay.Relay, s lane.Ship) netip.AddrPort {
+	k, _ := r.Routes().Placed(s)
+	return k.AddrPort()
 }

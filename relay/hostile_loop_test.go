@@ -277,3 +277,102 @@ func TestSTUNFreshnessSurvivesAClockFlood(t *testing.T) {
 		}
 	}
 }
+
+// TestMovedPlanetFollowedWhateverTheSquatters is issue 28's row "after a
+// planet's NAT rebinding, 50 sockets that never read send pokes naming
+// it": 0/44 honest peeks reached its new lane in the 10 s after the move
+// (one challenger slot, one probe per claimant). The fronted ship is the
+// authority: at a lane too (ship-lane mode) its ack of the planet's ping,
+// which arvo sends only for a ping it could decrypt, passed on to the lane
+// the ping came from, vouches for that lane (vouch.go), whatever the
+// forged pokes do. Here the planet pings from its new lane right after
+// the move (vere's %ping sends one on every change of its STUN address)
+// and every 25 s; 50 squatters send 10 pokes a second each, naming it;
+// the ship acks only the planet's pings. Twin: no squatters.
+func TestMovedPlanetFollowedWhateverTheSquatters(t *testing.T) {
+	for _, squatters := range []int{0, 50} {
+		f := laneFixture(t)
+		marzod := ship(t, "~marzod")
+		reached, peeks, firstIn := 0, 0, time.Duration(-1)
+		start := f.now
+		for i := 0; f.now-start < 10*time.Second; i++ {
+			for j := 0; j < squatters; j++ { // 10 pokes/s each at 20 rounds/s: one every other round
+				if (i+j)%2 == 0 {
+					sq := netip.AddrPortFrom(attacker.Addr(), uint16(7000+j))
+					f.handle(pokeFrom(sponsee, marzod, fmt.Sprintf("sq/%d/%d", i, j)), sq)
+				}
+			}
+			if i%500 == 0 { // the planet pings from its new lane; the ship acks
+				ping := fmt.Sprintf("moved/%d", i)
+				f.handle(pokeFrom(sponsee, marzod, ping), movedLn)
+				f.now += time.Millisecond
+				if sentTo(f.handle(pageValue(marzod, ping, ""), shipLane), movedLn) != 1 {
+					t.Fatal("the ship's ack did not reach the pinging lane")
+				}
+			}
+			if _, ok := peekAnswered(t, f, fmt.Sprintf("v/%d", i), movedLn); ok {
+				reached++
+				if firstIn < 0 {
+					firstIn = f.now - start
+				}
+			}
+			peeks++
+			f.now += 50 * time.Millisecond
+		}
+		t.Logf("%d squatters: %d/%d peeks in the 10 s after the move reached P's new lane (the first at %v)",
+			squatters, reached, peeks, firstIn)
+		if reached != peeks {
+			t.Errorf("%d squatters: %d/%d peeks reached P's new lane, want all", squatters, reached, peeks)
+		}
+	}
+}
+
+// TestShipLaneVouchNeedsOneLane: at a lane, the ship's word is taken only
+// where it is unambiguous. A ping name copied by a forger from its own
+// lane puts both lanes on the ack's pending entry: the ack passed on to
+// both vouches for neither (contested), and the sponsee stays where it
+// was. A ping followed by a peek for the ping's own name from the same
+// lane is not a ping whose ack is the ship's word (anyone may peek).
+func TestShipLaneVouchNeedsOneLane(t *testing.T) {
+	for _, attackerFirst := range []bool{false, true} {
+		f := laneFixture(t)
+		marzod := ship(t, "~marzod")
+		first, second := movedLn, attacker // the attacker copies the name
+		if attackerFirst {
+			first, second = attacker, movedLn
+		}
+		f.handle(pokeFrom(sponsee, marzod, "moved/1"), first)
+		f.handle(pokeFrom(sponsee, marzod, "moved/1"), second)
+		f.now += time.Millisecond
+		acks := f.handle(pageValue(marzod, "moved/1", ""), shipLane)
+		if sentTo(acks, movedLn) != 1 || sentTo(acks, attacker) != 1 {
+			t.Fatalf("the ack went to %v, want both pinging lanes", sendsTo(acks))
+		}
+		if n := f.snap().Events[relay.EventVouchContested]; n != 1 {
+			t.Errorf("vouch_contested %d, want 1", n)
+		}
+		f.now += time.Millisecond
+		// The known lane keeps its place (the attacker's lane, heard, is
+		// at most a challenger, probed by the wire's rules).
+		if s := f.handle(peekOf(sponsee, "after"), alice); sentTo(s, sponseeLn) != 1 {
+			t.Errorf("attacker first %v: after a contested ack the sponsee's peek went to %v, want its known lane", attackerFirst, sendsTo(s))
+		}
+		if n := f.snap().Events[relay.EventVouched]; n != 0 {
+			t.Errorf("attacker first %v: %d lanes vouched for by an ack sent to two", attackerFirst, n)
+		}
+	}
+	// The own-page trick: ping, then peek the ping's name, from one lane.
+	marzod := ship(t, "~marzod")
+	g := laneFixture(t)
+	g.handle(pokeFrom(sponsee, marzod, "trick"), attacker)
+	g.handle(peekOf(marzod, "trick"), attacker)
+	g.now += time.Millisecond
+	g.handle(pageValue(marzod, "trick", ""), shipLane)
+	if n := g.snap().Events[relay.EventVouched]; n != 0 {
+		t.Errorf("a page answering the attacker's own peek vouched %d times", n)
+	}
+	g.now += time.Millisecond
+	if s := g.handle(peekOf(sponsee, "after"), alice); sentTo(s, sponseeLn) != 1 {
+		t.Errorf("after the trick the sponsee's peek went to %v", sendsTo(s))
+	}
+}

@@ -790,6 +790,17 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 		out.add(buf, q.AddrPort())
 		sent++
 		sentBytes += len(buf)
+		if fromShip && !r.link.device && len(reqs) == 1 {
+			// At a lane the ship answers us and we pass its page on: an
+			// ack of a sponsee's ping, sent to the lane the ping came
+			// from, is its word for that lane (vouch.go); sent to more
+			// than one lane (a ping name copied, aggregated), it says
+			// nothing (vouchContested).
+			r.vouchAck(out.c, q, key, lane.Ship{}, now)
+		}
+	}
+	if fromShip && !r.link.device && len(reqs) > 1 {
+		r.vouchContested(out.c, reqs, key, now)
 	}
 	out.c.countOut(KindPage, sent, sentBytes)
 	out.c.add(EventAnswered, uint64(sent))

@@ -40,7 +40,10 @@ import (
 // At a lane (Config.ShipLane alone): the ship's process listens on a port
 // the relay sends to from its public socket; it answers the relay, which
 // records requesters in the pending table and passes the pages on, and
-// what it sends arrives at the public socket from its lane.
+// what it sends arrives at the public socket from its lane. The ship's
+// ack of a sponsee's (mesa) ping, passed on to the one lane that ping came
+// from, vouches for that lane here too (vouch.go, rule (a)); the wire's
+// rules place the sponsees it has not vouched for.
 
 // shipLink is how the core reaches the fronted ship's process. It is set
 // by New; the tables it holds are safe for concurrent use.
@@ -49,7 +52,7 @@ type shipLink struct {
 	key    lane.Key       // lane's key
 	device bool           // reached through a device the relay owns (fronting mode)
 	public netip.AddrPort // the relay's public lane, what private hints become
-	vouch  *vouchTable    // through a device only: the ship's word on its sponsees' lanes (nil otherwise: 200 KiB)
+	vouch  *vouchTable    // with a ship: its word on its sponsees' lanes (nil without one: 200 KiB)
 	stuns  stunTable      // through a device: the ship's STUN transactions
 }
 
@@ -57,7 +60,7 @@ type shipLink struct {
 // relay's public lane.
 func (l *shipLink) init(ship netip.AddrPort, device bool, public netip.AddrPort) {
 	l.lane, l.device, l.public = lane.Canon(ship), device, lane.Canon(public)
-	if device {
+	if device || l.lane.IsValid() {
 		l.vouch = newVouchTable()
 	}
 	if l.lane.IsValid() {
@@ -177,7 +180,7 @@ func (r *Relay) handToShip(b []byte, k Kind, from netip.AddrPort, fromKey lane.K
 	if !r.toShip(b, k, from, out) {
 		return
 	}
-	if r.link.device && ping && k == KindPeek {
+	if ping && k == KindPeek {
 		r.link.vouch.peeked(fromKey, name)
 	}
 	if !named {
@@ -186,7 +189,9 @@ func (r *Relay) handToShip(b []byte, k Kind, from netip.AddrPort, fromKey lane.K
 	if r.mayLearn(sender, fromKey) {
 		r.routes.Contacted(sender, fromKey, now)
 	}
-	if r.link.device && ping {
+	if ping && (r.link.device || k == KindPoke) {
+		// At a lane, only a mesa ping: the ship's legacy ack goes where
+		// the relay routes it, not to the lane the ping came from.
 		r.link.vouch.pinged(fromKey, sender, name, now)
 	}
 }

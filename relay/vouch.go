@@ -48,7 +48,14 @@ import (
 // pinged with the same name included), it is not telling which is the
 // sponsee's: the pin goes back to where it was before (EventVouchContested).
 
-// vouchTable holds the fronted ship's word (fronting mode only): the pings
+// At a lane (ship-lane mode) the ship answers the relay, which passes its
+// pages on to the requesters of the pending entry: rule (a) holds for an
+// ack passed on to exactly one lane (an ack for a ping name that two lanes
+// sent, aggregated on one entry, vouches for neither), and only for mesa
+// pings (the ship's legacy ack goes where the relay routes it). Rule (b)
+// does not apply: the ship's forwards come to the relay, which routes them.
+
+// vouchTable holds the fronted ship's word (with a ship behind): the pings
 // handed to it and the lanes it vouched for. Its methods decide under mu
 // and return what to pin; the caller applies it to the route table after
 // (no lock is held while another is taken).
@@ -269,6 +276,20 @@ func (r *Relay) vouchAck(c *counterBlock, to lane.Key, name uint64, rcvr lane.Sh
 		return
 	}
 	c.add(EventVouched, 1)
+}
+
+// vouchContested counts the ship's page (name key name) passed on, at a
+// lane (ship-lane mode), to several requesters reqs when it acks a ping
+// one of them sent: one ack to many lanes vouches for none of them, as in
+// front mode (a ping name copied from another lane is aggregated on the
+// pending entry, and the ship cannot say which lane's ping it read).
+func (r *Relay) vouchContested(c *counterBlock, reqs []lane.Key, name uint64, now time.Duration) {
+	for _, q := range reqs {
+		if s, ok := r.link.vouch.ackOf(q, name, lane.Ship{}, now); ok && r.speaksFor(s) {
+			c.add(EventVouchContested, 1)
+			return
+		}
+	}
 }
 
 // vouchForward decides the ship's forward of s's traffic to lane to (rule

@@ -262,8 +262,8 @@ func (n *demoNet) introduce() {
 // per round, where the request went and what next-hop came back.
 func stepTightening(ctx context.Context, n *demoNet) error {
 	if err := waitUntil(ctx, demoPingWait, func() bool {
-		info, ok := n.Ritpub.Server.Relay().Routes().Info(n.Moon.Ship)
-		return ok && info.Direct.AddrPort() == n.Moon.Addr
+		k, ok := n.Ritpub.Server.Relay().Routes().Placed(n.Moon.Ship)
+		return ok && k.AddrPort() == n.Moon.Addr
 	}); err != nil {
 		return fmt.Errorf("the moon's ping did not reach %s: %w", n.Ritpub.Name, err)
 	}

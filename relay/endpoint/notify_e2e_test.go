@@ -222,7 +222,7 @@ func (n *notifyNet) close() {
 func (n *notifyNet) waitRelayKnows(i int) {
 	n.t.Helper()
 	for try := 0; try < 300; try++ {
-		if info, ok := n.server.Relay().Routes().Info(n.pubShip(i)); ok && info.Direct.AddrPort() == n.pubs[i].Addr() {
+		if k, ok := n.server.Relay().Routes().Placed(n.pubShip(i)); ok && k.AddrPort() == n.pubs[i].Addr() {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)

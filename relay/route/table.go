@@ -887,6 +887,28 @@ func (r *Table) pinnedLocked(s lane.Ship) (lane.Key, bool) {
 	return k, ok
 }
 
+// PinnedLane returns s's pinned lane (Pin), if any.
+func (r *Table) PinnedLane(s lane.Ship) (lane.Key, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pinnedLocked(s)
+}
+
+// Placed returns the lane the table places s at, for introspection: its
+// pinned lane (the fronted ship's word), or else its route's direct lane,
+// fresh or not; false when it has neither.
+func (r *Table) Placed(s lane.Ship) (lane.Key, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if k, ok := r.pinnedLocked(s); ok {
+		return k, true
+	}
+	if v, ok := r.table.Peek(s); ok && v.direct.valid() {
+		return v.direct.lane, true
+	}
+	return lane.Key{}, false
+}
+
 // Unpin removes s's pin (Pin): s is routed as any ship again.
 func (r *Table) Unpin(s lane.Ship) {
 	r.mu.Lock()

@@ -30,9 +30,9 @@ func TestChain(t *testing.T) {
 		// The moon's first ping teaches its sponsor's relay its lane.
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
-		info, ok := n.Ritpub.Server.Relay().Routes().Info(n.Moon.Ship)
-		if !ok || info.Direct.AddrPort() != n.Moon.Addr {
-			t.Errorf("%s's relay has not learned the moon's lane: %+v", Ritpub, info)
+		k, ok := n.Ritpub.Server.Relay().Routes().Placed(n.Moon.Ship)
+		if !ok || k.AddrPort() != n.Moon.Addr {
+			t.Errorf("%s's relay has not placed the moon at its lane: %v", Ritpub, k.AddrPort())
 		}
 		if got := n.Name(n.Sipsyl.Addr); got != Sipsyl {
 			t.Errorf("Name(%v) = %q", n.Sipsyl.Addr, got)
