@@ -70,7 +70,7 @@ const (
 func runPKIFetch(args []string, stdin io.Reader, stdout, stderr io.Writer, now func() time.Time) int {
 	fs := flag.NewFlagSet("relay pki fetch", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	roller := fs.String("roller", "", "naive-rollup roller JSON-RPC `URL` (getPoint), as vere's --eth-url boots from")
+	roller := fs.String("roller", "", "naive-rollup roller JSON-RPC `URL` (getPoint), as vere's --ethereum boots from")
 	eth := fs.String("eth", "", "Ethereum JSON-RPC `URL` (eth_call to Azimuth.points; layer 1 ships only)")
 	contract := fs.String("contract", pki.AzimuthMainnet, "Azimuth contract `ADDRESS` for --eth")
 	shipsFile := fs.String("ships", "", "`FILE` of ships, one @p (or decimal) a line, '#' comments; - for stdin")
