@@ -38,7 +38,9 @@
 //
 // # Snapshot file
 //
-// UTF-8 text, one ship per line; blank lines and lines starting '#' are
+// "relay pki fetch" writes it from the roller's getPoint or from Azimuth's
+// points(uint32) (azimuth.go's codecs: ParseRollerPoint, ParseAzimuthPoint,
+// PassFromChain). UTF-8 text, one ship per line; blank lines and lines starting '#' are
 // skipped. A line is four fields separated by spaces or tabs:
 //
 //	@p life rift pass
