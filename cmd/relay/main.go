@@ -8,6 +8,7 @@
 //	relay demo [--keep] [--svg FILE]  a relay network on 127.0.0.1 showing route tightening
 //	relay decode [--json] [HEX ...]   decode mesa and legacy ames packets
 //	relay ship [--json] [SHIP ...]    print ships: @p, number, class, sponsorship chain
+//	relay pki fetch [flags] [SHIP ...] write the --pki snapshot from the roller or Azimuth
 //	relay health [--url URL]          probe a relay's /healthz (for container health checks)
 //	relay version                     print the version and build information
 package main
@@ -48,6 +49,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runDecode(args[1:], stdin, stdout, stderr)
 	case "ship":
 		return runShip(args[1:], stdin, stdout, stderr)
+	case "pki":
+		return runPKI(args[1:], stdin, stdout, stderr)
 	case "help", "-h", "--help":
 		usage(stdout)
 		return 0
@@ -68,6 +71,8 @@ commands:
   demo [--keep] [--svg FILE]  run a small relay network on 127.0.0.1 and show route tightening
   decode [--json] [HEX ...]   decode mesa and legacy ames packets (hex, one per line on stdin)
   ship [--json] [SHIP ...]    print ships (@p or decimal, one per line on stdin)
+  pki fetch [flags] [SHIP ...] write the --pki snapshot from a roller (getPoint) or an
+                              Ethereum endpoint (Azimuth.points) (relay pki fetch -h)
   health [--url URL]          probe a relay's /healthz: exit 0 if it answers 200
   version                     print the version and build information
 `)

@@ -5,14 +5,16 @@ import (
 	"math/bits"
 )
 
-// The BLAKE3 compression function and the two chaining values mesa's
-// Merkle tree (vere's lss.c, "lockstep streaming") is built from. Mesa does
-// not use BLAKE3's hash output: a leaf is the chaining value of one
-// 1024-byte chunk (with its chunk counter), an inner node the chaining value
-// of a parent block, and the root is the top node's chaining value, all
-// without BLAKE3's ROOT flag. The standard hash (ROOT on the last
-// compression) is used only by the tests, to hold compress to the
-// published BLAKE3 vectors.
+// The BLAKE3 compression function and the tree mesa's Merkle root is made
+// of. The signer is arvo: ames.hoon's +peek-publ signs (root:lss ser), and
+// zuse.hoon's +root:lss is (blake3 32 msg), BLAKE3's standard 32-byte hash;
+// +recover-root:verifier:lss folds a proof and sets BLAKE3's ROOT flag on
+// the last parent, so a message's root is its BLAKE3 hash however it is
+// sent. Leaves and proof hashes are chaining values without ROOT (a leaf
+// is the chaining value of one 1024-byte chunk with its chunk counter, an
+// inner node a parent's). vere's lss.c folds the same proof without ROOT
+// (lss_root); that value is never signed. docs/protocol.md ("The root")
+// cites both.
 
 const (
 	// chunkLen is BLAKE3's chunk and mesa's leaf: 1024 bytes, one bloq-13
@@ -125,31 +127,38 @@ func parentCV(l, r *hash, extra uint32) hash {
 	return wordsToHash(compress(blakeIV, &block, blockLen, 0, flagParent|extra))
 }
 
-// leafRoot is the Merkle root of a one-leaf message: its chunk's chaining
-// value at index 0 (vere's lss_complete_inline_proof, Hoon's +root:lss of
-// one fragment).
-func leafRoot(msg []byte) hash { return chunkCV(msg, 0, 0) }
+// leafRoot is the Merkle root of a one-leaf message: BLAKE3(msg), the
+// chunk at index 0 with ROOT on its last block (zuse's +root:lss, which
+// ames.hoon's +peek-publ signs and +hear-page and +al-take-proof check as
+// (root:lss tob.data^dat.data)).
+func leafRoot(msg []byte) hash { return chunkCV(msg, 0, flagRoot) }
 
 // proofLen is the number of hashes in the proof a message of leaves leaves
 // starts with (vere's lss_proof_size: 1 + the bit length of leaves-1).
 func proofLen(leaves uint64) int { return 1 + bits.Len64(leaves-1) }
 
-// proofRoot folds a proof into the Merkle root as vere's lss_root does:
-// proof[0] is leaf 0, proof[i] (i >= 1) the subtree right of everything
-// before it, so root = parent(...parent(parent(p0, p1), p2)..., pn). proof
-// is a whole number of HashLen-byte hashes, at least one.
+// proofRoot folds a proof into the Merkle root as zuse's
+// +recover-root:verifier:lss does: proof[0] and proof[1] are leaves 0 and
+// 1, proof[i] (i >= 2) the subtree right of everything before it, so root
+// = parent(...parent(parent(p0, p1), p2)..., pn) with ROOT on the last
+// parent only. That is BLAKE3(msg): BLAKE3's tree splits the same way.
+// proof is a whole number of HashLen-byte hashes, at least two.
 func proofRoot(proof []byte) hash {
 	var root hash
 	copy(root[:], proof)
 	for i := HashLen; i+HashLen <= len(proof); i += HashLen {
 		var r hash
 		copy(r[:], proof[i:])
-		root = parentCV(&root, &r, 0)
+		extra := uint32(0)
+		if i+2*HashLen > len(proof) {
+			extra = flagRoot
+		}
+		root = parentCV(&root, &r, extra)
 	}
 	return root
 }
 
-// subtreeCV is vere's _subtree_root: the chaining value of the leaves of
+// subtreeCV is vere's _subtree_root (with extra 0): the chaining value of the leaves of
 // msg starting at leaf index first, split left-heavy (the left side the
 // largest power of two of leaves below the count), extra on the top node.
 func subtreeCV(msg []byte, first uint64, extra uint32) hash {
@@ -167,8 +176,9 @@ func subtreeCV(msg []byte, first uint64, extra uint32) hash {
 }
 
 // appendProof appends the proof a publisher sends for msg, a message of
-// two or more leaves (vere's lss_builder_finalize): leaf 0, then for
-// i >= 1 the subtree of leaves [2^(i-1), 2^i) cut at the message's end.
+// two or more leaves (zuse's +build:lss, vere's lss_builder_finalize, the
+// same hashes): leaf 0, then for i >= 1 the subtree of leaves
+// [2^(i-1), 2^i) cut at the message's end, all without ROOT.
 func appendProof(proof, msg []byte) []byte {
 	leaves := uint64((len(msg) + chunkLen - 1) / chunkLen)
 	l0 := chunkCV(msg[:min(len(msg), chunkLen)], 0, 0)

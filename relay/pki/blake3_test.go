@@ -1,14 +1,19 @@
 package pki
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"testing"
+
+	"lukechampine.com/blake3"
+	"lukechampine.com/blake3/guts"
 )
 
 // blakeVectors are BLAKE3-256 hashes of the official test input (byte i is
 // i mod 251) at each length, the lengths of BLAKE3's test_vectors.json;
-// the values were printed by lukechampine.com/blake3 v1.4.1, an
-// independent implementation, and agree with that file where it has them.
+// the values agree with that file, and TestBlake3Vectors also holds each
+// to lukechampine.com/blake3 (an independent implementation, a test-only
+// dependency) at run time.
 var blakeVectors = []struct {
 	n    int
 	want string
@@ -42,12 +47,17 @@ func blakeInput(n int) []byte {
 }
 
 // TestBlake3Vectors holds compress, chunkCV and parentCV to BLAKE3: the
-// standard hash is the tree's top node compressed with ROOT.
+// standard hash is the tree's top node compressed with ROOT. Each length
+// is checked against the table and against lukechampine.com/blake3.
 func TestBlake3Vectors(t *testing.T) {
 	for _, v := range blakeVectors {
-		got := subtreeCV(blakeInput(v.n), 0, flagRoot)
+		in := blakeInput(v.n)
+		got := subtreeCV(in, 0, flagRoot)
 		if hex.EncodeToString(got[:]) != v.want {
 			t.Errorf("blake3(%d bytes) = %x, want %s", v.n, got, v.want)
+		}
+		if ind := blake3.Sum256(in); got != ind {
+			t.Errorf("blake3(%d bytes) = %x, lukechampine.com/blake3 says %x", v.n, got, ind)
 		}
 	}
 	abc := chunkCV([]byte("abc"), 0, flagRoot)
@@ -56,19 +66,97 @@ func TestBlake3Vectors(t *testing.T) {
 	}
 }
 
-// TestMesaRootIsNotBlake3 pins that mesa's root leaves out ROOT: for one
-// leaf it differs from the BLAKE3 hash of the same bytes.
-func TestMesaRootIsNotBlake3(t *testing.T) {
-	msg := blakeInput(100)
-	if leafRoot(msg) == subtreeCV(msg, 0, flagRoot) {
-		t.Fatal("leafRoot equals the BLAKE3 hash; mesa's root has no ROOT flag")
+// gutsHash is a chaining value as lukechampine.com/blake3/guts returns it,
+// written as bytes.
+func gutsHash(cv [8]uint32) (h hash) {
+	for i, w := range cv {
+		binary.LittleEndian.PutUint32(h[4*i:], w)
+	}
+	return h
+}
+
+// gutsWords is the inverse of gutsHash.
+func gutsWords(h *hash) (cv [8]uint32) {
+	for i := range cv {
+		cv[i] = binary.LittleEndian.Uint32(h[4*i:])
+	}
+	return cv
+}
+
+// indLeaf is a leaf's chaining value (no ROOT) computed by
+// lukechampine.com/blake3/guts: the independent twin of chunkCV(_, _, 0).
+func indLeaf(chunk []byte, counter uint64) hash {
+	return gutsHash(guts.ChainingValue(guts.CompressChunk(chunk, &guts.IV, counter, 0)))
+}
+
+// indParent is a parent's chaining value (no ROOT) computed by
+// lukechampine.com/blake3/guts.
+func indParent(l, r hash) hash {
+	return gutsHash(guts.ChainingValue(guts.ParentNode(gutsWords(&l), gutsWords(&r), &guts.IV, 0)))
+}
+
+// indSubtree is the chaining value of the leaves of msg from leaf first,
+// split left-heavy as BLAKE3 splits, every compression by guts.
+func indSubtree(msg []byte, first uint64) hash {
+	if len(msg) <= chunkLen {
+		return indLeaf(msg, first)
+	}
+	leaves := (len(msg) + chunkLen - 1) / chunkLen
+	mid := 1
+	for mid*2 < leaves {
+		mid *= 2
+	}
+	return indParent(indSubtree(msg[:mid*chunkLen], first), indSubtree(msg[mid*chunkLen:], first+uint64(mid)))
+}
+
+// indProof is the proof zuse's +build:lss makes for msg (two or more
+// leaves): leaf 0, then the subtrees [2^(i-1), 2^i) cut at the end, each
+// hash computed by guts. tests/lib/lss.hoon pins the shape (see
+// TestUrbitLssVectors); the fold's result is held to BLAKE3 itself.
+func indProof(msg []byte) []byte {
+	leaves := uint64((len(msg) + chunkLen - 1) / chunkLen)
+	l0 := indLeaf(msg[:chunkLen], 0)
+	proof := append([]byte(nil), l0[:]...)
+	for lo := uint64(1); lo < leaves; lo *= 2 {
+		hi := min(2*lo, leaves)
+		h := indSubtree(msg[lo*chunkLen:min(uint64(len(msg)), hi*chunkLen)], lo)
+		proof = append(proof, h[:]...)
+	}
+	return proof
+}
+
+// TestChainingValues holds chunkCV and parentCV without ROOT, the hashes a
+// proof is made of, to lukechampine.com/blake3/guts: chunks of every
+// block boundary, counters past 2^32.
+func TestChainingValues(t *testing.T) {
+	in := blakeInput(chunkLen)
+	for _, n := range []int{0, 1, 63, 64, 65, 127, 128, 129, 1023, 1024} {
+		for _, ctr := range []uint64{0, 1, 2, 7, 1<<32 + 5} {
+			if got, want := chunkCV(in[:n], ctr, 0), indLeaf(in[:n], ctr); got != want {
+				t.Errorf("chunkCV(%d bytes, counter %d) = %x, guts %x", n, ctr, got, want)
+			}
+		}
+	}
+	l, r := chunkCV(in[:10], 0, 0), chunkCV(in[10:99], 1, 0)
+	if got, want := parentCV(&l, &r, 0), indParent(l, r); got != want {
+		t.Errorf("parentCV = %x, guts %x", got, want)
 	}
 }
 
-// TestProofRoot: folding a publisher's proof gives the tree's root, for
-// every leaf count up to 70 and for lengths that end mid-leaf; the proof
-// has proofLen hashes.
-func TestProofRoot(t *testing.T) {
+// TestMesaRootIsBlake3 holds the root the verifier computes to what arvo
+// signs: BLAKE3 of the message (zuse's +root:lss), for one leaf
+// (leafRoot) and for a proof's fold (proofRoot, zuse's +recover-root),
+// every leaf count up to 70 and lengths that end mid-leaf; the proof
+// appendProof makes has proofLen hashes and each equals the independent
+// one. vere's lss_root fold (no ROOT) is checked to differ: it is not the
+// value signed.
+func TestMesaRootIsBlake3(t *testing.T) {
+	for _, n := range []int{0, 1, 5, 64, 1000, 1023, 1024} {
+		msg := blakeInput(n)
+		if got, want := leafRoot(msg), hash(blake3.Sum256(msg)); got != want {
+			t.Errorf("leafRoot(%d bytes) = %x, BLAKE3 %x", n, got, want)
+		}
+	}
 	for leaves := 2; leaves <= 70; leaves++ {
 		for _, tail := range []int{0, 1, 1023} {
 			n := (leaves-1)*chunkLen + tail
@@ -80,9 +168,29 @@ func TestProofRoot(t *testing.T) {
 			if got, want := len(proof)/HashLen, proofLen(uint64(leaves)); got != want {
 				t.Fatalf("%d leaves: proof has %d hashes, proofLen says %d", leaves, got, want)
 			}
-			if got, want := proofRoot(proof), subtreeCV(msg, 0, 0); got != want {
-				t.Fatalf("%d bytes: proofRoot %x, tree root %x", n, got, want)
+			if ind := indProof(msg); string(proof) != string(ind) {
+				t.Fatalf("%d bytes: proof %x\nguts       %x", n, proof, ind)
+			}
+			want := hash(blake3.Sum256(msg))
+			if got := proofRoot(proof); got != want {
+				t.Fatalf("%d bytes: proofRoot %x, BLAKE3 %x", n, got, want)
+			}
+			if vere := vereRoot(proof); vere == want {
+				t.Fatalf("%d bytes: vere's lss_root fold equals BLAKE3", n)
 			}
 		}
 	}
+}
+
+// vereRoot is vere's lss_root (lss.c): the same fold with no ROOT flag.
+// Nothing signs it; it is here only to show that it differs.
+func vereRoot(proof []byte) hash {
+	var root hash
+	copy(root[:], proof)
+	for i := HashLen; i+HashLen <= len(proof); i += HashLen {
+		var r hash
+		copy(r[:], proof[i:])
+		root = indParent(root, r)
+	}
+	return root
 }

@@ -21,7 +21,9 @@ func newComet(t testing.TB, seed byte) testShip {
 }
 
 // attestation builds comet c's attestation page for rcvr as ames.hoon's
-// +peek-pawn and +peek-publ make it, with pass and sndr as given.
+// +peek-pawn and +peek-publ make it, with pass and sndr as given, and
+// +al-take-proof reads it: one leaf, signed over
+// (root:lss tob.data^dat.data), BLAKE3 of the message.
 func (c testShip) attestation(t testing.TB, pass Pass, sndr lane.Ship, sndrLife byte) []byte {
 	t.Helper()
 	rcvr := lane.ShipFromUint64(0)
@@ -31,11 +33,9 @@ func (c testShip) attestation(t testing.TB, pass Pass, sndr lane.Ship, sndrLife 
 	sig := ed25519.Sign(c.priv, signed) // sign:as:crub: (jam [(sigh msg) msg])
 	inner := jam(cellNoun(atomNoun(sig), atomNoun(signed)))
 	msg := jam(cellNoun(atomNoun([]byte("message")), cellNoun(atomNoun([]byte("proof")), atomNoun(inner))))
-	p, err := NewSignedPage(c.priv, scry.Name{Ship: c.entry.Ship, Path: []byte(cometProofPath + "~zod/1")}, msg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p.Append(nil)
+	// The page is made as arvo makes it (arvoPage: BLAKE3 and ed25519 from
+	// outside this package), the comet's @p as lane renders it.
+	return arvoPage(t, c.priv, c.entry.Ship.String(), scry.Name{Ship: c.entry.Ship, Path: []byte(cometProofPath + "~zod/1")}, msg)
 }
 
 // TestLearnComet: a comet's attestation teaches the verifier its key, and

@@ -24,19 +24,23 @@
 // The name's rift is not signed; the life is, in a %publ path
 // ("publ/<life>/...", the life in Hoon's @ud form, "1.000" for 1000).
 //
-// The root is a BLAKE3 tree's top chaining value without BLAKE3's ROOT
-// flag (vere's lss.c): leaf i is the chaining value of bytes
-// [1024i, 1024i+1024) with chunk counter i, inner nodes are parent
-// chaining values, the tree splits left-heavy as BLAKE3's does. A message
-// of one leaf (Total <= 1024) sends it whole on its first page, and the
-// root is that leaf. A longer message's first page holds instead the proof
-// vere's lss_root folds into the root: proof[0] is leaf 0 and proof[i] the
-// subtree right of everything before it, 1 + bitlen(leaves-1) hashes of 32
-// bytes.
+// The root is the message's BLAKE3 hash (zuse.hoon's +root:lss, which
+// ames.hoon's +peek-publ and +peek-shut sign). A message of one leaf
+// (Total <= 1024) sends it whole on its first page: the root is BLAKE3 of
+// the fragment zero-padded to Total bytes. A longer message's first page
+// holds instead its Merkle proof: proof[0] and proof[1] the chaining
+// values of leaves 0 and 1, proof[i] that of the subtree right of
+// everything before it, 1 + bitlen(leaves-1) hashes of 32 bytes; zuse's
+// +recover-root folds them into the root with BLAKE3's ROOT flag on the
+// last parent, which is BLAKE3 of the whole message. vere's lss.c folds
+// the same proof without ROOT; arvo signs and checks the BLAKE3 value, so
+// that is the one verified here.
 //
 // # Snapshot file
 //
-// UTF-8 text, one ship per line; blank lines and lines starting '#' are
+// "relay pki fetch" writes it from the roller's getPoint or from Azimuth's
+// points(uint32) (azimuth.go's codecs: ParseRollerPoint, ParseAzimuthPoint,
+// PassFromChain). UTF-8 text, one ship per line; blank lines and lines starting '#' are
 // skipped. A line is four fields separated by spaces or tabs:
 //
 //	@p life rift pass

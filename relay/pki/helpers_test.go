@@ -4,6 +4,8 @@ import (
 	"crypto/ed25519"
 	"testing"
 
+	"lukechampine.com/blake3"
+
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/scry"
 )
@@ -66,5 +68,25 @@ func (s testShip) trimmedPage(path string, msg []byte) []byte {
 		panic(err)
 	}
 	p.Data.Frag = atomBytes(p.Data.Frag)
+	return p.Append(nil)
+}
+
+// arvoPage builds the first page of msg at name as ames.hoon's +peek-publ
+// and +peek-mess make it, independently of this package's hashing and
+// signing: the signed bytes are "/" patp "//1/" path then BLAKE3(msg)
+// (lukechampine.com/blake3), signed with crypto/ed25519; a one-leaf
+// message goes whole on the page, a longer one's proof (indProof, every
+// hash by lukechampine.com/blake3/guts) instead. patp is the ship as
+// Urbit writes it, given literally.
+func arvoPage(t testing.TB, priv ed25519.PrivateKey, patp string, name scry.Name, msg []byte) []byte {
+	t.Helper()
+	root := blake3.Sum256(msg)
+	signed := append([]byte("/"+patp+"//1/"+string(name.Path)), root[:]...)
+	data := scry.Data{Total: uint64(len(msg)), AuthKind: scry.AuthSign, Auth: ed25519.Sign(priv, signed), Frag: msg}
+	if len(msg) > chunkLen {
+		data.Frag = indProof(msg)
+	}
+	name.Init, name.Bloq = true, scry.DefaultBloq
+	p := scry.NewPage(name, data)
 	return p.Append(nil)
 }

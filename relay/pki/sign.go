@@ -12,8 +12,8 @@ import (
 var ErrPageTooLong = errors.New("pki: signed page longer than a mesa datagram")
 
 // NewSignedPage returns the first page of message msg published at name,
-// signed with priv as a ship's runtime signs it (the publisher's side of
-// Verify): for a message of one leaf (at most 1024 bytes) the page holds
+// signed with priv as ames.hoon's +peek-publ signs it (the publisher's
+// side of Verify): for a message of one leaf (at most 1024 bytes) the page holds
 // msg, else the Merkle proof. name must be an init name of bloq 13 (Init
 // and Bloq are set here). It is for tests and simulations; ships sign
 // their own pages. The packet aliases name.Path and msg.
