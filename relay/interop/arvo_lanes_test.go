@@ -3,6 +3,7 @@ package interop
 import (
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -109,6 +110,10 @@ type arvoRound struct {
 	ms      float64
 	lane    string // the lane arvo held after the answer
 	laneHop int
+	// pFrom is where the publisher's vere read this round's request from,
+	// in order: R (straight from the requester), the galaxy or a relay
+	pFrom   string
+	pDirect bool // P read it straight from R
 }
 
 func (r arvoRound) direct() bool { return r.hops == 0 }
@@ -168,10 +173,10 @@ func untilDirect(rs []arvoRound) string {
 
 func arvoTable(rs []arvoRound) string {
 	var b strings.Builder
-	b.WriteString("| round | rule | lanes pushed | answered from | hops | next-hop | ms | lane held after |\n|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| round | rule | lanes pushed | P read it from | answered from | hops | next-hop | ms | lane held after |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %d | %s | %.0f | %s (hop %d) |\n", r.n, r.rule,
-			strings.Join(r.lanes, " "), r.from, r.hops, r.nextHop, r.ms, r.lane, r.laneHop)
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %d | %s | %.0f | %s (hop %d) |\n", r.n, r.rule,
+			strings.Join(r.lanes, " "), r.pFrom, r.from, r.hops, r.nextHop, r.ms, r.lane, r.laneHop)
 	}
 	return b.String()
 }
@@ -226,7 +231,7 @@ func runArvoScenario(t *testing.T, all *outsideLog, sc arvoScenario) []arvoRound
 		pubLane = arvoNATIP + ":" + arvoPubPort
 	}
 
-	rns, _ := hosts.host(t, false)
+	rns, rip := hosts.host(t, false)
 	req := vtool.StartIn(t, rns, append([]string{"ship", arvoRequester, "0", "--galaxy", "~nec=" + galaxyIP,
 		"--push-peek", arvoPublisher + "/c/x/4/seed", "--rounds", fmt.Sprint(arvoRounds), "--until", "rounds",
 		"--time-limit", "20"}, arvo...)...)
@@ -274,6 +279,21 @@ func runArvoScenario(t *testing.T, all *outsideLog, sc arvoScenario) []arvoRound
 	if len(rounds) != arvoRounds {
 		t.Fatalf("%d rounds read; want %d\n%s", len(rounds), arvoRounds, req.Tail(40))
 	}
+	ready := req.All("READY", nil)[0]
+	port, _ := ready.Num("port")
+	reqLane := fmt.Sprintf("%s:%d", rip, int(port))
+	for i := range rounds {
+		path := fmt.Sprintf("/c/x/4/seed/%d", rounds[i].n)
+		var from []string
+		for _, l := range pub.All("RECV", map[string]any{"type": "peek", "path": path}) {
+			f := strings.Replace(l.Str("from"), reqLane, "R", 1)
+			if !slices.Contains(from, f) {
+				from = append(from, f)
+			}
+		}
+		rounds[i].pFrom = strings.Join(from, " ")
+		rounds[i].pDirect = slices.Contains(from, "R")
+	}
 	for i := range rounds {
 		rounds[i].lane = strings.Replace(rounds[i].lane, pubLane, "P", 1)
 		rounds[i].from = strings.Replace(rounds[i].from, pubLane, "P", 1)
@@ -282,7 +302,7 @@ func runArvoScenario(t *testing.T, all *outsideLog, sc arvoScenario) []arvoRound
 			rounds[i].lanes[j] = strings.Replace(rounds[i].lanes[j], pubLane, "P", 1)
 		}
 	}
-	t.Logf("P is %s; the galaxy ~nec %s", pubLane, galaxyIP)
+	t.Logf("P is %s, R %s; the galaxy ~nec %s", pubLane, reqLane, galaxyIP)
 	return rounds
 }
 
@@ -311,19 +331,32 @@ func checkArvoRounds(t *testing.T, sc arvoScenario, rs []arvoRound) {
 			t.Errorf("round %d was answered at hop %d after round %d came direct: un-tightened", r.n, r.hops, prev.n)
 		}
 	}
-	switch {
-	case !sc.nat && !sc.relays:
-		// stock, public: one round trip through the galaxy, the second
-		// round asks both and is answered directly
-		if untilDirect(rs) != "1" {
-			t.Errorf("rounds until direct %s; want 1 (round 2 asks the next-hop P directly)", untilDirect(rs))
-		}
-	case sc.nat && !sc.relays:
-		// stock, NAT: the publisher never sent to the requester, so its NAT
-		// drops every direct request, and every answer comes through the
-		// galaxy
+	if sc.nat {
+		// the publisher never sent to the requester, so its NAT drops every
+		// direct request: P never reads one from R, every answer comes
+		// through the galaxy (or its relay) and the lane stays indirect,
+		// [P, ~nec] every round
 		if untilDirect(rs) != "never" {
 			t.Errorf("rounds until direct %s; want never (P behind its NAT)", untilDirect(rs))
+		}
+		for _, r := range rs {
+			if r.pDirect {
+				t.Errorf("round %d: P read the request straight from R through its NAT", r.n)
+			}
+		}
+		return
+	}
+	// public: round 1 reaches P through the galaxy; from round 2 on P reads
+	// R's request straight from R (the %push names P's lane). arvo goes
+	// direct at the first round whose direct answer wins the race with the
+	// galaxy's copy: vere hands arvo only the first page of a name (F2), so
+	// that is round 2 or, when the galaxy's copy wins, a later one.
+	if rs[0].pDirect {
+		t.Errorf("round 1: P read the request straight from R; R had no lane for it")
+	}
+	for _, r := range rs[1:] {
+		if !r.pDirect {
+			t.Errorf("round %d: P read the request from %q; want straight from R too", r.n, r.pFrom)
 		}
 	}
 }
