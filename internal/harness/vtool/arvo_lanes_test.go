@@ -151,3 +151,29 @@ func TestArvoLanesPingsNameEachMessage(t *testing.T) {
 		t.Errorf("the galaxy learned no lane from the planet's ping\n%s", g.Tail(20))
 	}
 }
+
+// TestArvoLanesGalaxyAddedBackWhenDead: the requester holds a direct lane
+// for the publisher that never answers. Its first request, the peer live,
+// names that lane alone (P1); arvo's retry (R2, --retry-ms 500), after the
+// peer has been silent past --dead-ms 200 (L8), names the lane and the
+// galaxy. vere ignores that retry while its own 9 re-sends of the name run
+// (mesa.c _mesa_ef_send): arvo's real period, 2 minutes, is past them.
+func TestArvoLanesGalaxyAddedBackWhenDead(t *testing.T) {
+	Require(t, FeatureArvoLanes)
+	silent, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	lane := silent.LocalAddr().String()
+	req, _ := startRuleShip(t, ruleReq, "--arvo-lanes", "--galaxy", "~nec=127.0.0.1:"+strconv.Itoa(FreeUDPPort(t)),
+		"--lane", rulePub+"="+lane, "--dead-ms", "200", "--retry-ms", "500", "--push-peek", rulePub+"/c/x/4/dead")
+	first := req.MustNext("ARVO", map[string]any{"kind": "push", "round": 1, "retry": nil}, ruleWait)
+	if got := lanesOf(first); got != lane || first.Str("rule") != "direct, live: lane" {
+		t.Errorf("first push %s; want lanes %q (direct, live)", first, lane)
+	}
+	retry := req.MustNext("ARVO", map[string]any{"kind": "push", "round": 1, "retry": true}, ruleWait)
+	if got := lanesOf(retry); got != lane+" ~nec" || retry.Str("rule") != "direct, dead: lane and galaxy" {
+		t.Errorf("retry %s; want lanes %q (direct, dead)", retry, lane+" ~nec")
+	}
+}
