@@ -136,6 +136,12 @@ const FeatureAccept = "accept"
 // stub arvo that gives no page for names under PREFIX (not grown yet).
 const FeatureUnanswered = "unanswered"
 
+// FeatureArvoLanes is ours too: `vtool ship ... --arvo-lanes`, a stub arvo
+// that learns lanes, names a request's lanes and pings its sponsors by stock
+// arvo's rules (docs/arvo-lanes.md), with --rounds, --ping-sponsors and the
+// periods --dead-ms, --retry-ms and --ping-ms.
+const FeatureArvoLanes = "arvo-lanes"
+
 var (
 	findOnce     sync.Once
 	findPath     string

@@ -30,6 +30,24 @@
 //  "ship","lane","path"} and not acked, as real arvo drops a forged ping it
 //  cannot decrypt.  `vtool version` lists "accept" in "features".
 //
+//    vtool ship ... --arvo-lanes [--ping-sponsors] [--rounds N] [--round-gap-ms MS]
+//                   [--dead-ms MS] [--retry-ms MS] [--ping-ms MS]
+//
+//  With --arvo-lanes the stub arvo follows stock arvo's lane rules
+//  (docs/arvo-lanes.md, each rule cited from urbit/urbit's ames.hoon): it
+//  learns a peer's lane from the pages and pokes vere hands it (%heer),
+//  gives %nail when a lane changes, answers /chums/~X/lanes from what it
+//  learned, and sends --push-peek's request with +make-lanes's lanes
+//  ([lane], [lane galaxy] or [galaxy]), round after round with --rounds
+//  (PATH/1 ... PATH/N, each when the previous is answered), pushing anything
+//  outstanding again every --retry-ms (arvo: 2 min).  --ping-sponsors pokes
+//  every ship of our sponsorship chain as the %ping agent does (again
+//  --ping-ms after each ack, arvo: 25 s; STUN's %stop and %once as ping.hoon
+//  takes them), each poke a new message number, its names sealed per peer
+//  as mesa's are (/chum/1/~us/1/0v...).  It prints ARVO lines of kind lane,
+//  nail, push (with "lanes" and "rule"), answer, acked and ping.  `vtool
+//  version` lists "arvo-lanes".
+//
 #include "vere.h"
 #include "noun.h"
 #include "io/mesa/mesa.h"
@@ -526,6 +544,46 @@ void urcrypt_shay(void) { fprintf(stderr, "vtool: sha-256 not linked\n"); _end("
 static u3j_core _no_dev[] = {{0}};
 u3j_dash u3j_Dash = { _no_dev, 0, 0 };
 
+//  ---- --arvo-lanes state (the rules are below, before _arvo_event)
+
+#define ARVO_DEAD_MS   30000    //  +is-peer-dead: ~s30 since last contact
+#define ARVO_RETRY_MS  120000   //  +sy-born/+sy-wake: the /mesa/retry timer, ~m2
+#define PING_NAT_MS    25000    //  ping.hoon ++nat-timeout: ~s25 after each ack
+#define ARVO_CHUMS     256      //  peers the stub remembers (a test has a handful)
+#define ARVO_SPONSORS  4        //  ships of our saxo chain we ping (star, galaxy)
+
+static c3_t  arl_t;                    //  --arvo-lanes
+static c3_w  ded_w = ARVO_DEAD_MS;     //  --dead-ms
+static c3_w  rty_w = ARVO_RETRY_MS;    //  --retry-ms
+static c3_w  pnt_w = PING_NAT_MS;      //  --ping-ms
+static c3_t  pis_t;                    //  --ping-sponsors
+static c3_w  nrd_w = 1;                //  --rounds
+static c3_w  gap_w = 0;                //  --round-gap-ms
+
+//  a peer's state as the lane rules need it: lane.per and qos.per
+typedef struct {
+  c3_d who_d;
+  c3_t lan_t;            //  a lane is held
+  c3_y hop_y;            //  0: direct
+  c3_w pip_w;
+  c3_s por_s;
+  c3_d con_d;            //  last-contact (loop ms)
+  c3_t ded_t;            //  qos %dead
+} chum_t;
+static chum_t chu_u[ARVO_CHUMS];
+static c3_w   chu_w;
+
+static chum_t*
+_arl_chum(c3_d who_d)
+{
+  for ( c3_w i = 0; i < chu_w; i++ ) if ( chu_u[i].who_d == who_d ) return &chu_u[i];
+  if ( chu_w == ARVO_CHUMS ) { fprintf(stderr, "vtool: more than %u peers\n", ARVO_CHUMS); _end("unsupported", EXIT_SETUP); }
+  chum_t* c = &chu_u[chu_w++];
+  memset(c, 0, sizeof(*c));
+  c->who_d = who_d;
+  return c;
+}
+
 //  ---- the stub arvo's work queue: scry answers and events, in order
 
 typedef struct _work {
@@ -647,11 +705,18 @@ u3_pier_peek_last(u3_pier* p, u3_noun gan, c3_m car_m, u3_atom des, u3_noun pax,
     c3_w  idx_w = hig_d ? 0 : _lane_of(who_d);
     c3_d  gal_d = _galaxy(who_d);
     c3_c  lan_c[24] = "";
-    if ( idx_w ) _lane_str(lan_c, lan_u[idx_w - 1].pip_w, lan_u[idx_w - 1].por_s);
+    c3_w  lip_w = idx_w ? lan_u[idx_w - 1].pip_w : 0;
+    c3_s  lor_s = idx_w ? lan_u[idx_w - 1].por_s : 0;
+    if ( arl_t && !hig_d ) {
+      //  --arvo-lanes: the lane the rules hold (+get-forward-lanes-mesa)
+      chum_t* c = _arl_chum(who_d);
+      idx_w = c->lan_t; lip_w = c->pip_w; lor_s = c->por_s;
+    }
+    if ( idx_w ) _lane_str(lan_c, lip_w, lor_s);
 
     if ( !strcmp(fir_c, "chums") && !strcmp(las_c, "lanes") ) {
       //  /ax//chums/~ship/lanes: [galaxy (list lane)] (mesa)
-      u3_noun las = idx_w ? u3nc(u3nt(c3__if, u3i_word(lan_u[idx_w - 1].pip_w), lan_u[idx_w - 1].por_s), u3_nul) : u3_nul;
+      u3_noun las = idx_w ? u3nc(u3nt(c3__if, u3i_word(lip_w), lor_s), u3_nul) : u3_nul;
       snprintf(ans_c, sizeof(ans_c), "galaxy %s, %s", _ship_str(gal_d), idx_w ? lan_c : "no lane");
       ans = u3nt(u3_nul, u3_nul, u3nc(u3i_chub(gal_d), las));
     }
@@ -659,7 +724,7 @@ u3_pier_peek_last(u3_pier* p, u3_noun gan, c3_m car_m, u3_atom des, u3_noun pax,
       //  /ax//peers/~ship/forward-lane: (list (each galaxy lane)) (ames)
       u3_noun las;
       if ( idx_w ) {
-        u3_lane l = { lan_u[idx_w - 1].pip_w, lan_u[idx_w - 1].por_s };
+        u3_lane l = { lip_w, lor_s };
         las = u3nc(u3nc(c3n, u3_ames_encode_lane(l)), u3_nul);
         snprintf(ans_c, sizeof(ans_c), "%s", lan_c);
       } else if ( gal_d != our_d ) {
@@ -956,6 +1021,364 @@ _accepts(c3_d snd_d, c3_w pip_w, c3_s por_s)
   return 0;
 }
 
+//  ---- --arvo-lanes: stock arvo's lane rules (docs/arvo-lanes.md)
+//
+//  With --arvo-lanes the stub arvo keeps a lane per peer and uses it as
+//  urbit/urbit's ames.hoon (000ecc3f, mesa) does; each rule's tag (L1, P1,
+//  ...) is its row in docs/arvo-lanes.md, where the arms are cited:
+//
+//    L1-L5  a page heard (%heer) updates the peer's lane: +ev-update-lane
+//    L6     a poke heard updates the poker's lane with next=~: +hear-poke
+//    L7-L8  every page sets the peer live; dead after 30 s: +is-peer-dead
+//    P1     a request's %push names +make-lanes: [lane], [lane G], or [G]
+//    R2     outstanding requests are pushed again every 2 min: +sy-prod
+//    N1     a lane change gives vere %nail: +get-forward-lanes-mesa
+//    K1-K2  --ping-sponsors: the %ping agent's pokes to the saxo chain
+//    A1     ping names carry the message number: +fo-ack-path, +fo-pok-path
+//
+//  Times are loop milliseconds (uv_now).  The three periods below are arvo's;
+//  --dead-ms, --retry-ms and --ping-ms shorten them for tests, as the
+//  relay's --direct-lane-expiry compresses its own.
+
+static c3_d _arl_now(void) { return uv_now(u3L); }
+
+//  L8 +is-peer-dead: not a galaxy, and %dead or silent for ded_w
+static c3_t
+_arl_dead(chum_t* c)
+{
+  return c->who_d >= 256 && (c->ded_t || _arl_now() >= c->con_d + ded_w);
+}
+
+static void
+_arl_jb_lane(jbuf* j, c3_t gal_t, c3_d gal_d, c3_w pip_w, c3_s por_s)
+{
+  c3_c lan_c[24];
+  if ( gal_t ) _jb_raw(j, "\"%s\"", _ship_str(gal_d));
+  else { _lane_str(lan_c, pip_w, por_s); _jb_raw(j, "\"%s\"", lan_c); }
+}
+
+//  N1 %nail: the peer's forward lanes (+get-forward-lanes-mesa): its lane,
+//  then its galaxy unless we are it, as (list (each @p address))
+static void
+_arl_nail(chum_t* c)
+{
+  c3_d gal_d = _galaxy(c->who_d);
+  u3_noun las = (gal_d == our_d) ? u3_nul : u3nc(u3nc(c3y, u3i_chub(gal_d)), u3_nul);
+  jbuf j; _jb_init(&j);
+  _jb_str(&j, "kind", "nail");
+  _jb_str(&j, "ship", _ship_str(c->who_d));
+  _jb_key(&j, "lanes"); _jb_raw(&j, "[");
+  if ( c->lan_t ) {
+    las = u3nc(u3nc(c3n, u3i_chub((c3_d)c->pip_w | ((c3_d)c->por_s << 32))), las);
+    _arl_jb_lane(&j, 0, 0, c->pip_w, c->por_s);
+  }
+  if ( gal_d != our_d ) { if ( c->lan_t ) _jb_raw(&j, ","); _arl_jb_lane(&j, 1, gal_d, 0, 0); }
+  _jb_raw(&j, "]");
+  _jb_emit("ARVO", &j);
+  _arvo_kick(u3nt(c3__nail, u3i_chub(c->who_d), las));
+}
+
+//  L1-L5 +ev-update-lane, and L6 for a poke (nex_t = 0); prints the lane
+//  when it changes and gives %nail (N1).  Returns whether it changed.
+static c3_t
+_arl_update_lane(chum_t* c, c3_w pip_w, c3_s por_s, c3_y hop_y, c3_t nex_t, c3_w nip_w, c3_s nor_s, const c3_c* why_c)
+{
+  if ( c->who_d < 256 ) return 0;                         //  L5: a galaxy's lane never moves
+  chum_t old_u = *c;
+  const c3_c* rul_c;
+  if ( 0 == hop_y ) {                                     //  L1: direct
+    c->lan_t = 1; c->hop_y = 0; c->pip_w = pip_w; c->por_s = por_s; rul_c = "L1 hop 0";
+  }
+  else if ( !nex_t ) {                                    //  L2, L6: relayed, no next-hop: keep
+    rul_c = "L2 relayed, no next-hop: kept";
+  }
+  else if ( c->lan_t && 0 == c->hop_y && c->pip_w == nip_w && c->por_s == nor_s ) {
+    rul_c = "L3 next-hop is the direct lane: kept";       //  L3: direct and equal: keep
+  }
+  else {                                                  //  L3: take the next-hop, indirect
+    rul_c = (c->lan_t && 0 == c->hop_y) ? "L3 next-hop replaces the direct lane" : "L3 next-hop";
+    c->lan_t = 1; c->hop_y = hop_y; c->pip_w = nip_w; c->por_s = nor_s;
+  }
+  c3_t chg_t = old_u.lan_t != c->lan_t || old_u.hop_y != c->hop_y || old_u.pip_w != c->pip_w || old_u.por_s != c->por_s;
+  jbuf j; _jb_init(&j);
+  _jb_str(&j, "kind", "lane");
+  _jb_str(&j, "ship", _ship_str(c->who_d));
+  _jb_str(&j, "heard", why_c);
+  _jb_str(&j, "rule", rul_c);
+  if ( c->lan_t ) { _jb_lane(&j, "lane", c->pip_w, c->por_s); _jb_num(&j, "hop", c->hop_y); }
+  if ( old_u.lan_t ) { _jb_lane(&j, "was", old_u.pip_w, old_u.por_s); _jb_num(&j, "was_hop", old_u.hop_y); }
+  _jb_raw(&j, ",\"changed\":%s", chg_t ? "true" : "false");
+  _jb_emit("ARVO", &j);
+  if ( chg_t ) _arl_nail(c);
+  return chg_t;
+}
+
+//  P1 +make-lanes (with +get-sponsor: the galaxy, none when it is us): the
+//  lanes of a request's %push, as a noun; their text and the rule into j
+static u3_noun
+_arl_make_lanes(c3_d who_d, jbuf* j)
+{
+  c3_d gal_d = _galaxy(who_d);
+  c3_t spo_t = gal_d != our_d;
+  const c3_c* rul_c;
+  u3_noun las = u3_nul;
+  c3_t gal_t = 0, lan_t = 0;
+  chum_t* c = _arl_chum(who_d);
+  if ( who_d < 256 ) { rul_c = "galaxy"; gal_t = 1; }
+  else if ( !c->lan_t ) { rul_c = "no lane: galaxy"; gal_t = spo_t; }
+  else if ( c->hop_y ) { rul_c = "indirect: lane and galaxy"; lan_t = 1; gal_t = spo_t; }
+  else if ( !_arl_dead(c) ) { rul_c = "direct, live: lane"; lan_t = 1; }
+  else { rul_c = "direct, dead: lane and galaxy"; lan_t = 1; gal_t = spo_t; }
+  if ( gal_t ) las = u3nc(u3i_chub(gal_d), las);
+  if ( lan_t ) las = u3nc(u3nt(c3__if, u3i_word(c->pip_w), c->por_s), las);
+  _jb_str(j, "rule", rul_c);
+  _jb_key(j, "lanes"); _jb_raw(j, "[");
+  if ( lan_t ) _arl_jb_lane(j, 0, 0, c->pip_w, c->por_s);
+  if ( gal_t ) { if ( lan_t ) _jb_raw(j, ","); _arl_jb_lane(j, 1, gal_d, 0, 0); }
+  _jb_raw(j, "]");
+  return las;
+}
+
+//  the requests arvo has out: --push-peek's rounds and the pings
+typedef struct {
+  c3_t out_t;               //  outstanding
+  c3_d who_d;               //  the ship asked
+  c3_c pat_c[256];          //  the name's path (the ack name's, for a poke)
+  c3_c inn_c[128];          //  a poke's ack name before sealing (A1)
+  c3_y buf_y[PACT_SIZE];    //  the packet
+  c3_w len_w;
+  c3_c wat_c[8];            //  "peek" or "poke"
+  c3_w num_w;               //  round, or message number
+  c3_d sen_d;               //  first pushed
+} areq_t;
+
+static areq_t rnd_u;                     //  the current round's peek
+static areq_t pin_u[ARVO_SPONSORS];      //  one ping flow per sponsor
+static c3_w   pin_w;                     //  how many sponsors
+static c3_c   pla_c[8] = "nat";          //  the %ping plan: nat, off, one
+static c3_w   non_w;                     //  its nonce (ping.hoon +kick-pings)
+static c3_c*  rpa_c;                     //  --push-peek's path
+static c3_d   rwh_d;                     //  --push-peek's ship
+static uv_timer_t rty_u, rnt_u;          //  the retry timer, the round gap
+static uv_timer_t pnt_u[ARVO_SPONSORS];  //  each sponsor's ~s25 wait
+
+static void
+_arl_push(areq_t* r, c3_t rty_t)
+{
+  jbuf j; _jb_init(&j);
+  _jb_str(&j, "kind", "push");
+  _jb_str(&j, "what", r->wat_c);
+  _jb_str(&j, "ship", _ship_str(r->who_d));
+  _jb_str(&j, "path", r->pat_c);
+  if ( r->inn_c[0] ) _jb_str(&j, "inner", r->inn_c);
+  _jb_num(&j, !strcmp(r->wat_c, "peek") ? "round" : "seq", r->num_w);
+  if ( rty_t ) _jb_raw(&j, ",\"retry\":true");
+  u3_noun las = _arl_make_lanes(r->who_d, &j);
+  _jb_emit("ARVO", &j);
+  if ( !r->out_t ) r->sen_d = _arl_now();
+  r->out_t = 1;
+  _arvo_kick(u3nt(c3__push, las, u3i_bytes(r->len_w, r->buf_y)));
+}
+
+//  round n of --push-peek: a hop-0 peek for SHIP's PATH (PATH/n with --rounds)
+static void
+_arl_round(c3_w n_w)
+{
+  areq_t* r = &rnd_u;
+  memset(r, 0, sizeof(*r));
+  r->who_d = rwh_d; r->num_w = n_w;
+  strcpy(r->wat_c, "peek");
+  if ( nrd_w > 1 ) snprintf(r->pat_c, sizeof(r->pat_c), "%s/%u", rpa_c, n_w);
+  else snprintf(r->pat_c, sizeof(r->pat_c), "%s", rpa_c);
+  u3_mesa_pact pac_u; memset(&pac_u, 0, sizeof(pac_u));
+  pac_u.hed_u.nex_y = HOP_NONE; pac_u.hed_u.pro_y = MESA_VER;
+  pac_u.hed_u.typ_y = PACT_PEEK; pac_u.hed_u.hop_y = 0;
+  u3_mesa_name* nam_u = &pac_u.pek_u.nam_u;
+  nam_u->her_u[0] = rwh_d; nam_u->boq_y = 13; nam_u->nit_o = c3n; nam_u->aut_o = c3n;
+  nam_u->pat_c = r->pat_c + 1; nam_u->pat_s = strlen(r->pat_c + 1);
+  r->len_w = mesa_etch_pact_to_buf(r->buf_y, PACT_SIZE, &pac_u);
+  _arl_push(r, 0);
+}
+
+static void _arl_round_cb(uv_timer_t* tim_u) { _arl_round(rnd_u.num_w + 1); }
+
+//  A1 +make-space-path %chum: a flow's names are sealed into the pair's
+//  namespace, /chum/<server-life>/~client/<client-life>/<sealed inner path>,
+//  so each message (and each peer) has its own name; vere keys its request
+//  table on the path alone.  The stub has no keys: its "seal" is a 64-bit
+//  hash of the peer and the inner path, as @uv (the inner path is printed).
+static void
+_arl_seal(c3_c* out_c, c3_w max_w, c3_d ser_d, c3_d cli_d, const c3_c* inn_c)
+{
+  c3_c key_c[320];
+  c3_w len_w = snprintf(key_c, sizeof(key_c), "%llu %llu %s", (unsigned long long)ser_d, (unsigned long long)cli_d, inn_c);
+  c3_w h_w[2];
+  MurmurHash3_x86_32(key_c, len_w, 0x6d657361, &h_w[0]);
+  MurmurHash3_x86_32(key_c, len_w, 0x63686d75, &h_w[1]);
+  c3_d h_d = ((c3_d)h_w[0] << 32) | h_w[1];
+  c3_c uv_c[16]; c3_w n_w = 0;
+  do { uv_c[n_w++] = "0123456789abcdefghijklmnopqrstuv"[h_d & 31]; h_d >>= 5; } while ( h_d );
+  c3_w m_w = snprintf(out_c, max_w, "/chum/1/%s/1/0v", _ship_str(cli_d));
+  while ( n_w && m_w + 1 < max_w ) out_c[m_w++] = uv_c[--n_w];
+  out_c[m_w] = 0;
+}
+
+//  A1: a ping is message seq on flow 0 to sponsor s (+fo-send): its ack is
+//  s's /a/x/1//flow/0/ack/bak/~our/seq sealed for [server s, client us],
+//  its payload our /a/x/1//flow/0/poke/for/~s/seq sealed for [us, s]
+static void
+_arl_ping(c3_w i_w)
+{
+  areq_t* r = &pin_u[i_w];
+  r->num_w++;
+  strcpy(r->wat_c, "poke");
+  c3_c ain_c[128], pin_c[128], pay_c[128];
+  snprintf(ain_c, sizeof(ain_c), "/a/x/1//flow/0/ack/bak/%s/%u", _ship_str(our_d), r->num_w);
+  snprintf(pin_c, sizeof(pin_c), "/a/x/1//flow/0/poke/for/%s/%u", _ship_str(r->who_d), r->num_w);
+  _arl_seal(r->pat_c, sizeof(r->pat_c), r->who_d, our_d, ain_c);
+  _arl_seal(pay_c, sizeof(pay_c), our_d, r->who_d, pin_c);
+  snprintf(r->inn_c, sizeof(r->inn_c), "%s", ain_c);
+  u3_mesa_pact pac_u; memset(&pac_u, 0, sizeof(pac_u));
+  pac_u.hed_u.nex_y = HOP_NONE; pac_u.hed_u.pro_y = MESA_VER;
+  pac_u.hed_u.typ_y = PACT_POKE; pac_u.hed_u.hop_y = 0;
+  u3_mesa_name* ack_u = &pac_u.pok_u.nam_u;
+  u3_mesa_name* pay_u = &pac_u.pok_u.pay_u;
+  ack_u->her_u[0] = r->who_d; ack_u->boq_y = 13; ack_u->nit_o = c3n; ack_u->aut_o = c3n;
+  ack_u->pat_c = r->pat_c + 1; ack_u->pat_s = strlen(r->pat_c + 1);
+  pay_u->her_u[0] = our_d; pay_u->boq_y = 13; pay_u->nit_o = c3n; pay_u->aut_o = c3n;
+  pay_u->pat_c = pay_c + 1; pay_u->pat_s = strlen(pay_c + 1);
+  pac_u.pok_u.dat_u.tob_d = 4; pac_u.pok_u.dat_u.len_w = 4;
+  pac_u.pok_u.dat_u.aut_u.typ_e = AUTH_SIGN; pac_u.pok_u.dat_u.fra_y = (c3_y*)"ping";
+  r->out_t = 0;
+  r->len_w = mesa_etch_pact_to_buf(r->buf_y, PACT_SIZE, &pac_u);
+  _arl_push(r, 0);
+}
+
+//  ping.hoon +kick-pings: a new nonce, then per plan: nat and one poke
+//  every sponsor now (nat again ~s25 after each ack), off nothing
+static void
+_arl_kick_pings(void)
+{
+  non_w++;
+  jbuf j; _jb_init(&j);
+  _jb_str(&j, "kind", "ping");
+  _jb_str(&j, "plan", pla_c);
+  _jb_emit("ARVO", &j);
+  for ( c3_w i = 0; i < pin_w; i++ ) {
+    uv_timer_stop(&pnt_u[i]);
+    if ( strcmp(pla_c, "off") ) _arl_ping(i);
+  }
+}
+
+static void _arl_ping_cb(uv_timer_t* tim_u) { if ( !strcmp(pla_c, "nat") ) _arl_ping((c3_w)(uintptr_t)tim_u->data); }
+
+//  R2 +sy-wake/+sy-prod: mark dead peers %dead and push every outstanding
+//  request again with +make-lanes (vere ignores it while its own 9 re-sends
+//  of the name are under way)
+static void
+_arl_retry_cb(uv_timer_t* tim_u)
+{
+  for ( c3_w i = 0; i < chu_w; i++ ) if ( _arl_dead(&chu_u[i]) ) chu_u[i].ded_t = 1;
+  if ( rnd_u.out_t ) _arl_push(&rnd_u, 1);
+  for ( c3_w i = 0; i < pin_w; i++ ) if ( pin_u[i].out_t ) _arl_push(&pin_u[i], 1);
+}
+
+//  L1-L4, L7: a page heard (vere injects the pages of our own requests):
+//  update the lane before anything else, set the peer live, then see
+//  which request it answers
+static void
+_arl_hear_page(u3_mesa_pact* pac_u, c3_w pip_w, c3_s por_s)
+{
+  u3_mesa_name* nam_u = &pac_u->pag_u.nam_u;
+  c3_d her_d = _ship64(nam_u->her_u);
+  chum_t* c = _arl_chum(her_d);
+  c3_t nex_t = HOP_SHORT == pac_u->hed_u.nex_y;
+  c3_w nip_w = nex_t ? c3_sift_word(pac_u->pag_u.sot_u) : 0;
+  c3_s nor_s = nex_t ? c3_sift_short(pac_u->pag_u.sot_u + 4) : 0;
+  _arl_update_lane(c, pip_w, por_s, pac_u->hed_u.hop_y, nex_t, nip_w, nor_s, "page");
+  c->con_d = _arl_now(); c->ded_t = 0;                   //  L7
+  c3_c pat_c[FINE_PATH_MAX + 2];
+  snprintf(pat_c, sizeof(pat_c), "/%.*s", (int)nam_u->pat_s, nam_u->pat_c);
+
+  if ( rnd_u.out_t && her_d == rnd_u.who_d && !strcmp(pat_c, rnd_u.pat_c) ) {
+    rnd_u.out_t = 0;
+    jbuf j; _jb_init(&j);
+    _jb_str(&j, "kind", "answer");
+    _jb_num(&j, "round", rnd_u.num_w);
+    _jb_str(&j, "ship", _ship_str(her_d));
+    _jb_str(&j, "path", pat_c);
+    _jb_lane(&j, "from", pip_w, por_s);
+    _jb_num(&j, "hops", pac_u->hed_u.hop_y);
+    if ( nex_t ) _jb_lane(&j, "next_hop", nip_w, nor_s);
+    _jb_num(&j, "ms", _arl_now() - rnd_u.sen_d);
+    _jb_emit("ARVO", &j);
+    if ( rnd_u.num_w < nrd_w ) uv_timer_start(&rnt_u, _arl_round_cb, gap_w, 0);
+    else _check_until("rounds");
+  }
+  for ( c3_w i = 0; i < pin_w; i++ ) {
+    areq_t* r = &pin_u[i];
+    if ( r->out_t && her_d == r->who_d && !strcmp(pat_c, r->pat_c) ) {
+      r->out_t = 0;                                       //  the ping's ack
+      jbuf j; _jb_init(&j);
+      _jb_str(&j, "kind", "acked");
+      _jb_str(&j, "ship", _ship_str(her_d));
+      _jb_num(&j, "seq", r->num_w);
+      _jb_str(&j, "inner", r->inn_c);
+      _jb_lane(&j, "from", pip_w, por_s);
+      _jb_emit("ARVO", &j);
+      if ( !strcmp(pla_c, "nat") ) uv_timer_start(&pnt_u[i], _arl_ping_cb, pnt_w, 0);
+    }
+  }
+}
+
+//  L6 +hear-poke: the poker's lane from a poke for us (next=~)
+static void
+_arl_hear_poke(u3_mesa_pact* pac_u, c3_w pip_w, c3_s por_s)
+{
+  chum_t* c = _arl_chum(_ship64(pac_u->pok_u.pay_u.her_u));
+  _arl_update_lane(c, pip_w, por_s, pac_u->hed_u.hop_y, 0, 0, 0, "poke");
+  if ( c->lan_t ) { c->con_d = _arl_now(); c->ded_t = 0; }
+  else c->ded_t = 1;
+}
+
+//  K2 +sy-stun and ping.hoon +on-poke: %stop turns the pings off, %once
+//  (the mapped lane changed) while off pings each sponsor once, %fail
+//  turns the 25 s pings back on
+static void
+_arl_stun(const c3_c* wat_c)
+{
+  if ( !pis_t ) return;
+  if ( !strcmp(wat_c, "stop") ) { strcpy(pla_c, "off"); _arl_kick_pings(); }
+  else if ( !strcmp(wat_c, "once") && !strcmp(pla_c, "off") ) { strcpy(pla_c, "one"); _arl_kick_pings(); }
+  else if ( !strcmp(wat_c, "fail") ) { strcpy(pla_c, "nat"); _arl_kick_pings(); }
+}
+
+//  after READY: seed --lane as direct lanes, start the rounds, the pings
+//  (+sy-born pokes %ping %kick) and the 2-minute retry
+static void
+_arl_start(void)
+{
+  for ( c3_w i = 0; i < lan_w; i++ ) {
+    chum_t* c = _arl_chum(lan_u[i].who_d);
+    c->lan_t = 1; c->hop_y = 0; c->pip_w = lan_u[i].pip_w; c->por_s = lan_u[i].por_s; c->con_d = _arl_now();
+  }
+  uv_timer_init(u3L, &rty_u);
+  uv_timer_init(u3L, &rnt_u);
+  if ( pis_t ) {
+    for ( c3_d s_d = _sein(our_d); our_d >= 256 && pin_w < ARVO_SPONSORS; s_d = _sein(s_d) ) {
+      memset(&pin_u[pin_w], 0, sizeof(areq_t));
+      pin_u[pin_w].who_d = s_d;
+      uv_timer_init(u3L, &pnt_u[pin_w]);
+      pnt_u[pin_w].data = (void*)(uintptr_t)pin_w;
+      pin_w++;
+      if ( s_d < 256 ) break;
+    }
+    _arl_kick_pings();
+  }
+  if ( rpa_c ) _arl_round(1);
+  uv_timer_start(&rty_u, _arl_retry_cb, rty_w, rty_w);
+}
+
 static void
 _arvo_event(u3_noun cad)
 {
@@ -974,6 +1397,12 @@ _arvo_event(u3_noun cad)
     c3_w len_w;
     c3_y* buf_y = _atom_pact(pac, &len_w);
     u3_mesa_pact pac_u;
+    if ( arl_t && !mesa_sift_pact_from_buf(&pac_u, buf_y, len_w) ) {
+      c3_w pip_w = u3r_word(0, u3h(u3t(lan)));
+      c3_s por_s = u3r_word(0, u3t(u3t(lan)));
+      if ( PACT_PAGE == pac_u.hed_u.typ_y ) _arl_hear_page(&pac_u, pip_w, por_s);
+      else if ( PACT_POKE == pac_u.hed_u.typ_y && our_d == _ship64(pac_u.pok_u.nam_u.her_u) ) _arl_hear_poke(&pac_u, pip_w, por_s);
+    }
     if ( c3y == ans_o && !mesa_sift_pact_from_buf(&pac_u, buf_y, len_w)
          && PACT_POKE == pac_u.hed_u.typ_y && our_d == _ship64(pac_u.pok_u.nam_u.her_u) ) {
       c3_w pip_w = u3r_word(0, u3h(u3t(lan)));
@@ -1016,6 +1445,7 @@ _arvo_event(u3_noun cad)
       _jb_lane(&j, "lane", l.pip_w, l.por_s);
     }
     _jb_emit("EVENT", &j);
+    if ( arl_t ) _arl_stun(wat_c);
     if ( unt_c && !strcmp(unt_c, "stun") ) {
       if ( !strcmp(wat_c, "fail") ) _end("stun-failed", EXIT_MISSED);
       _end("stun", EXIT_OK);
@@ -1099,13 +1529,15 @@ _usage_text(FILE* fil_u)
 "                       [--stun-galaxy GALAXY] [--push-peek SHIP/PATH] [--page TEXT]\n"
 "                       [--no-answer] [--event-ms MS] [--domain D] [--until WHAT] [--once]\n"
 "                       [--accept SHIP[@IP[:PORT]]]... [--unanswered PREFIX]\n"
+"                       [--arvo-lanes [--ping-sponsors] [--rounds N] [--round-gap-ms MS]\n"
+"                        [--dead-ms MS] [--retry-ms MS] [--ping-ms MS]]\n"
 "  vtool peek SHIP PATH IP:PORT [--from PORT] [--bind IP] [--retry S] [--all]\n"
 "  vtool poke RCVR SNDR IP:PORT [--from PORT] [--bind IP] [--retry S] [--all] [--data TEXT]\n"
 "  vtool publish SHIP PORT [--bind IP] [--data TEXT] [--ping SPONSOR@IP:PORT] [--once]\n"
 "  vtool send IP:PORT HEX... [--from PORT] [--bind IP] [--once]\n"
 "  vtool version\n"
 "  every mode: [--time-limit S] (default 30); ships as @p or decimal\n"
-"  WHAT: heer hear event send stun; exit 0 goal met, 1 time limit (or STUN failed),\n"
+"  WHAT: heer hear event send stun rounds; exit 0 goal met, 1 time limit (or STUN failed),\n"
 "        2 usage, 3 could not start\n");
 }
 
@@ -1212,11 +1644,13 @@ _ship_main(c3_i argc, c3_c** argv)
     c3_c* v = (i + 1 < argc) ? argv[i + 1] : 0;
     if ( !strcmp(a, "--once") ) { unt_c = "event"; continue; }
     if ( !strcmp(a, "--no-answer") ) { ans_o = c3n; continue; }
+    if ( !strcmp(a, "--arvo-lanes") ) { arl_t = 1; continue; }
+    if ( !strcmp(a, "--ping-sponsors") ) { pis_t = 1; continue; }
     if ( !v ) _usage("option needs a value");
     i++;
     if ( !strcmp(a, "--time-limit") ) lim_w = _num(v, 86400, "--time-limit: seconds");
     else if ( !strcmp(a, "--until") ) {
-      if ( strcmp(v, "heer") && strcmp(v, "hear") && strcmp(v, "event") && strcmp(v, "send") && strcmp(v, "stun") ) _usage("--until: heer hear event send stun");
+      if ( strcmp(v, "heer") && strcmp(v, "hear") && strcmp(v, "event") && strcmp(v, "send") && strcmp(v, "stun") && strcmp(v, "rounds") ) _usage("--until: heer hear event send stun rounds");
       unt_c = v;
     }
     else if ( !strcmp(a, "--page") ) { pag_c = v; if ( strlen(v) > 1024 || !*v ) _usage("--page: 1 to 1024 bytes (one fragment)"); }
@@ -1224,6 +1658,11 @@ _ship_main(c3_i argc, c3_c** argv)
     else if ( !strcmp(a, "--domain") ) dom_c = v;
     else if ( !strcmp(a, "--unanswered") ) { if ( '/' != *v ) _usage("--unanswered: a path prefix such as /bait"); una_c = v; }
     else if ( !strcmp(a, "--push-peek") ) psh_c = v;
+    else if ( !strcmp(a, "--rounds") ) nrd_w = _num(v, 1000, "--rounds: 1 to 1000");
+    else if ( !strcmp(a, "--round-gap-ms") ) gap_w = _num(v, 600000, "--round-gap-ms: milliseconds");
+    else if ( !strcmp(a, "--dead-ms") ) ded_w = _num(v, 3600000, "--dead-ms: milliseconds");
+    else if ( !strcmp(a, "--retry-ms") ) rty_w = _num(v, 3600000, "--retry-ms: milliseconds");
+    else if ( !strcmp(a, "--ping-ms") ) pnt_w = _num(v, 3600000, "--ping-ms: milliseconds");
     else if ( !strcmp(a, "--stun-galaxy") ) {
       if ( !_ship_parse(v, &stn_d) || stn_d > 255 ) _usage("--stun-galaxy: a galaxy");
       if ( !gal_t[stn_d] ) gal_t[stn_d] = 1;
@@ -1266,6 +1705,17 @@ _ship_main(c3_i argc, c3_c** argv)
 
   if ( stn_d < 256 && our_d < 256 ) _usage("--stun-galaxy: galaxies do not STUN; run a star or planet");
   if ( unt_c && !strcmp(unt_c, "stun") && stn_d > 255 ) _usage("--until stun needs --stun-galaxy");
+  if ( !nrd_w || !rty_w || !pnt_w ) _usage("--rounds, --retry-ms and --ping-ms: at least 1");
+  if ( !arl_t && (pis_t || nrd_w > 1 || (unt_c && !strcmp(unt_c, "rounds"))) ) _usage("--ping-sponsors, --rounds and --until rounds need --arvo-lanes");
+  if ( unt_c && !strcmp(unt_c, "rounds") && !psh_c ) _usage("--until rounds needs --push-peek");
+  if ( arl_t && psh_c ) {
+    c3_c* sla_c = strchr(psh_c, '/');
+    c3_c  who_c[64];
+    if ( !sla_c || sla_c - psh_c >= 64 || strlen(sla_c) > 200 ) _usage("--push-peek wants SHIP/PATH");
+    memcpy(who_c, psh_c, sla_c - psh_c); who_c[sla_c - psh_c] = 0;
+    if ( !_ship_parse(who_c, &rwh_d) ) _usage("--push-peek: bad ship");
+    rpa_c = sla_c;
+  }
 
   //  galaxies vere may talk to resolve to 127.0.0.1 unless --galaxy says otherwise
   gal_t[_galaxy(our_d)] = gal_t[_galaxy(our_d)] ? gal_t[_galaxy(our_d)] : 1;
@@ -1328,7 +1778,8 @@ _ship_main(c3_i argc, c3_c** argv)
     if ( stn_d < 256 ) _jb_str(&j, "stun_galaxy", _ship_str(stn_d));
     _jb_emit("READY", &j);
   }
-  if ( psh_c ) _push_peek();
+  if ( arl_t ) _arl_start();
+  else if ( psh_c ) _push_peek();
 
   static uv_timer_t lim_u;
   static uv_signal_t sgi_u, sgt_u;
@@ -1651,7 +2102,7 @@ main(c3_i argc, c3_c** argv)
     return EXIT_OK;
   }
   if ( !strcmp(argv[1], "version") ) {
-    printf("VERSION {\"vere\":\"%s\",\"drivers\":[\"io/mesa.c\",\"io/ames.c\",\"io/ames/stun.c\",\"io/mesa/pact.c\"],\"features\":[\"accept\",\"unanswered\"]}\n", VERE_COMMIT);
+    printf("VERSION {\"vere\":\"%s\",\"drivers\":[\"io/mesa.c\",\"io/ames.c\",\"io/ames/stun.c\",\"io/mesa/pact.c\"],\"features\":[\"accept\",\"unanswered\",\"arvo-lanes\"]}\n", VERE_COMMIT);
     return EXIT_OK;
   }
   if ( strcmp(argv[1], "ship") && strcmp(argv[1], "peek") && strcmp(argv[1], "poke")
