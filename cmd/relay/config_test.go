@@ -490,8 +490,9 @@ func TestSettingGroups(t *testing.T) {
 			t.Errorf("%q is in no group of settingGroups", s.key)
 		}
 		used[s.group()] = true
-		if (s.flag == "") != (s.usage == "") || s.doc == "" {
-			t.Errorf("%q (--%s): usage %q doc %q; a flag has a usage, a file-only setting none, every setting a doc", s.key, s.flag, s.usage, s.doc)
+		if (s.flag == "") != (s.usage == "") || (s.flag == "") != (s.why == "") || s.doc == "" {
+			t.Errorf("%q (--%s): usage %q why %q doc %q; a flag has a usage and a why, a file-only setting neither, every setting a doc",
+				s.key, s.flag, s.usage, s.why, s.doc)
 		}
 	}
 	for _, g := range settingGroups {

@@ -2,11 +2,11 @@ package main
 
 // Configuration errors in the operator's terms. Every error about one
 // setting is a settingError: the setting as the operator gave it (a config
-// file key, `config: "pending-ttl"`, or a flag, `--pending-ttl`), the value
+// file key, `config: "pending.ttl"`, or a flag, `--log-level`), the value
 // as given, and what is wanted:
 //
-//	config: "pending-ttl": 30: want a duration string such as "30s"
-//	--max-pending lots: want a whole number
+//	config: "pending.ttl": 30: want a duration string such as "30s"
+//	--log-level loud: want debug, info, warn or error
 //	--ship: missing value (see relay run -h)
 //
 // No internal names (package prefixes, struct fields) reach these messages.

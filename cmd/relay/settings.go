@@ -12,9 +12,9 @@ package main
 // docs/operations.md (TestSettingsDocs; go test -run TestSettingsDocs
 // -update ./cmd/relay/ rewrites them).
 //
-// A setting has a flag only when it is one an operator sets per
-// deployment or per run, not per site policy (docs/operations.md, "Why
-// these are flags"): the file is where the rest live.
+// A setting has a flag only when an operator sets it per deployment or
+// per run rather than as the site's policy, and its row says why (why;
+// docs/operations.md, "The flags"): the file is where the rest live.
 
 import (
 	"flag"
