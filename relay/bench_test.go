@@ -113,7 +113,7 @@ func BenchmarkDecideBatch(b *testing.B) {
 // BenchmarkDecideParallel runs request/page round trips from every
 // goroutine at once (b.RunParallel; -cpu sets how many), each with its own
 // Out (Relay.NewOut: its own counter block) and its own requester lane and
-// names, as the readers of `relay run --sockets N` do. What is left shared
+// names, as the readers of a relay with io.sockets N do. What is left shared
 // is the route table's lock and the pending table's shards;
 // `-mutexprofile` shows which one the goroutines wait on.
 func BenchmarkDecideParallel(b *testing.B) {

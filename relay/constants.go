@@ -225,7 +225,7 @@ const (
 	// that cannot report truncation (transport.Message.Trunc). With
 	// GrowRoom, 65,514 bytes a slot: 4.0 MiB for a reader of the default
 	// 64-datagram batch, one reader per socket (and one for the ship's
-	// device in front mode); --batch 1024 makes it 64 MiB a reader. The
+	// device in front mode); an io.batch of 1024 makes it 64 MiB a reader. The
 	// memory is allocated once; only the bytes a datagram fills are
 	// touched.
 	ReadBufferSize = MaxLegacyPacket + 1

@@ -16,7 +16,7 @@ import (
 // the two attack rows found against `relay run` on loopback, through the
 // decision core with synthetic from-addresses and time passed in.
 
-// fairTable is the table size of both rows: `--max-pending 20000`.
+// fairTable is the table size of both rows: pending.max-entries 20000.
 const fairTable = 20_000
 
 // fairSeed is the pending table's source-hash seed in TestFairRefuseWhenFull.
@@ -127,12 +127,12 @@ func TestFairEntryShareHeldSubscription(t *testing.T) {
 	}
 }
 
-// TestFairRefuseWhenFull: with --refuse-when-full a 20,000-entry table was
+// TestFairRefuseWhenFull: with pending.refuse-when-full a 20,000-entry table was
 // held full by a flood of 1,000 new names a second, and 0 of 200 honest
 // requests were answered. The per-source cap (a tenth of the table by
 // default) keeps one address from filling it; the rows here take what got
 // past it: one address with the cap switched off
-// (--max-pending-per-source -1) and ten addresses at the default cap.
+// (pending.max-entries-per-source -1) and ten addresses at the default cap.
 // Under RefuseNew, the last eighth of each shard is kept for sources under
 // 1/64 of it, so each honest request is remembered and its page delivered.
 // A flood from more addresses than that, each under the share, fills the

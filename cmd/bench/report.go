@@ -216,7 +216,7 @@ runs vary GOMAXPROCS and the number of sockets.
 	b.WriteString("![latency CDF at half load](" + filepath.ToSlash(filepath.Join(plots, "latency.svg")) + ")\n")
 	b.WriteString("![time in the server, CDF at half load](" + filepath.ToSlash(filepath.Join(plots, "service.svg")) + ")\n")
 	if len(rep.noGSO) == 2 {
-		b.WriteString("\n## UDP GSO\n\nThe same two configurations with GSO off on every socket (`relay run --gso=false`), generator included, measured side by side as above:\n\n")
+		b.WriteString("\n## UDP GSO\n\nThe same two configurations with GSO off on every socket (`\"io\": {\"gso\": false}` in the relay's config), generator included, measured side by side as above:\n\n")
 		b.WriteString("| configuration | round trips/s | min-max | vs forwarder | CPU/datagram (user+sys) | GSO on, for comparison |\n|---|---|---|---|---|---|\n")
 		for i, r := range rep.noGSO {
 			fmt.Fprintf(&b, "| %s, GSO off | %.0f | %.0f-%.0f | %.0f%% | %v (%v+%v) | %.0f |\n", r.Name, r.RTPerSec, r.RTMin, r.RTMax,
@@ -224,7 +224,7 @@ runs vary GOMAXPROCS and the number of sockets.
 		}
 	}
 	if len(rep.scaling) > 0 {
-		b.WriteString("\n## Scaling past one core\n\nFour pairs, table empty, measured side by side as above; `sockets=2` is two SO_REUSEPORT sockets (the relay's opt-in `--sockets`), each with its own reader.\n\n")
+		b.WriteString("\n## Scaling past one core\n\nFour pairs, table empty, measured side by side as above; `sockets=2` is two SO_REUSEPORT sockets (the relay's opt-in `io.sockets`), each with its own reader.\n\n")
 		b.WriteString("| configuration | round trips/s | min-max | vs forwarder alike | CPU/datagram (user+sys) |\n|---|---|---|---|---|\n")
 		for i, r := range rep.scaling {
 			vs := "-"

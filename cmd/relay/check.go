@@ -12,9 +12,8 @@ import (
 // runCheck is `relay check`: it validates a configuration as `relay run`
 // would, without binding a socket or creating a file, for a unit's
 // ExecStartPre and for CI. It takes run's flags (--config FILE and any
-// others); it exits 0 and prints "config ok" and a summary to stdout (and
-// a note on stderr for each deprecated key of the file), or prints run's
-// one-line message to stderr and exits 2.
+// others); it exits 0 and prints "config ok" and a summary to stdout, or
+// prints run's one-line message to stderr and exits 2.
 func runCheck(args []string, stdout, stderr io.Writer) int {
 	cfg, err := loadRunConfig(args)
 	if err != nil {
@@ -40,9 +39,6 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "config ok: %s on %v, %s, %d galaxies, %d pinned lanes%s\n",
 		cfg.relay.Ship, cfg.listen, mode, len(cfg.relay.Galaxies), len(cfg.relay.Pinned), pkiNote)
-	for _, note := range cfg.deprecated {
-		fmt.Fprintf(stderr, "relay check: %s\n", note)
-	}
 	return 0
 }
 
@@ -51,7 +47,7 @@ func checkUsage(w io.Writer) {
 	fmt.Fprint(w, `usage: relay check [--config FILE] [relay run's flags]
 
 Validates the configuration relay run would start with, and binds nothing:
-exit 0 and "config ok" on stdout (and a note on stderr for each deprecated
-flat key of the file), or exit 2 and relay run's one-line error on stderr. For a systemd unit's ExecStartPre, and CI. Flags as relay run -h.
+exit 0 and "config ok" on stdout, or exit 2 and relay run's one-line error
+on stderr. For a systemd unit's ExecStartPre, and CI. Flags as relay run -h.
 `)
 }

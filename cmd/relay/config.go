@@ -1,18 +1,17 @@
 package main
 
-// The configuration of `relay run`: its flags, the optional JSON config
-// file, and their validation.
+// The configuration of `relay run`: its flags, the JSON config file, and
+// their validation. What the settings are is settingTable (settings.go);
+// this file applies them.
 //
-// Every setting is a flag. The config file (--config FILE) is one JSON
-// object nested as relay run -h groups the flags (configgroups.go): the
-// settings every deployment sets at the top level, the others in one
-// object per topic ({"pending": {"max-entries": 100000}}); the repeatable
-// flags are objects (ship to lane, ship to sponsor) or arrays. The flat
-// keys of before (the flag names; fileKeys for the tables) still read,
-// each with a deprecation note. The file is applied first and the command
-// line after it, so a flag given on the command line wins over the file
-// (for the tables, per ship). On SIGHUP the file is read again and the
-// same command line applied over it.
+// The config file (--config FILE) is one JSON object nested as
+// settingGroups: the settings every deployment sets at the top level, the
+// others in one object per topic ({"pending": {"max-entries": 100000}});
+// the tables are objects (ship to lane, ship to sponsor), the lists
+// arrays. The file is applied first and the command line after it, so a
+// flag given on the command line wins over the file (for the tables, per
+// ship). On SIGHUP the file is read again and the same command line
+// applied over it.
 
 import (
 	"bytes"
@@ -39,7 +38,6 @@ import (
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/capture"
-	relaydaemon "github.com/urbit-relay/relay/relay/daemon"
 	"github.com/urbit-relay/relay/relay/front"
 	"github.com/urbit-relay/relay/relay/pit"
 	"github.com/urbit-relay/relay/relay/pki"
@@ -54,7 +52,7 @@ const (
 	// maxConfigFileBytes bounds the config file read: a real one is a few
 	// kilobytes even with every galaxy listed.
 	maxConfigFileBytes = 4 << 20
-	// maxSockets bounds --sockets: one reader per core is the useful
+	// maxSockets bounds io.sockets: one reader per core is the useful
 	// most, and 64 covers any host this runs on.
 	maxSockets = 64
 )
@@ -71,205 +69,119 @@ type runConfig struct {
 	sockets       int // SO_REUSEPORT sockets on the listen address
 	gso           bool
 	logLevel      zapcore.Level
-	logFormat     string         // "auto", "json" or "console"
-	metrics       string         // "" for none, else HOST:PORT for net.Listen
-	metricsOpts   metricsOptions // the listener's limits, and --pprof
-	capture       string         // "" for none
-	captureBytes  int64
-	captureFiles  int
+	// logFormat is "auto", "json" or "console". When loadRunConfig fails
+	// it is the format the settings read so far ask for, to report the
+	// failure in.
+	logFormat    string
+	metrics      string         // "" for none, else HOST:PORT for net.Listen
+	metricsOpts  metricsOptions // the listener's limits, and pprof
+	capture      string         // "" for none
+	captureBytes int64
+	captureFiles int
 	// front, when set, is fronting mode: the ship's namespace and device.
 	front *front.Config
 	// pki is the --pki file, "" for none, and pkiSnap what it held when
 	// the configuration was loaded (nil for none).
 	pki     string
 	pkiSnap *pki.Snapshot
-	// settings holds every flag's final value as text, keyed by flag name,
-	// to tell on reload what changed.
+	// settings holds every setting's final value as text, keyed by config
+	// key, to tell on reload what changed.
 	settings map[string]string
-	// deprecated notes the file's deprecated (flat) keys, one line each.
-	deprecated []string
 }
 
-// liveSettings are the settings a SIGHUP reload applies to the running
-// relay. Every other setting needs a restart; a reload that changes one
-// says so in the log.
-var liveSettings = []string{"galaxy", "lane", "relay", "log-level", "pki"}
-
-// runFlags is the flag set of `relay run` and the variables it fills.
+// runFlags is the settings of `relay run` being read: the variables they
+// fill, the command line's flag set, and where each value came from.
 type runFlags struct {
-	fs *flag.FlagSet
+	settingVals
 
-	config, listen, shipName, shipLane string
-	public                             laneList
-	hintNets                           prefixList
-	frontHostLanes                     laneList
-	galaxies                           galaxyLanes
-	pinned, relays                     shipLanes
-	sponsors                           *sponsorFlag
-	domain                             string
-	refresh                            time.Duration
-	maxPending, maxReq, maxPerSource   int
-	maxReqPerSource, maxOverflowPerSrc int
-	ttl, suppress                      time.Duration
-	refuse                             bool
-	maxRoutes                          int
-	laneExpiry                         time.Duration
-	batch                              int
-	logLevel, logFormat                string
-	metrics                            string
-	metricsMaxConns, metricsMaxScrapes int
-	pprof, gso                         bool
-	sockets, ampFactor, ampRate        int
-	ampBurst, ampNetFactor             int
-	ampNetRate, ampNetBurst            int
-	ampProbes                          bool
-	capture                            string
-	captureBytes                       int64
-	captureFiles                       int
-	frontNetns, frontDevice, frontAddr string
-	frontPort                          int
-	pki                                string
+	fs     *flag.FlagSet            // the command line: the settings with a flag
+	values map[string]*settingValue // every setting's value, by its name()
 
 	// Where the settings came from, to name them in errors (bad).
 	configPath string            // the config file applied, "" for none
-	fromArgs   map[string]bool   // flags the command line set
-	fromFile   map[string]string // flags the file set: their JSON text
-	fileKey    map[string]string // flags the file set: the key, as keyPath writes it
-	deprecated []string          // notes on the file's flat keys
+	fromArgs   map[string]bool   // settings the command line set
+	fromFile   map[string]string // settings the file set: their JSON text
 	inArgs     bool              // the command line is being parsed
 	argErr     error             // the last command-line value rejected
 }
 
-// ampConfig returns the amplification budget the amp-* settings give.
-// The deprecated amp-factor and amp-net-factor still turn the budget, or
-// its per-network part, off when negative; they are otherwise ignored
-// (the budget has no byte ratio any more: docs/operations.md).
+// ampConfig returns the amplification budget the amplification settings
+// give.
 func (f *runFlags) ampConfig() relay.AmpConfig {
 	a := relay.AmpConfig{Rate: f.ampRate, Burst: f.ampBurst, NetRate: f.ampNetRate, NetBurst: f.ampNetBurst}
-	if f.ampFactor < 0 {
-		a.Rate = -1
-	}
-	if f.ampNetFactor < 0 {
-		a.NetRate = -1
-	}
 	if !f.ampProbes {
 		a.ProofLifetime = -1
 	}
 	return a
 }
 
-// fileKeys maps the flat config keys (deprecated) that differ from their
-// flag's name.
-var fileKeys = map[string]string{
-	"galaxies":         "galaxy",
-	"lanes":            "lane",
-	"sponsors":         "sponsor",
-	"public-lanes":     "public-lane",
-	"hint-nets":        "hint-net",
-	"front-host-lanes": "front-host-lane",
-	"relays":           "relay",
-}
-
-// newRunFlags returns the flag set of `relay run`, writing nothing: the
-// caller prints errors and usage. Its values are wrapped (settingValue) to
-// report rejected values in the operator's terms.
+// newRunFlags returns the settings of `relay run` at their defaults and
+// the flag set of those with a flag, writing nothing: the caller prints
+// errors and usage. The values are wrapped (settingValue) to report
+// rejected values in the operator's terms.
 func newRunFlags() *runFlags {
-	f := defineRunFlags()
-	f.fs.VisitAll(func(fl *flag.Flag) { fl.Value = &settingValue{Value: fl.Value, name: fl.Name, f: f} })
-	return f
-}
-
-// defineRunFlags returns the flag set of `relay run` with the flag
-// package's own values, whose types its usage names (duration, int).
-func defineRunFlags() *runFlags {
-	f := &runFlags{galaxies: galaxyLanes{shipLanes{}}, pinned: shipLanes{}, relays: shipLanes{}, sponsors: newSponsorFlag(),
-		fromArgs: map[string]bool{}, fromFile: map[string]string{}, fileKey: map[string]string{}}
+	f := &runFlags{values: map[string]*settingValue{}, fromArgs: map[string]bool{}, fromFile: map[string]string{}}
 	fs := flag.NewFlagSet("relay run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&f.config, "config", "", "JSON config `FILE`, nested by the groups below (see docs/operations.md); flags override it")
-	fs.StringVar(&f.shipName, "ship", "", "the fronted ship, a galaxy, star or planet as @p (required)")
-	fs.StringVar(&f.listen, "listen", defaultListen, "UDP `ADDR:PORT` to listen on (the ship's public port)")
-	fs.StringVar(&f.shipLane, "ship-lane", "", "`ADDR:PORT` of the fronted ship's own process; datagrams for the ship go there")
-	fs.Var(&f.public, "public-lane", "another `ADDR:PORT` this relay is reached at (behind NAT; repeatable): never a target")
-	fs.StringVar(&f.frontNetns, "front-netns", "", "fronting mode: run the ship (vere) in network namespace `NAME` (created if absent), whose only route is a TUN device this relay owns; the ship then behaves as if it stood on the public address (see docs/operations.md). Excludes --ship-lane")
-	fs.StringVar(&f.frontDevice, "front-device", front.DefaultDevice, "fronting mode: the TUN device's `NAME` in the ship's namespace")
-	fs.StringVar(&f.frontAddr, "front-addr", front.DefaultShipAddr.String(), "fronting mode: the ship's IPv4 `ADDR` on its device (link-local: never seen outside)")
-	fs.IntVar(&f.frontPort, "front-port", 0, "fronting mode: the UDP `PORT` vere binds in its namespace; 0 means the listen port")
-	fs.Var(&f.frontHostLanes, "front-host-lane", "fronting mode: an `ADDR:PORT` on this host's own addresses that the ship may reach (repeatable); the ship's datagrams to any other lane of this host, or to loopback, are refused")
-	fs.Var(&f.hintNets, "hint-net", "a private `PREFIX` (CIDR) that next-hops and origins may name and the ship may send to, such as a LAN or loopback in a test (repeatable); by default only public addresses")
-	fs.Var(f.galaxies, "galaxy", "galaxy lane `~GALAXY=ADDR:PORT` (repeatable)")
-	fs.Var(f.pinned, "lane", "pinned lane of any ship `SHIP=ADDR:PORT` (repeatable)")
-	fs.Var(f.relays, "relay", "a ship whose lane forwards for the ships below it (a relay in front of a star) `SHIP=ADDR:PORT` (repeatable); other sponsors must show they forward first")
-	fs.Var(f.sponsors, "sponsor", "sponsor override for an escaped ship `SHIP=SPONSOR` (repeatable)")
-	fs.StringVar(&f.domain, "galaxy-domain", "", "also resolve galaxies as <name>.`DOMAIN`, port 13337+number (e.g. urbit.org)")
-	fs.DurationVar(&f.refresh, "galaxy-refresh", relaydaemon.DefaultGalaxyRefresh, "how often galaxy DNS names are re-resolved")
-	fs.IntVar(&f.maxPending, "max-pending", pit.DefaultMaxEntries, "pending-request table capacity (entries)")
-	fs.IntVar(&f.maxPerSource, "max-pending-per-source", 0, "pending entries one source IP may hold; 0 means max-pending/10, negative no cap")
-	fs.IntVar(&f.maxReq, "max-requesters", pit.DefaultMaxRequestersPerEntry, "requester lanes kept per pending entry")
-	fs.IntVar(&f.maxReqPerSource, "max-requesters-per-source", 0, "a fixed cap on the requester lanes one source IP may hold on one pending entry; 0 or negative means none (a full entry is shared max-min fairly: a requester from a smaller source displaces one of the largest's)")
-	fs.IntVar(&f.maxOverflowPerSrc, "max-overflow-per-source", 0, "requester lanes beyond each entry's first one source IP may hold in all; 0 means a tenth of the pool (max-pending/4), negative no cap")
-	fs.DurationVar(&f.ttl, "pending-ttl", pit.DefaultTTL, "pending entry lifetime, bumped by every repeat")
-	fs.DurationVar(&f.suppress, "suppress-window", pit.DefaultSuppressWindow, "a new requester within this of the last forward is aggregated, not forwarded")
-	fs.BoolVar(&f.refuse, "refuse-when-full", false, "when the pending table is full, refuse new requests instead of shedding the oldest entry")
-	fs.IntVar(&f.maxRoutes, "max-routes", route.DefaultMaxRoutes, "ships with learned routing state (least recently used dropped)")
-	fs.DurationVar(&f.laneExpiry, "direct-lane-expiry", route.DefaultDirectLaneExpiry, "how long a learned direct lane is used without hearing from it")
-	fs.IntVar(&f.batch, "batch", transport.DefaultBatchSize, "datagrams per recvmmsg/sendmmsg")
-	fs.BoolVar(&f.gso, "gso", true, "send runs of datagrams to one lane with UDP GSO where the kernel supports it (Linux 4.18+); false sends each datagram on its own")
-	fs.IntVar(&f.sockets, "sockets", 1, "UDP sockets on the listen address (SO_REUSEPORT, Linux), each with its own reader goroutine")
-	fs.IntVar(&f.ampRate, "amp-rate", relay.DefaultAmpRate, "answer bytes per second one address may receive (pages, STUN answers, legacy forwards to learned lanes); negative disables the amplification budget")
-	fs.IntVar(&f.ampBurst, "amp-burst", relay.DefaultAmpBurst, "most answer bytes one address may bank")
-	fs.IntVar(&f.ampNetRate, "amp-net-rate", relay.DefaultAmpNetRate, "answer bytes per second one network (IPv4 /24, IPv6 /56) may receive; negative disables the per-network budget")
-	fs.IntVar(&f.ampNetBurst, "amp-net-burst", relay.DefaultAmpNetBurst, "most answer bytes one network may bank")
-	fs.BoolVar(&f.ampProbes, "amp-probes", true, "probe busy lanes with a STUN request (every vere ship answers one) and exempt those that answer from the budget")
-	fs.IntVar(&f.ampFactor, "amp-factor", 0, "deprecated, ignored unless negative: a negative value disables the amplification budget (as a negative amp-rate)")
-	fs.IntVar(&f.ampNetFactor, "amp-net-factor", 0, "deprecated, ignored unless negative: a negative value disables the per-network budget (as a negative amp-net-rate)")
-	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error (debug adds rate-limited per-datagram logs)")
-	fs.StringVar(&f.logFormat, "log-format", "auto", "log format: json, console, or auto (console on a terminal, else json)")
-	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus /metrics, /healthz and /readyz on TCP `ADDR:PORT` (e.g. 127.0.0.1:9337); an IPv4 address, 0.0.0.0 too, listens on IPv4 only, as the UDP socket does; an empty host (:9337) on IPv4 and IPv6")
-	fs.IntVar(&f.metricsMaxConns, "metrics-max-connections", defaultMetricsMaxConns, "most connections the --metrics listener holds open; more wait in the kernel's accept queue until one closes")
-	fs.IntVar(&f.metricsMaxScrapes, "metrics-max-scrapes", defaultMetricsMaxScrapes, "most /metrics requests served at once (fewer than metrics-max-connections); more are answered 503 and closed, so /healthz always finds a connection")
-	fs.BoolVar(&f.pprof, "pprof", false, "also serve /debug/pprof/ on the --metrics listener")
-	fs.StringVar(&f.pki, "pki", "", "check publishers' signatures on pages against the Azimuth snapshot `FILE` (one ship a line; see docs/operations.md), read again on SIGHUP")
-	fs.StringVar(&f.capture, "capture", "", "record every datagram read and sent to pcap `FILE` (rotated: FILE.1, FILE.2, ...)")
-	fs.Int64Var(&f.captureBytes, "capture-max-bytes", capture.DefaultMaxBytes, "start a new capture file past this size")
-	fs.IntVar(&f.captureFiles, "capture-files", capture.DefaultMaxFiles, "capture files kept, the current one included")
+	fs.Usage = func() {}
+	for i := range settingTable {
+		s := &settingTable[i]
+		v := &settingValue{Value: s.bind(&f.settingVals), s: s, f: f}
+		f.values[s.name()] = v
+		if s.flag != "" {
+			fs.Var(v, s.flag, s.usage)
+		}
+	}
 	f.fs = fs
 	return f
-}
-
-// runUsage prints the usage of `relay run`.
-func runUsage(w io.Writer) {
-	fmt.Fprintf(w, `usage: relay run --ship ~SHIP [--config FILE] [flags]
-
-Runs the relay on its UDP port (--sockets sockets) until SIGINT or SIGTERM;
-SIGHUP reloads the config file and applies %s at once (every other
-setting at the next start). Flags override the config file, whose objects
-are the groups below: {"ship": "~sipsyl", "pending": {"max-entries": 100000}}.
-
-`, strings.Join(liveSettings, ", "))
-	printGroupedUsage(w, defineRunFlags().fs)
 }
 
 // loadRunConfig builds and validates the configuration of `relay run` (and
 // `relay check`) from its command line and the config file it names. The
 // error is one line (flag.ErrHelp for -h); an error about a setting is a
-// settingError naming it as the operator gave it.
+// settingError naming it as the operator gave it. On an error the
+// runConfig holds only logFormat, read from what could be read.
 func loadRunConfig(args []string) (runConfig, error) {
 	pre := newRunFlags()
-	if err := pre.parseArgs(args); err != nil {
-		return runConfig{}, err
+	argErr := pre.parseArgs(args)
+	if errors.Is(argErr, flag.ErrHelp) {
+		return runConfig{}, argErr
 	}
 	f := newRunFlags()
+	var err error
 	if pre.config != "" {
+		// Read even when the command line failed: its log format is the
+		// error's.
 		f.configPath = pre.config
-		if err := f.applyConfigFile(pre.config); err != nil {
-			return runConfig{}, err
+		err = f.applyConfigFile(pre.config)
+	}
+	if argErr == nil && err == nil {
+		err = f.parseArgs(args)
+	}
+	if argErr != nil {
+		err = argErr
+	}
+	if err != nil {
+		format := f.logFormat
+		if pre.fromArgs["log.format"] {
+			format = pre.logFormat
 		}
+		return runConfig{logFormat: knownLogFormat(format)}, err
 	}
-	if err := f.parseArgs(args); err != nil {
-		return runConfig{}, err
+	c, err := f.validate()
+	if err != nil {
+		return runConfig{logFormat: knownLogFormat(f.logFormat)}, err
 	}
-	return f.validate()
+	return c, nil
+}
+
+// knownLogFormat returns format if it is one, else "auto".
+func knownLogFormat(format string) string {
+	switch format {
+	case "json", "console":
+		return format
+	}
+	return "auto"
 }
 
 // parseArgs applies the command line to f, reporting a rejected value as a
@@ -293,8 +205,9 @@ func (f *runFlags) parseArgs(args []string) error {
 	return nil
 }
 
-// applyConfigFile sets f's flags from the JSON config file at path. Errors
-// about the file itself name it; those about a key are settingErrors.
+// applyConfigFile sets f's settings from the JSON config file at path.
+// Errors about the file itself name it; those about a key are
+// settingErrors.
 func (f *runFlags) applyConfigFile(path string) error {
 	fh, err := os.Open(path)
 	if err != nil {
@@ -318,8 +231,10 @@ func (f *runFlags) applyConfigFile(path string) error {
 	return nil
 }
 
-// applyConfig sets f's flags from config text b (see the file comment for
-// the format).
+// applyConfig sets f's settings from config text b (see the file comment
+// for the format). It applies every key it can and returns the first
+// error, in key order, so that a bad key hides no other setting (the log
+// format an error is reported in).
 func (f *runFlags) applyConfig(b []byte) error {
 	var doc map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -332,52 +247,48 @@ func (f *runFlags) applyConfig(b []byte) error {
 	if doc == nil {
 		return errors.New("want a JSON object")
 	}
+	var first error
+	keep := func(err error) {
+		if first == nil {
+			first = err
+		}
+	}
 	for _, key := range slices.Sorted(maps.Keys(doc)) {
 		raw := doc[key]
 		g, isGroup := groupOf(key)
 		if !isGroup || g.key == "" {
-			if err := f.applyTopKey(key, raw); err != nil {
-				return err
+			if s, ok := settingByKey(key); ok && s.group() == "" {
+				keep(f.applyKey(s, raw))
+			} else {
+				keep(unknownKeyError(key, raw))
 			}
 			continue
 		}
 		var sub map[string]json.RawMessage
 		if json.Unmarshal(raw, &sub) != nil || sub == nil {
-			return &settingError{ref: fileRef(key), value: jsonText(raw),
-				want: fmt.Sprintf("want an object of the %s settings, such as {%q: ...}", strings.ToLower(g.title), g.keys[0].key)}
+			_, first, _ := cutKey(settingsOf(g)[0].key)
+			keep(&settingError{ref: fileRef(key), value: jsonText(raw),
+				want: fmt.Sprintf("want an object of the %s settings, such as {%q: ...}", strings.ToLower(g.title), first)})
+			continue
 		}
 		for _, k := range slices.Sorted(maps.Keys(sub)) {
-			name, ok := g.flagOf(k)
-			if !ok {
-				return unknownGroupKeyError(g, k, sub[k])
-			}
-			if err := f.applyKey(keyPath(g.key, k), name, sub[k]); err != nil {
-				return err
+			if s, ok := settingByKey(keyPath(g.key, k)); ok {
+				keep(f.applyKey(s, sub[k]))
+			} else {
+				keep(unknownGroupKeyError(g, k, sub[k]))
 			}
 		}
 	}
-	return nil
+	return first
 }
 
-// applyTopKey applies a top-level key of the file other than a group: a
-// setting every deployment sets, or a deprecated flat key.
-func (f *runFlags) applyTopKey(key string, raw json.RawMessage) error {
-	top, _ := groupOf("")
-	if name, ok := top.flagOf(key); ok {
-		return f.applyKey(key, name, raw)
+// keyPath returns the config key of a group's key as messages write it:
+// "pending.max-entries", or "ship" at the top level.
+func keyPath(group, key string) string {
+	if group == "" {
+		return key
 	}
-	name, table := fileKeys[key]
-	if !table {
-		name = key
-	}
-	if f.fs.Lookup(name) == nil || name == "config" || (!table && fileKeyOf(name) != key) {
-		return unknownKeyError(f.fs, key, raw)
-	}
-	if err := f.applyKey(key, name, raw); err != nil {
-		return err
-	}
-	f.deprecated = append(f.deprecated, deprecationNote(key, name))
-	return nil
+	return group + "." + key
 }
 
 // maxEchoLen bounds how much of a rejected value an error message echoes.
@@ -400,100 +311,81 @@ func jsonText(raw []byte) string {
 	return clip(b.String())
 }
 
-// applyKey sets flag name from config key key (as keyPath writes it) to
-// raw, a JSON value. A setting the file gives twice, nested and flat, is
-// an error naming both.
-func (f *runFlags) applyKey(key, name string, raw json.RawMessage) error {
-	fs := f.fs
-	if prev, twice := f.fileKey[name]; twice {
-		nested, flat := prev, key
-		if configKeyOf(name) != prev {
-			nested, flat = key, prev
-		}
-		return &settingError{ref: fmt.Sprintf("config: %q and %q", nested, flat),
-			want: fmt.Sprintf("both set; want one, %q (%q is the deprecated flat key)", nested, flat)}
-	}
-	f.fileKey[name] = key
-	f.fromFile[name] = jsonText(raw)
+// applyKey sets setting s from its config key's value raw, as its value's
+// type is written in JSON: a table an object, a list an array, any other
+// a string, number or boolean.
+func (f *runFlags) applyKey(s *setting, raw json.RawMessage) error {
+	key := s.key
+	f.fromFile[key] = jsonText(raw)
+	v := f.values[key]
 	// set applies one value; echo is how the file wrote it.
-	set := func(v, echo string) error {
-		if err := fs.Set(name, v); err != nil {
+	set := func(text, echo string) error {
+		if err := v.Set(text); err != nil {
 			return &settingError{ref: fileRef(key), value: clip(echo), want: err.Error()}
 		}
 		return nil
 	}
-	switch name {
-	case "galaxy", "lane", "relay", "sponsor":
+	switch v.Value.(type) {
+	case galaxyLanes, shipLanes, *sponsorFlag:
 		var m map[string]string
 		if err := json.Unmarshal(raw, &m); err != nil {
 			want := `want an object of ship to lane, such as {"~zod": "203.0.113.5:13337"}`
-			if name == "sponsor" {
+			if _, sponsors := v.Value.(*sponsorFlag); sponsors {
 				want = `want an object of ship to sponsor, such as {"~ritpub-sipsyl": "~sipsyl"}`
 			}
 			return &settingError{ref: fileRef(key), value: jsonText(raw), want: want}
 		}
-		ships := make([]string, 0, len(m))
-		for s := range m {
-			ships = append(ships, s)
-		}
-		sort.Strings(ships)
-		for _, s := range ships {
-			if err := set(s+"="+m[s], "{"+strconv.Quote(s)+": "+strconv.Quote(m[s])+"}"); err != nil {
+		for _, sh := range slices.Sorted(maps.Keys(m)) {
+			if err := set(sh+"="+m[sh], "{"+strconv.Quote(sh)+": "+strconv.Quote(m[sh])+"}"); err != nil {
 				return err
 			}
 		}
 		return nil
-	case "public-lane", "hint-net", "front-host-lane":
+	case *laneList, *prefixList:
 		var l []string
 		if err := json.Unmarshal(raw, &l); err != nil {
 			want := `want an array of lanes, such as ["203.0.113.7:13337"]`
-			if name == "hint-net" {
+			if _, nets := v.Value.(*prefixList); nets {
 				want = `want an array of networks, such as ["10.0.0.0/8"]`
 			}
 			return &settingError{ref: fileRef(key), value: jsonText(raw), want: want}
 		}
-		for _, v := range l {
-			if err := set(v, strconv.Quote(v)); err != nil {
+		for _, e := range l {
+			if err := set(e, strconv.Quote(e)); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	v, err := scalarText(raw)
+	text, err := scalarText(raw)
 	if err != nil {
 		return &settingError{ref: fileRef(key), value: jsonText(raw), want: err.Error()}
 	}
-	return set(v, jsonText(raw))
+	return set(text, jsonText(raw))
 }
 
-// fileKeyOf returns the flat (deprecated) config key of flag name.
-func fileKeyOf(name string) string {
-	for k, n := range fileKeys {
-		if n == name {
-			return k
-		}
-	}
-	return name
-}
-
-// unknownKeyError reports a top-level config key that is no setting,
-// suggesting the key meant when it is one written with '_' for '-'.
-func unknownKeyError(fs *flag.FlagSet, key string, raw json.RawMessage) error {
+// unknownKeyError reports a top-level config key that is no setting or
+// group, suggesting the key meant: one written with '_' for '-', a nested
+// setting given at the top level by its key in its group, or by its flag.
+func unknownKeyError(key string, raw json.RawMessage) error {
 	e := &settingError{ref: fileRef(key), value: jsonText(raw),
-		want: "unknown key; the keys are the groups and settings of relay run -h (see docs/operations.md)"}
+		want: "unknown key; the keys are the groups and settings of docs/operations.md"}
 	guess := strings.ReplaceAll(key, "_", "-")
-	name := guess
-	if n, table := fileKeys[guess]; table {
-		name = n
-	}
-	_, group := groupOf(guess)
-	switch {
-	case key == "config":
+	if key == "config" {
 		e.want = "unknown key; a config file cannot name another"
-	case group && guess != key:
+		return e
+	}
+	if _, group := groupOf(guess); group && guess != key {
 		e.want = fmt.Sprintf("unknown key; did you mean %q?", guess)
-	case fs.Lookup(name) != nil && name != "config" && configKeyOf(name) != key:
-		e.want = fmt.Sprintf("unknown key; did you mean %q?", configKeyOf(name))
+		return e
+	}
+	for i := range settingTable {
+		s := &settingTable[i]
+		_, k, nested := cutKey(s.key)
+		if s.key != "" && s.key != key && (s.key == guess || nested && k == guess || s.flag == guess) {
+			e.want = fmt.Sprintf("unknown key; did you mean %q?", s.key)
+			return e
+		}
 	}
 	return e
 }
@@ -501,9 +393,9 @@ func unknownKeyError(fs *flag.FlagSet, key string, raw json.RawMessage) error {
 // unknownGroupKeyError reports a key of group g that is no setting of it.
 func unknownGroupKeyError(g settingGroup, key string, raw json.RawMessage) error {
 	e := &settingError{ref: fileRef(keyPath(g.key, key)), value: jsonText(raw),
-		want: fmt.Sprintf("unknown key; the keys of %q are %s", g.key, g.keyNames())}
+		want: fmt.Sprintf("unknown key; the keys of %q are %s", g.key, keyNames(g))}
 	if guess := strings.ReplaceAll(key, "_", "-"); guess != key {
-		if _, ok := g.flagOf(guess); ok {
+		if _, ok := settingByKey(keyPath(g.key, guess)); ok {
 			e.want = fmt.Sprintf("unknown key; did you mean %q?", keyPath(g.key, guess))
 		}
 	}
@@ -591,22 +483,22 @@ func (f *runFlags) validate() (runConfig, error) {
 	}
 	if f.frontNetns != "" {
 		if f.shipLane != "" {
-			return c, f.bad("front-netns", `want no "ship-lane" (--ship-lane) with it: in fronting mode the ship is reached through its namespace's device`)
+			return c, f.bad("front-netns", "want no "+refOf("ship-lane")+" with it: in fronting mode the ship is reached through its namespace's device")
 		}
 		addr, err := netip.ParseAddr(f.frontAddr)
 		if err != nil || !addr.Is4() {
-			return c, f.bad("front-addr", "want an IPv4 address such as "+front.DefaultShipAddr.String())
+			return c, f.bad("fronting.addr", "want an IPv4 address such as "+front.DefaultShipAddr.String())
 		}
 		port := f.frontPort
 		if port == 0 {
 			port = int(c.listen.Port())
 		}
 		if port <= 0 || port > 65535 {
-			return c, f.bad("front-port", "want a port from 1 to 65535 (0 means the listen port, which is 0 here)")
+			return c, f.bad("fronting.port", "want a port from 1 to 65535 (0 means the listen port, which is 0 here)")
 		}
 		for _, l := range f.frontHostLanes {
 			if !l.Addr().Unmap().Is4() {
-				return c, f.bad("front-host-lane", "want an IPv4 lane such as 192.0.2.1:5353 (vere speaks IPv4)")
+				return c, f.bad("fronting.host-lanes", "want an IPv4 lane such as 192.0.2.1:5353 (vere speaks IPv4)")
 			}
 		}
 		c.front = &front.Config{Namespace: f.frontNetns, Device: f.frontDevice, ShipAddr: addr, ShipPort: uint16(port),
@@ -614,13 +506,13 @@ func (f *runFlags) validate() (runConfig, error) {
 		sl = netip.AddrPortFrom(addr, uint16(port))
 	}
 	if err := c.logLevel.Set(f.logLevel); err != nil {
-		return c, f.bad("log-level", "want debug, info, warn or error")
+		return c, f.bad("log.level", "want debug, info, warn or error")
 	}
 	switch f.logFormat {
 	case "auto", "json", "console":
 		c.logFormat = f.logFormat
 	default:
-		return c, f.bad("log-format", "want auto, json or console")
+		return c, f.bad("log.format", "want auto, json or console")
 	}
 	if f.metrics != "" {
 		if err := checkTCPAddr(f.metrics); err != nil {
@@ -629,35 +521,35 @@ func (f *runFlags) validate() (runConfig, error) {
 		c.metrics = f.metrics
 	}
 	if f.pprof && f.metrics == "" {
-		return c, f.bad("pprof", `needs "metrics" (--metrics), whose listener serves it`)
+		return c, f.bad("metrics-http.pprof", "needs "+refOf("metrics")+", whose listener serves it")
 	}
 	if f.metricsMaxConns < minMetricsConns || f.metricsMaxConns > maxMetricsConns {
-		return c, f.bad("metrics-max-connections", fmt.Sprintf("want a whole number from %d to %d", minMetricsConns, maxMetricsConns))
+		return c, f.bad("metrics-http.max-connections", fmt.Sprintf("want a whole number from %d to %d", minMetricsConns, maxMetricsConns))
 	}
 	if f.metricsMaxScrapes < 1 || f.metricsMaxScrapes >= f.metricsMaxConns {
-		return c, f.bad("metrics-max-scrapes", fmt.Sprintf(`want a whole number from 1 to %d, fewer than "metrics-max-connections" (%d), so that /healthz always finds a connection`,
-			f.metricsMaxConns-1, f.metricsMaxConns))
+		return c, f.bad("metrics-http.max-scrapes", fmt.Sprintf(`want a whole number from 1 to %d, fewer than %s (%d), so that /healthz always finds a connection`,
+			f.metricsMaxConns-1, refOf("metrics-http.max-connections"), f.metricsMaxConns))
 	}
 	c.metricsOpts = metricsOptions{maxConns: f.metricsMaxConns, maxScrapes: f.metricsMaxScrapes, pprof: f.pprof}
 	if f.batch < 1 || f.batch > transport.MaxBatchSize {
-		return c, f.bad("batch", fmt.Sprintf("want a whole number from 1 to %d", transport.MaxBatchSize))
+		return c, f.bad("io.batch", fmt.Sprintf("want a whole number from 1 to %d", transport.MaxBatchSize))
 	}
 	if f.sockets < 1 || f.sockets > maxSockets {
-		return c, f.bad("sockets", fmt.Sprintf("want a whole number from 1 to %d", maxSockets))
+		return c, f.bad("io.sockets", fmt.Sprintf("want a whole number from 1 to %d", maxSockets))
 	}
 	c.galaxyDomain = strings.Trim(f.domain, ".")
 	if c.galaxyDomain != "" && f.refresh <= 0 {
-		return c, f.bad("galaxy-refresh", `want a positive duration such as "300s"`)
+		return c, f.bad("network.galaxy-refresh", `want a positive duration such as "300s"`)
 	}
 	if f.capture != "" {
 		if f.captureBytes < capture.MinMaxBytes {
-			return c, f.bad("capture-max-bytes", fmt.Sprintf("want at least %d bytes", capture.MinMaxBytes))
+			return c, f.bad("pcap.max-bytes", fmt.Sprintf("want at least %d bytes", capture.MinMaxBytes))
 		}
 		if f.captureFiles < 1 {
-			return c, f.bad("capture-files", "want at least 1 file")
+			return c, f.bad("pcap.files", "want at least 1 file")
 		}
 		if err := checkCaptureDir(f.capture); err != nil {
-			return c, f.bad("capture", err.Error())
+			return c, f.bad("pcap.file", err.Error())
 		}
 	}
 	c.capture, c.captureBytes, c.captureFiles = f.capture, f.captureBytes, f.captureFiles
@@ -703,26 +595,13 @@ func (f *runFlags) validate() (runConfig, error) {
 	c.batch = f.batch
 	c.sockets = f.sockets
 	c.gso = f.gso
-	c.deprecated = f.deprecated
 	c.settings = map[string]string{}
-	f.fs.VisitAll(func(fl *flag.Flag) { c.settings[fl.Name] = fl.Value.String() })
+	for name, v := range f.values {
+		if v.s.key != "" {
+			c.settings[name] = v.String()
+		}
+	}
 	return c, nil
-}
-
-// packageFlags names the flag that sets each Config field the packages'
-// ConfigErrors name ("pit." + pit.ConfigError.Field, and so on).
-var packageFlags = map[string]string{
-	"pit.MaxEntries":            "max-pending",
-	"pit.MaxRequestersPerEntry": "max-requesters",
-	"pit.MaxOverflowPerSource":  "max-overflow-per-source",
-	"pit.TTL":                   "pending-ttl",
-	"pit.SuppressWindow":        "suppress-window",
-	"route.MaxRoutes":           "max-routes",
-	"route.DirectLaneExpiry":    "direct-lane-expiry",
-	"relay.Amp.Rate":            "amp-rate",
-	"relay.Amp.Burst":           "amp-burst",
-	"relay.Amp.NetRate":         "amp-net-rate",
-	"relay.Amp.NetBurst":        "amp-net-burst",
 }
 
 // checkPackages validates the settings the relay core's packages own, as
@@ -752,15 +631,16 @@ func (f *runFlags) packageError(err error) error {
 	default:
 		return err
 	}
-	name, ok := packageFlags[field]
+	st, ok := settingByField(field)
 	if !ok {
 		// A field no setting of relay run sets, at its default: a bug.
 		return fmt.Errorf("the relay's defaults are refused (%v); please report this", err)
 	}
-	if (name == "amp-burst" || name == "amp-net-burst") && strings.HasPrefix(want, "0 or more") {
-		want += ` (a negative "amp-rate" turns the budget off)`
+	if g, k, _ := cutKey(st.key); strings.HasSuffix(k, "burst") && strings.HasPrefix(want, "0 or more") {
+		// A burst is checked against its rate.
+		want += fmt.Sprintf(" (a negative %s turns the budget off)", refOf(keyPath(g, strings.Replace(k, "burst", "rate", 1))))
 	}
-	return f.bad(name, "want "+want)
+	return f.bad(st.key, "want "+want)
 }
 
 // checkCaptureDir checks that a capture file can be created at path: its
@@ -814,14 +694,14 @@ func checkTCPAddr(s string) error {
 // differ between old and new, split into those a reload applies and those
 // that need a restart.
 func changedSettings(old, new runConfig) (live, restart []string) {
-	for name, v := range new.settings {
-		if name == "config" || old.settings[name] == v {
+	for key, v := range new.settings {
+		if old.settings[key] == v {
 			continue
 		}
-		if slices.Contains(liveSettings, name) {
-			live = append(live, configKeyOf(name))
+		if s, _ := settingByKey(key); s != nil && s.live {
+			live = append(live, key)
 		} else {
-			restart = append(restart, configKeyOf(name))
+			restart = append(restart, key)
 		}
 	}
 	sort.Strings(live)
@@ -887,7 +767,7 @@ func (g galaxyLanes) Set(v string) error {
 		return err
 	}
 	if c := sh.Class(); c != lane.Galaxy {
-		return wantError(fmt.Sprintf(`%s is a %s; want a galaxy (pin other ships' lanes with "lanes" or --lane)`, sh, c))
+		return wantError(fmt.Sprintf(`%s is a %s; want a galaxy (pin other ships' lanes with %s)`, sh, c, refOf("network.lanes")))
 	}
 	g.shipLanes[sh] = ap
 	return nil
@@ -980,7 +860,6 @@ func (c runConfig) logFields() []zap.Field {
 		zap.String("config", c.configPath),
 		zap.String("metrics", c.metrics),
 		zap.String("capture", c.capture),
-		zap.Strings("deprecated_config_keys", c.deprecated),
 	}
 }
 

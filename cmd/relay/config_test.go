@@ -73,28 +73,19 @@ func TestConfigFile(t *testing.T) {
 				"ship": "~sipsyl",
 				"listen": "127.0.0.1:13338",
 				"ship-lane": "127.0.0.1:23338",
-				"public-lanes": ["203.0.113.7:13338"],
-				"galaxies": {"~syl": "203.0.113.5:13441", "~zod": "203.0.113.6:13337"},
-				"lanes": {"~ritpub-sipsyl": "198.51.100.9:40000"},
-				"sponsors": {"~ritpub-sipsyl": "~sipsyl"},
-				"max-pending": 50000,
-				"max-requesters": 8,
-				"pending-ttl": "20s",
-				"suppress-window": "250ms",
-				"refuse-when-full": true,
-				"max-routes": 4096,
-				"direct-lane-expiry": "90s",
-				"batch": 32,
-				"amp-net-factor": -1,
-				"amp-rate": 3000000,
-				"amp-net-burst": 40000000,
-				"amp-probes": false,
-				"log-level": "warn",
-				"log-format": "json",
 				"metrics": "127.0.0.1:9337",
-				"metrics-max-connections": 16,
-				"metrics-max-scrapes": 3,
-				"pprof": true
+				"network": {
+					"public-lanes": ["203.0.113.7:13338"],
+					"galaxies": {"~syl": "203.0.113.5:13441", "~zod": "203.0.113.6:13337"},
+					"lanes": {"~ritpub-sipsyl": "198.51.100.9:40000"},
+					"sponsors": {"~ritpub-sipsyl": "~sipsyl"}
+				},
+				"pending": {"max-entries": 50000, "max-requesters": 8, "ttl": "20s", "suppress-window": "250ms", "refuse-when-full": true},
+				"routes": {"max-routes": 4096, "direct-lane-expiry": "90s"},
+				"io": {"batch": 32},
+				"amplification": {"net-rate": -1, "rate": 3000000, "net-burst": 40000000, "probes": false},
+				"log": {"level": "warn", "format": "json"},
+				"metrics-http": {"max-connections": 16, "max-scrapes": 3, "pprof": true}
 			}`,
 			check: func(t *testing.T, c runConfig) {
 				r := c.relay
@@ -121,8 +112,6 @@ func TestConfigFile(t *testing.T) {
 				if r.Routes.MaxRoutes != 4096 || r.Routes.DirectLaneExpiry != 90*time.Second {
 					t.Errorf("routes %+v", r.Routes)
 				}
-				// The deprecated amp-net-factor, negative, still turns
-				// the network budget off.
 				wantAmp := relay.AmpConfig{Rate: 3000000, Burst: relay.DefaultAmpBurst, NetRate: -1, NetBurst: 40000000, ProofLifetime: -1}
 				if r.Amp != wantAmp {
 					t.Errorf("amp %+v, want %+v", r.Amp, wantAmp)
@@ -137,11 +126,11 @@ func TestConfigFile(t *testing.T) {
 		},
 		{
 			name: "flags override the file",
-			text: `{"ship": "~sipsyl", "max-pending": 1000, "galaxies": {"~syl": "10.0.0.1:1", "~zod": "10.0.0.2:2"}}`,
-			args: []string{"--max-pending", "2000", "--galaxy", "~syl=10.0.0.9:9", "--ship", "~marzod"},
+			text: `{"ship": "~sipsyl", "log": {"level": "warn"}, "network": {"galaxies": {"~syl": "10.0.0.1:1", "~zod": "10.0.0.2:2"}}}`,
+			args: []string{"--log-level", "debug", "--galaxy", "~syl=10.0.0.9:9", "--ship", "~marzod"},
 			check: func(t *testing.T, c runConfig) {
-				if c.relay.Pending.MaxEntries != 2000 || c.relay.Ship != mustShip(t, "~marzod") {
-					t.Errorf("max-pending %d ship %v", c.relay.Pending.MaxEntries, c.relay.Ship)
+				if c.logLevel.String() != "debug" || c.relay.Ship != mustShip(t, "~marzod") {
+					t.Errorf("log level %v ship %v", c.logLevel, c.relay.Ship)
 				}
 				if c.relay.Galaxies[mustShip(t, "~syl")] != ap("10.0.0.9:9") || c.relay.Galaxies[mustShip(t, "~zod")] != ap("10.0.0.2:2") {
 					t.Errorf("galaxies %v: the flag must win for ~syl, the file's ~zod stay", c.relay.Galaxies)
@@ -150,7 +139,7 @@ func TestConfigFile(t *testing.T) {
 		},
 		{
 			name: "numbers as strings, ships as decimal",
-			text: `{"ship": "256", "max-pending": "3000", "galaxies": {"0": "10.0.0.1:13337"}}`,
+			text: `{"ship": "256", "pending": {"max-entries": "3000"}, "network": {"galaxies": {"0": "10.0.0.1:13337"}}}`,
 			check: func(t *testing.T, c runConfig) {
 				if c.relay.Ship != mustShip(t, "~marzod") || c.relay.Pending.MaxEntries != 3000 || len(c.relay.Galaxies) != 1 {
 					t.Errorf("%v %d %v", c.relay.Ship, c.relay.Pending.MaxEntries, c.relay.Galaxies)
@@ -186,36 +175,36 @@ func TestConfigFileMissing(t *testing.T) {
 	}
 }
 
-// TestEveryFlagIsAConfigKey checks that each flag of relay run but
-// --config can be set from the file under its nested key, and under its
-// deprecated flat key with a note.
-func TestEveryFlagIsAConfigKey(t *testing.T) {
-	newRunFlags().fs.VisitAll(func(fl *flag.Flag) {
-		if fl.Name == "config" {
-			return
+// TestEverySettingIsAConfigKey checks that each setting of settingTable
+// but --config is set from the file under its key, nested in its group,
+// and that a setting with a flag is the same value under both names.
+func TestEverySettingIsAConfigKey(t *testing.T) {
+	for _, s := range settingTable {
+		if s.key == "" {
+			if s.flag != "config" {
+				t.Errorf("--%s has no config key", s.flag)
+			}
+			continue
 		}
-		key := configKeyOf(fl.Name)
-		text := fmt.Sprintf(`{%q: "x"}`, key)
-		if group, k, nested := strings.Cut(key, "."); nested {
+		text := fmt.Sprintf(`{%q: "x"}`, s.key)
+		if group, k, nested := cutKey(s.key); nested {
 			text = fmt.Sprintf(`{%q: {%q: "x"}}`, group, k)
 		}
 		f := newRunFlags()
 		err := f.applyConfig([]byte(text))
-		if err != nil && strings.Contains(err.Error(), "unknown key") || len(f.deprecated) != 0 {
-			t.Errorf("flag --%s has no config key %s: %v (deprecated %q)", fl.Name, text, err, f.deprecated)
-		}
-		if _, ok := f.fileKey[fl.Name]; err == nil && !ok {
-			t.Errorf("%s did not set --%s", text, fl.Name)
-		}
-		f = newRunFlags()
-		err = f.applyConfig([]byte(fmt.Sprintf(`{%q: "x"}`, fileKeyOf(fl.Name))))
 		if err != nil && strings.Contains(err.Error(), "unknown key") {
-			t.Errorf("flag --%s has no flat config key: %v", fl.Name, err)
+			t.Errorf("%s: %v", text, err)
 		}
-		if top := !strings.Contains(key, "."); len(f.deprecated) == 0 == !top && err == nil {
-			t.Errorf("--%s's flat key %q: deprecation notes %q", fl.Name, fileKeyOf(fl.Name), f.deprecated)
+		if _, ok := f.fromFile[s.key]; !ok {
+			t.Errorf("%s did not set %q", text, s.key)
 		}
-	})
+		if s.flag == "" {
+			continue
+		}
+		if fl := f.fs.Lookup(s.flag); fl == nil || fl.Value != flag.Value(f.values[s.key]) {
+			t.Errorf("--%s is not the value of %q", s.flag, s.key)
+		}
+	}
 }
 
 // TestRunBadConfigExits checks what an operator sees: one line on stderr
@@ -259,15 +248,63 @@ func TestRunHelp(t *testing.T) {
 	if code := run([]string{"run", "-h"}, nil, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, want := range []string{"usage: relay run", "-config FILE", "-metrics ADDR:PORT", "-max-pending int", "-pending-ttl duration",
-		"(default 30s)", "-capture-max-bytes int", "listens on IPv4 only"} {
-		if !strings.Contains(stdout.String(), want) {
+	out := stdout.String()
+	for _, want := range []string{"usage: relay run", "--config FILE ", "--metrics ADDR:PORT ", "(default 0.0.0.0:13337)",
+		"--galaxy ~G=ADDR:PORT ", "(repeatable)", "pending.max-entries", ".ttl", "network.relays"} {
+		if !strings.Contains(out, want) {
 			t.Errorf("usage lacks %q", want)
 		}
 	}
-	if strings.Contains(stdout.String(), "panic") || strings.Contains(stdout.String(), " value\n") {
-		t.Errorf("usage shows wrapped values:\n%s", stdout.String())
+	if strings.Contains(out, "panic") || strings.Contains(out, " value\n") {
+		t.Errorf("usage shows wrapped values:\n%s", out)
 	}
+}
+
+// helpScreen is the screen relay run -h must fit: 40 lines of 80 columns.
+const helpScreenLines, helpScreenColumns = 40, 80
+
+// TestRunHelpFitsOneScreen: relay run -h is one screen, every flag on one
+// line (a flag added must push a setting into the file only), and it
+// names every setting: the flags by group, the others as file keys.
+func TestRunHelpFitsOneScreen(t *testing.T) {
+	var b bytes.Buffer
+	runUsage(&b)
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) > helpScreenLines {
+		t.Errorf("relay run -h is %d lines, more than %d:\n%s", len(lines), helpScreenLines, b.String())
+	}
+	for _, l := range lines {
+		if len(l) > helpScreenColumns {
+			t.Errorf("relay run -h has a line of %d columns, more than %d:\n%s", len(l), helpScreenColumns, l)
+		}
+	}
+	flags := 0
+	for _, s := range settingTable {
+		if s.flag == "" {
+			continue
+		}
+		flags++
+		n := 0
+		for _, l := range lines {
+			if strings.HasPrefix(l, "  --"+s.flag+" ") {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("--%s is on %d lines of relay run -h, want 1", s.flag, n)
+		}
+	}
+	if flags != newRunFlagsCount(t) {
+		t.Errorf("the table has %d flags, the flag set %d", flags, newRunFlagsCount(t))
+	}
+}
+
+// newRunFlagsCount counts the flags of relay run's flag set.
+func newRunFlagsCount(t *testing.T) int {
+	t.Helper()
+	n := 0
+	newRunFlags().fs.VisitAll(func(*flag.Flag) { n++ })
+	return n
 }
 
 func TestChangedSettings(t *testing.T) {
@@ -279,13 +316,13 @@ func TestChangedSettings(t *testing.T) {
 		}
 		return c
 	}
-	old := load(`{"ship": "~sipsyl", "galaxies": {"~syl": "10.0.0.1:1"}, "max-pending": 1000}`)
-	same := load(`{"max-pending": 1000, "galaxies": {"~syl": "10.0.0.1:1"}, "ship": "~sipsyl"}`)
+	old := load(`{"ship": "~sipsyl", "network": {"galaxies": {"~syl": "10.0.0.1:1"}}, "pending": {"max-entries": 1000}}`)
+	same := load(`{"pending": {"max-entries": 1000}, "network": {"galaxies": {"~syl": "10.0.0.1:1"}}, "ship": "~sipsyl"}`)
 	if live, restart := changedSettings(old, same); len(live)+len(restart) != 0 {
 		t.Errorf("same settings reordered: live %v restart %v", live, restart)
 	}
-	changed := load(`{"ship": "~sipsyl", "galaxies": {"~syl": "10.0.0.2:1"}, "lanes": {"~ritpub-sipsyl": "10.0.0.3:3"},
-		"max-pending": 2000, "log-level": "debug", "sponsors": {"~ritpub-sipsyl": "~sipsyl"}}`)
+	changed := load(`{"ship": "~sipsyl", "network": {"galaxies": {"~syl": "10.0.0.2:1"}, "lanes": {"~ritpub-sipsyl": "10.0.0.3:3"},
+		"sponsors": {"~ritpub-sipsyl": "~sipsyl"}}, "pending": {"max-entries": 2000}, "log": {"level": "debug"}}`)
 	live, restart := changedSettings(old, changed)
 	if !slices.Equal(live, []string{"log.level", "network.galaxies", "network.lanes"}) {
 		t.Errorf("live %v", live)
@@ -306,11 +343,11 @@ func TestParseHelpIsErrHelp(t *testing.T) {
 func FuzzConfig(f *testing.F) {
 	for _, s := range []string{
 		`{"ship": "~sipsyl"}`,
-		`{"ship": "~sipsyl", "galaxies": {"~syl": "203.0.113.5:13441"}, "lanes": {"~ritpub-sipsyl": "[2001:db8::1]:4"}}`,
-		`{"ship": "~sipsyl", "sponsors": {"~ritpub-sipsyl": "~sipsyl"}, "public-lanes": ["1.2.3.4:5"]}`,
-		`{"ship": "256", "max-pending": 5000, "pending-ttl": "20s", "refuse-when-full": true, "log-level": "debug"}`,
-		`{"ship": "~zod", "metrics": ":9337", "pprof": true, "batch": 1024, "max_pending": 1}`,
-		"{\n  \"ship\": \"~sipsyl\",\n  \"batch\" 5\n}",
+		`{"ship": "~sipsyl", "network": {"galaxies": {"~syl": "203.0.113.5:13441"}, "lanes": {"~ritpub-sipsyl": "[2001:db8::1]:4"}}}`,
+		`{"ship": "~sipsyl", "network": {"sponsors": {"~ritpub-sipsyl": "~sipsyl"}, "public-lanes": ["1.2.3.4:5"]}}`,
+		`{"ship": "256", "pending": {"max-entries": 5000, "ttl": "20s", "refuse-when-full": true}, "log": {"level": "debug"}}`,
+		`{"ship": "~zod", "metrics": ":9337", "metrics-http": {"pprof": true}, "io": {"batch": 1024}, "max_pending": 1}`,
+		"{\n  \"ship\": \"~sipsyl\",\n  \"io\" 5\n}",
 		`{"ship": "~zod", "pending": {"max-entries": 5000, "ttl": "20s"}, "network": {"galaxies": {"~zod": "1.2.3.4:5"}}}`,
 		`{"ship": "~zod", "pending": {"max-entries": 1}, "max-pending": 2, "amplification": null, "io": {"batch_": 1}}`,
 		`[]`, `null`, ``, `{"ship": {"a": 1}}`,
@@ -329,9 +366,9 @@ func FuzzConfig(f *testing.F) {
 	})
 }
 
-// TestGSOFlag checks that --gso defaults on and that false reaches the
-// config the sockets are opened from, by flag and by config file.
-func TestGSOFlag(t *testing.T) {
+// TestGSOSetting checks that io.gso defaults on and that false reaches
+// the config the sockets are opened from.
+func TestGSOSetting(t *testing.T) {
 	c, err := loadRunConfig([]string{"--ship", "~zod"})
 	if err != nil {
 		t.Fatal(err)
@@ -339,34 +376,20 @@ func TestGSOFlag(t *testing.T) {
 	if !c.gso {
 		t.Error("gso is off by default")
 	}
-	c, err = loadRunConfig([]string{"--ship", "~zod", "--gso=false"})
+	c, err = loadRunConfig([]string{"--config", writeConfig(t, `{"ship": "~zod", "io": {"gso": false}}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.gso {
-		t.Error("--gso=false left gso on")
-	}
-	path := filepath.Join(t.TempDir(), "relay.json")
-	if err := os.WriteFile(path, []byte(`{"ship": "~zod", "gso": false}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, err = loadRunConfig([]string{"--config", path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.gso {
-		t.Error(`config "gso": false left gso on`)
+		t.Error(`config "io.gso": false left gso on`)
 	}
 }
 
 // TestRelaysAndHintNetsParse: the tables of configured relays and declared
 // networks reach the relay's config from flags and from the file.
 func TestRelaysAndHintNetsParse(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "relay.json")
-	if err := os.WriteFile(path, []byte(`{"ship": "~nec", "listen": "127.0.0.1:0", "relays": {"~marnec": "203.0.113.60:13337"}, "hint-nets": ["10.1.0.0/16"]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, err := loadRunConfig([]string{"--config", path, "--hint-net", "192.168.1.7/16", "--relay", "~fipnev=203.0.113.61:13337"})
+	path := writeConfig(t, `{"ship": "~nec", "listen": "127.0.0.1:0", "network": {"relays": {"~marnec": "203.0.113.60:13337", "~fipnev": "203.0.113.61:13337"}, "hint-nets": ["10.1.0.0/16"]}}`)
+	c, err := loadRunConfig([]string{"--config", path, "--hint-net", "192.168.1.7/16"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,90 +422,37 @@ func TestMetricsNetwork(t *testing.T) {
 	}
 }
 
-// TestConfigNestedAndFlat runs config texts in the nested form, the flat
-// form and mixed: each pair loads to the same settings, and the flat keys
-// (only those) are noted as deprecated. Conflicts between the forms are
-// TestConfigErrors' ("nested and flat").
-func TestConfigNestedAndFlat(t *testing.T) {
-	tests := []struct {
-		name, nested, flat string
-		deprecated         []string // the flat text's flat keys
-	}{
-		{name: "top level only", nested: `{"ship": "~sipsyl", "listen": "127.0.0.1:13338", "ship-lane": "127.0.0.1:9", "metrics": "127.0.0.1:9337"}`,
-			flat: `{"ship": "~sipsyl", "listen": "127.0.0.1:13338", "ship-lane": "127.0.0.1:9", "metrics": "127.0.0.1:9337"}`},
-		{name: "every group",
-			nested: `{"ship": "~sipsyl",
-				"network": {"galaxies": {"~syl": "203.0.113.5:13441"}, "lanes": {"~ritpub-sipsyl": "198.51.100.9:40000"},
-					"relays": {"~marzod": "203.0.113.60:13337"}, "sponsors": {"~ritpub-sipsyl": "~sipsyl"},
-					"public-lanes": ["203.0.113.7:13338"], "hint-nets": ["10.1.0.0/16"], "galaxy-domain": "urbit.org", "galaxy-refresh": "60s"},
-				"pending": {"max-entries": 50000, "max-entries-per-source": -1, "max-requesters": 8, "max-requesters-per-source": 2,
-					"max-overflow-per-source": 7, "ttl": "20s", "suppress-window": "250ms", "refuse-when-full": true},
-				"routes": {"max-routes": 4096, "direct-lane-expiry": "90s"},
-				"amplification": {"rate": 3000000, "burst": 1000, "net-rate": -1, "net-burst": 2000, "probes": false, "factor": 0, "net-factor": 0},
-				"io": {"sockets": 2, "batch": 32, "gso": false},
-				"log": {"level": "warn", "format": "json"},
-				"pcap": {"file": "", "max-bytes": 200000, "files": 3},
-				"metrics-http": {"max-connections": 16, "max-scrapes": 3},
-				"fronting": {"device": "u1", "addr": "169.254.1.1", "port": 5, "host-lanes": ["192.0.2.1:53"]}}`,
-			flat: `{"ship": "~sipsyl",
-				"galaxies": {"~syl": "203.0.113.5:13441"}, "lanes": {"~ritpub-sipsyl": "198.51.100.9:40000"},
-				"relays": {"~marzod": "203.0.113.60:13337"}, "sponsors": {"~ritpub-sipsyl": "~sipsyl"},
-				"public-lanes": ["203.0.113.7:13338"], "hint-nets": ["10.1.0.0/16"], "galaxy-domain": "urbit.org", "galaxy-refresh": "60s",
-				"max-pending": 50000, "max-pending-per-source": -1, "max-requesters": 8, "max-requesters-per-source": 2,
-				"max-overflow-per-source": 7, "pending-ttl": "20s", "suppress-window": "250ms", "refuse-when-full": true,
-				"max-routes": 4096, "direct-lane-expiry": "90s",
-				"amp-rate": 3000000, "amp-burst": 1000, "amp-net-rate": -1, "amp-net-burst": 2000, "amp-probes": false, "amp-factor": 0, "amp-net-factor": 0,
-				"sockets": 2, "batch": 32, "gso": false,
-				"log-level": "warn", "log-format": "json",
-				"capture": "", "capture-max-bytes": 200000, "capture-files": 3,
-				"metrics-max-connections": 16, "metrics-max-scrapes": 3,
-				"front-device": "u1", "front-addr": "169.254.1.1", "front-port": 5, "front-host-lanes": ["192.0.2.1:53"]}`,
-			deprecated: []string{"amp-burst", "amp-factor", "amp-net-burst", "amp-net-factor", "amp-net-rate", "amp-probes", "amp-rate",
-				"batch", "capture", "capture-files", "capture-max-bytes", "direct-lane-expiry", "front-addr", "front-device", "front-host-lanes",
-				"front-port", "galaxies", "galaxy-domain", "galaxy-refresh", "gso", "hint-nets", "lanes", "log-format", "log-level",
-				"max-overflow-per-source", "max-pending", "max-pending-per-source", "max-requesters", "max-requesters-per-source", "max-routes",
-				"metrics-max-connections", "metrics-max-scrapes", "pending-ttl", "public-lanes", "refuse-when-full", "relays", "sockets",
-				"sponsors", "suppress-window"}},
-		{name: "mixed", nested: `{"ship": "~sipsyl", "pending": {"max-entries": 3000, "ttl": "10s"}, "log": {"level": "debug"}}`,
-			flat:       `{"ship": "~sipsyl", "pending": {"max-entries": 3000}, "pending-ttl": "10s", "log": {"level": "debug"}}`,
-			deprecated: []string{"pending-ttl"}},
+// TestConfigEveryGroup loads a file with every group and key set, and
+// checks the values reach the core's config.
+func TestConfigEveryGroup(t *testing.T) {
+	c, err := loadRunConfig([]string{"--config", writeConfig(t, `{"ship": "~sipsyl",
+		"network": {"galaxies": {"~syl": "203.0.113.5:13441"}, "lanes": {"~ritpub-sipsyl": "198.51.100.9:40000"},
+			"relays": {"~marzod": "203.0.113.60:13337"}, "sponsors": {"~ritpub-sipsyl": "~sipsyl"},
+			"public-lanes": ["203.0.113.7:13338"], "hint-nets": ["10.1.0.0/16"], "galaxy-domain": "urbit.org", "galaxy-refresh": "60s"},
+		"pending": {"max-entries": 50000, "max-entries-per-source": -1, "max-requesters": 8, "max-requesters-per-source": 2,
+			"max-overflow-per-source": 7, "ttl": "20s", "suppress-window": "250ms", "refuse-when-full": true},
+		"routes": {"max-routes": 4096, "direct-lane-expiry": "90s"},
+		"amplification": {"rate": 3000000, "burst": 1000, "net-rate": -1, "net-burst": 2000, "probes": false},
+		"io": {"sockets": 2, "batch": 32, "gso": false},
+		"log": {"level": "warn", "format": "json"},
+		"pcap": {"file": "", "max-bytes": 200000, "files": 3},
+		"metrics-http": {"max-connections": 16, "max-scrapes": 3},
+		"fronting": {"device": "u1", "addr": "169.254.1.1", "port": 5, "host-lanes": ["192.0.2.1:53"]}}`)})
+	if err != nil {
+		t.Fatal(err)
 	}
-	load := func(t *testing.T, text string) runConfig {
-		t.Helper()
-		c, err := loadRunConfig([]string{"--config", writeConfig(t, text)})
-		if err != nil {
-			t.Fatalf("%s: %v", text, err)
-		}
-		return c
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			n, f := load(t, tt.nested), load(t, tt.flat)
-			if len(n.deprecated) != 0 {
-				t.Errorf("nested form: deprecation notes %q", n.deprecated)
-			}
-			if live, restart := changedSettings(n, f); len(live)+len(restart) != 0 {
-				t.Errorf("the forms differ in %v %v", live, restart)
-			}
-			var notes []string
-			for _, k := range tt.deprecated {
-				name, table := fileKeys[k]
-				if !table {
-					name = k
-				}
-				notes = append(notes, deprecationNote(k, name))
-			}
-			if !slices.Equal(f.deprecated, notes) {
-				t.Errorf("deprecation notes\n  %q\nwant\n  %q", f.deprecated, notes)
-			}
-		})
-	}
-	// The values reach the core's config.
-	c := load(t, tests[1].nested)
 	if c.relay.Pending.MaxEntries != 50000 || c.relay.Pending.TTL != 20*time.Second || c.relay.Pending.MaxEntriesPerSource != -1 ||
 		c.relay.Routes.MaxRoutes != 4096 || c.relay.Amp.Burst != 1000 || c.relay.Amp.NetRate != -1 || c.sockets != 2 || c.gso ||
-		c.metricsOpts.maxScrapes != 3 || c.captureFiles != 3 || len(c.relay.Relays) != 1 {
+		c.metricsOpts.maxScrapes != 3 || c.captureFiles != 3 || len(c.relay.Relays) != 1 || c.galaxyRefresh != time.Minute {
 		t.Errorf("nested values not applied: %+v", c)
+	}
+	for key := range c.settings {
+		if _, ok := settingByKey(key); !ok {
+			t.Errorf("settings holds %q, no setting's key", key)
+		}
+	}
+	if len(c.settings) != len(settingTable)-1 {
+		t.Errorf("settings holds %d values, want every setting's but --config's (%d)", len(c.settings), len(settingTable)-1)
 	}
 }
 
@@ -499,44 +469,65 @@ func TestZeroTakesTheDefault(t *testing.T) {
 	}
 }
 
-// TestSettingGroups: every flag of relay run is in exactly one group, no
-// group's object is also a top-level or flat key, and relay run -h shows
-// the groups in order, the settings every deployment sets first.
+// TestSettingGroups: every setting's key is in a group of settingGroups
+// and every group has a setting; keys and flags are each unique; no group's
+// object is also a top-level key; relay run -h shows the groups that have
+// flags in order, the settings every deployment sets first.
 func TestSettingGroups(t *testing.T) {
-	seen := map[string]string{}
-	for _, g := range settingGroups {
-		if g.key != "" {
-			if fl := newRunFlags().fs.Lookup(g.key); fl != nil || fileKeys[g.key] != "" {
-				t.Errorf("group %q is also a flat key", g.key)
-			}
+	keys, flags := map[string]bool{}, map[string]bool{}
+	used := map[string]bool{}
+	for _, s := range settingTable {
+		if keys[s.key] || flags[s.flag] {
+			t.Errorf("%q (--%s) is declared twice", s.key, s.flag)
 		}
-		for _, k := range g.keys {
-			if prev, dup := seen[k.flag]; dup {
-				t.Errorf("--%s is in %q and %q", k.flag, prev, g.title)
-			}
-			seen[k.flag] = g.title
+		if s.key != "" {
+			keys[s.key] = true
+		}
+		if s.flag != "" {
+			flags[s.flag] = true
+		}
+		if _, ok := groupOf(s.group()); !ok {
+			t.Errorf("%q is in no group of settingGroups", s.key)
+		}
+		used[s.group()] = true
+		if (s.flag == "") != (s.usage == "") || (s.flag == "") != (s.why == "") || s.doc == "" {
+			t.Errorf("%q (--%s): usage %q why %q doc %q; a flag has a usage and a why, a file-only setting neither, every setting a doc",
+				s.key, s.flag, s.usage, s.why, s.doc)
 		}
 	}
-	defineRunFlags().fs.VisitAll(func(fl *flag.Flag) {
-		if _, ok := seen[fl.Name]; !ok {
-			t.Errorf("--%s is in no group of settingGroups", fl.Name)
+	for _, g := range settingGroups {
+		if !used[g.key] {
+			t.Errorf("group %q has no setting", g.key)
 		}
-	})
+		if g.key != "" && keys[g.key] {
+			t.Errorf("group %q is also a top-level key", g.key)
+		}
+	}
 	var b bytes.Buffer
 	runUsage(&b)
 	out := b.String()
 	at := 0
 	for i, g := range settingGroups {
-		heading := g.title + ":\n"
+		hasFlag := false
+		for _, s := range settingsOf(g) {
+			hasFlag = hasFlag || s.flag != ""
+		}
+		heading := "\n" + g.title + ":\n"
 		if g.key != "" {
-			heading = fmt.Sprintf("\n%s (config file: %q):\n", g.title, g.key)
+			heading = fmt.Sprintf("\n%s (file: %q):\n", g.title, g.key)
 		}
 		j := strings.Index(out, heading)
+		if !hasFlag {
+			if j >= 0 {
+				t.Errorf("relay run -h shows heading %q with no flag under it", heading)
+			}
+			continue
+		}
 		if j < at {
 			t.Fatalf("relay run -h: heading %q missing or out of order", heading)
 		}
 		at = j
-		if i == 0 && !strings.HasPrefix(out[j+len(heading):], "  -ship string\n") {
+		if i == 0 && !strings.HasPrefix(out[j+len(heading):], "  --ship ~SHIP ") {
 			t.Errorf("relay run -h does not show --ship first under %q", heading)
 		}
 	}

@@ -2,11 +2,11 @@ package main
 
 // Configuration errors in the operator's terms. Every error about one
 // setting is a settingError: the setting as the operator gave it (a config
-// file key, `config: "pending-ttl"`, or a flag, `--pending-ttl`), the value
+// file key, `config: "pending.ttl"`, or a flag, `--log-level`), the value
 // as given, and what is wanted:
 //
-//	config: "pending-ttl": 30: want a duration string such as "30s"
-//	--max-pending lots: want a whole number
+//	config: "pending.ttl": 30: want a duration string such as "30s"
+//	--log-level loud: want debug, info, warn or error
 //	--ship: missing value (see relay run -h)
 //
 // No internal names (package prefixes, struct fields) reach these messages.
@@ -136,8 +136,8 @@ func flagSyntaxError(err error) error {
 // as such.
 type settingValue struct {
 	flag.Value
-	name string
-	f    *runFlags
+	s *setting
+	f *runFlags
 }
 
 // String is the wrapped value's (nil-safe: the flag package calls String
@@ -159,26 +159,42 @@ func (v *settingValue) Set(s string) error {
 	if err := v.Value.Set(s); err != nil {
 		want := wantOf(v.Value, err)
 		if v.f.inArgs {
-			v.f.argErr = &settingError{ref: flagRef(v.name), value: shellWord(clip(s)), want: want}
+			v.f.argErr = &settingError{ref: flagRef(v.s.flag), value: shellWord(clip(s)), want: want}
 		}
 		return wantError(want)
 	}
 	if v.f.inArgs {
-		v.f.fromArgs[v.name] = true
+		v.f.fromArgs[v.s.name()] = true
 	}
 	return nil
 }
 
-// bad returns a settingError for the setting of flag name, named as the
-// operator gave it: the command line wins over the file, and a setting
-// given in neither is named as its flag, with its default value.
+// bad returns a settingError for the setting named name (its config key),
+// named as the operator gave it: the command line wins over the file; a
+// setting given in neither is named by its flag, or its key if it has
+// none, with its default value.
 func (f *runFlags) bad(name, want string) error {
-	v := clip(f.fs.Lookup(name).Value.String())
-	if raw, inFile := f.fromFile[name]; inFile && !f.fromArgs[name] {
-		return &settingError{ref: fileRef(f.fileKey[name]), value: raw, want: want}
+	v := f.values[name]
+	text := clip(v.String())
+	raw, inFile := f.fromFile[name]
+	switch {
+	case f.fromArgs[name]:
+		return &settingError{ref: flagRef(v.s.flag), value: shellWord(text), want: want}
+	case inFile:
+		return &settingError{ref: fileRef(name), value: raw, want: want}
+	case v.s.flag != "":
+		return &settingError{ref: flagRef(v.s.flag), value: shellWord(text) + " (the default)", want: want}
 	}
-	if !f.fromArgs[name] {
-		return &settingError{ref: flagRef(name), value: shellWord(v) + " (the default)", want: want}
+	return &settingError{ref: fileRef(name), value: jsonValue(v.Value) + " (the default)", want: want}
+}
+
+// jsonValue writes a scalar setting's value as the config file would.
+func jsonValue(v flag.Value) string {
+	if g, ok := v.(flag.Getter); ok {
+		switch g.Get().(type) {
+		case int, int64, bool:
+			return clip(v.String())
+		}
 	}
-	return &settingError{ref: flagRef(name), value: shellWord(v), want: want}
+	return clip(strconv.Quote(v.String()))
 }

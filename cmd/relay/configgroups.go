@@ -1,162 +1,159 @@
 package main
 
-// The layout of relay run's settings: the topics relay run -h groups its
-// flags under, and the config file's objects, one per topic. A setting's
-// key in the file is its group's object and its key there, written
-// "group.key" in messages ("pending.max-entries"); the settings every
-// deployment sets are at the top level. The flat keys of before (a flag's
-// name, or for the repeatable flags the tables in fileKeys) are still
-// read, each with a deprecation note.
+// relay run -h and the naming of settings in messages, both made from
+// settingTable (settings.go).
 
 import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 )
 
-// settingGroup is one topic of relay run's settings.
-type settingGroup struct {
-	title string       // heading in relay run -h
-	key   string       // the config file's object, "" for the top level
-	keys  []settingKey // in the order relay run -h shows them
-}
+const (
+	// usageWidth is the widest line relay run -h prints: an 80-column
+	// terminal.
+	usageWidth = 80
+	// usageColumn is where a flag's words start in relay run -h.
+	usageColumn = 30
+)
 
-// settingKey is a setting's key in its group and the flag it sets.
-type settingKey struct{ key, flag string }
-
-// settingGroups lays out every flag of relay run, each in one group.
-var settingGroups = []settingGroup{
-	{title: "Every deployment", keys: []settingKey{
-		{"ship", "ship"}, {"listen", "listen"}, {"ship-lane", "ship-lane"}, {"front-netns", "front-netns"},
-		{"", "config"}, {"metrics", "metrics"}, {"pki", "pki"}}},
-	{title: "Lanes & DNS", key: "network", keys: []settingKey{
-		{"galaxies", "galaxy"}, {"lanes", "lane"}, {"relays", "relay"}, {"sponsors", "sponsor"},
-		{"public-lanes", "public-lane"}, {"hint-nets", "hint-net"},
-		{"galaxy-domain", "galaxy-domain"}, {"galaxy-refresh", "galaxy-refresh"}}},
-	{title: "Pending table", key: "pending", keys: []settingKey{
-		{"max-entries", "max-pending"}, {"max-entries-per-source", "max-pending-per-source"},
-		{"max-requesters", "max-requesters"}, {"max-requesters-per-source", "max-requesters-per-source"},
-		{"max-overflow-per-source", "max-overflow-per-source"}, {"ttl", "pending-ttl"},
-		{"suppress-window", "suppress-window"}, {"refuse-when-full", "refuse-when-full"}}},
-	{title: "Routes", key: "routes", keys: []settingKey{
-		{"max-routes", "max-routes"}, {"direct-lane-expiry", "direct-lane-expiry"}}},
-	{title: "Amplification", key: "amplification", keys: []settingKey{
-		{"rate", "amp-rate"}, {"burst", "amp-burst"}, {"net-rate", "amp-net-rate"}, {"net-burst", "amp-net-burst"},
-		{"probes", "amp-probes"}, {"factor", "amp-factor"}, {"net-factor", "amp-net-factor"}}},
-	{title: "Sockets & I/O", key: "io", keys: []settingKey{
-		{"sockets", "sockets"}, {"batch", "batch"}, {"gso", "gso"}}},
-	{title: "Logging", key: "log", keys: []settingKey{
-		{"level", "log-level"}, {"format", "log-format"}}},
-	{title: "Capture", key: "pcap", keys: []settingKey{
-		{"file", "capture"}, {"max-bytes", "capture-max-bytes"}, {"files", "capture-files"}}},
-	{title: "Metrics HTTP", key: "metrics-http", keys: []settingKey{
-		{"max-connections", "metrics-max-connections"}, {"max-scrapes", "metrics-max-scrapes"}, {"pprof", "pprof"}}},
-	{title: "Fronting details", key: "fronting", keys: []settingKey{
-		{"device", "front-device"}, {"addr", "front-addr"}, {"port", "front-port"}, {"host-lanes", "front-host-lane"}}},
-}
-
-// groupOf returns the group whose config object is key.
-func groupOf(key string) (settingGroup, bool) {
-	for _, g := range settingGroups {
-		if g.key == key {
-			return g, true
-		}
-	}
-	return settingGroup{}, false
-}
-
-// flagOf returns the flag a key of g sets.
-func (g settingGroup) flagOf(key string) (string, bool) {
-	for _, k := range g.keys {
-		if k.key == key && key != "" {
-			return k.flag, true
-		}
-	}
-	return "", false
-}
-
-// keyNames lists g's keys, for a message.
-func (g settingGroup) keyNames() string {
+// keyNames lists the keys of group g's object, for a message.
+func keyNames(g settingGroup) string {
 	var names []string
-	for _, k := range g.keys {
-		names = append(names, k.key)
+	for _, s := range settingsOf(g) {
+		if s.key != "" {
+			_, k, _ := cutKey(s.key)
+			names = append(names, k)
+		}
 	}
 	return strings.Join(names, ", ")
 }
 
-// keyPath returns the config key of a group's key as messages write it:
-// "pending.max-entries", or "ship" at the top level.
-func keyPath(group, key string) string {
-	if group == "" {
-		return key
+// refOf names the setting of config key key inside another's message:
+// "metrics" (--metrics), or "metrics-http.max-connections" for a setting
+// the file alone holds.
+func refOf(key string) string {
+	s, _ := settingByKey(key)
+	if s != nil && s.flag != "" {
+		return fmt.Sprintf("%q (--%s)", key, s.flag)
 	}
-	return group + "." + key
+	return strconv.Quote(key)
 }
 
-// configKeyOf returns the config key of flag name, as keyPath writes it;
-// "" for --config, which has none.
-func configKeyOf(name string) string {
-	for _, g := range settingGroups {
-		for _, k := range g.keys {
-			if k.flag == name && k.key != "" {
-				return keyPath(g.key, k.key)
-			}
+// flagArg returns what s's value looks like in relay run -h: its arg, or
+// its type's name as the flag package would print it.
+func flagArg(s *setting, v flag.Value) string {
+	if s.arg != "" {
+		return s.arg
+	}
+	if g, ok := v.(flag.Getter); ok {
+		switch g.Get().(type) {
+		case bool:
+			return ""
+		case int, int64:
+			return "int"
 		}
 	}
-	return ""
+	name, _ := flag.UnquoteUsage(&flag.Flag{Value: v})
+	return name
 }
 
-// nestedForm writes the nested form of flag name's setting for a
-// deprecation note: "pending": {"max-entries": ...}.
-func nestedForm(name string) string {
-	group, key, ok := strings.Cut(configKeyOf(name), ".")
-	if !ok {
-		return fmt.Sprintf("%q", group)
+// isRepeatable reports whether v is a table or an array: a flag given once
+// per entry, a JSON object or array in the file.
+func isRepeatable(v flag.Value) bool {
+	switch v.(type) {
+	case galaxyLanes, shipLanes, *sponsorFlag, *laneList, *prefixList:
+		return true
 	}
-	return fmt.Sprintf("%q: {%q: ...}", group, key)
+	return false
 }
 
-// deprecationNote is what a flat key of flag name in the file says.
-func deprecationNote(flat, name string) string {
-	return fmt.Sprintf("config: %q is deprecated (flat keys are read for now); write %s", flat, nestedForm(name))
-}
-
-// printGroupedUsage prints fs's flags under settingGroups' headings, in
-// the groups' order, each as flag.PrintDefaults would.
-func printGroupedUsage(w io.Writer, fs *flag.FlagSet) {
+// runUsage prints the usage of `relay run`: what every deployment sets,
+// then the other flags by group, then the settings only the file holds.
+func runUsage(w io.Writer) {
+	live := liveKeys()
+	fmt.Fprint(w, "usage: relay run --ship ~SHIP [--config FILE] [flags]\n\n")
+	printWrapped(w, "", fmt.Sprintf("Runs the relay until SIGINT or SIGTERM. SIGHUP reloads the config file and "+
+		"applies %s and %s at once, the rest at the next start. Flags override the file, a JSON object "+
+		`whose objects are the groups below: {"ship": "~sipsyl", "log": {"level": "debug"}}.`,
+		strings.Join(live[:len(live)-1], ", "), live[len(live)-1]))
+	var v settingVals
+	var fileOnly []string
 	for _, g := range settingGroups {
-		if g.key == "" {
-			fmt.Fprintf(w, "%s:\n", g.title)
+		heading := false
+		for _, s := range settingsOf(g) {
+			if s.flag == "" {
+				fileOnly = append(fileOnly, s.key)
+				continue
+			}
+			if !heading {
+				if g.key == "" {
+					fmt.Fprintf(w, "\n%s:\n", g.title)
+				} else {
+					fmt.Fprintf(w, "\n%s (file: %q):\n", g.title, g.key)
+				}
+				heading = true
+			}
+			printFlag(w, s, s.bind(&v))
+		}
+	}
+	fmt.Fprintf(w, "\nIn the file only (docs/operations.md):\n")
+	printWrapped(w, "  ", strings.Join(shortenKeys(fileOnly), ", "))
+}
+
+// printFlag prints s's line of relay run -h: the flag and its value's
+// form, its usage, its default unless a zero, and (repeatable) for a table
+// or array.
+func printFlag(w io.Writer, s *setting, v flag.Value) {
+	head := "  --" + s.flag
+	if arg := flagArg(s, v); arg != "" {
+		head += " " + arg
+	}
+	text := s.usage
+	switch def := v.String(); {
+	case isRepeatable(v):
+		text += " (repeatable)"
+	case def != "" && def != "0" && def != "false" && s.def == "":
+		text += " (default " + def + ")"
+	}
+	if len(head) >= usageColumn {
+		fmt.Fprintln(w, head)
+		head = ""
+	}
+	fmt.Fprintf(w, "%-*s%s\n", usageColumn, head, text)
+}
+
+// shortenKeys writes a group's keys that follow one another after the
+// first as ".key": pending.ttl, .suppress-window.
+func shortenKeys(keys []string) []string {
+	out := make([]string, len(keys))
+	prev := ""
+	for i, k := range keys {
+		g, rest, nested := cutKey(k)
+		if nested && g == prev {
+			out[i] = "." + rest
 		} else {
-			fmt.Fprintf(w, "\n%s (config file: %q):\n", g.title, g.key)
+			out[i] = k
 		}
-		for _, k := range g.keys {
-			printFlag(w, fs.Lookup(k.flag))
-		}
+		prev = g
 	}
+	return out
 }
 
-// printFlag prints one flag as flag.PrintDefaults does.
-func printFlag(w io.Writer, fl *flag.Flag) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "  -%s", fl.Name)
-	name, usage := flag.UnquoteUsage(fl)
-	if name != "" {
-		b.WriteString(" " + name)
-	}
-	b.WriteString("\n    \t")
-	b.WriteString(strings.ReplaceAll(usage, "\n", "\n    \t"))
-	switch fl.DefValue {
-	case "", "0", "false", "[]":
-	default:
-		if g, ok := fl.Value.(flag.Getter); ok {
-			if _, isString := g.Get().(string); isString {
-				fmt.Fprintf(&b, " (default %q)", fl.DefValue)
-				break
-			}
+// printWrapped prints text's words after indent, wrapped at usageWidth.
+func printWrapped(w io.Writer, indent, text string) {
+	line := indent
+	for _, word := range strings.Fields(text) {
+		if len(line) > len(indent) && len(line)+1+len(word) > usageWidth {
+			fmt.Fprintln(w, line)
+			line = indent
 		}
-		fmt.Fprintf(&b, " (default %v)", fl.DefValue)
+		if len(line) > len(indent) {
+			line += " "
+		}
+		line += word
 	}
-	fmt.Fprintln(w, b.String())
+	fmt.Fprintln(w, line)
 }

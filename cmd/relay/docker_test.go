@@ -504,7 +504,7 @@ func TestDockerImage(t *testing.T) {
 // one a reload brings in (one galaxy).
 const (
 	dockerConfig       = `{"ship": "~sipsyl"}` + "\n"
-	dockerGalaxyConfig = `{"ship": "~sipsyl", "galaxies": {"~zod": "127.0.0.1:31337"}}` + "\n"
+	dockerGalaxyConfig = `{"ship": "~sipsyl", "network": {"galaxies": {"~zod": "127.0.0.1:31337"}}}` + "\n"
 )
 
 // configDir returns a fresh directory holding relay.json (dockerConfig),

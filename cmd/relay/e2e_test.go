@@ -195,20 +195,13 @@ func TestE2E(t *testing.T) {
 	"ship": "~sipsyl",
 	"listen": "127.0.0.1:0",
 	"metrics": "127.0.0.1:0",
-	"hint-nets": ["127.0.0.0/8"],
-	"galaxies": {"~zod": %q, "~nec": %q},
-	"max-pending": 1000
+	"network": {"hint-nets": ["127.0.0.0/8"], "galaxies": {"~zod": %q, "~nec": %q}},
+	"pending": {"max-entries": 1000}
 }`, zodPub.Addr(), necLane)
 	}
 	config := writeConfig(t, configText(sink.LocalAddr().String()))
 	pcap := filepath.Join(t.TempDir(), "relay.pcap")
-	p := startRelay(t, bin, "--config", config, "--max-pending", "5000", "--capture", pcap)
-	// The file's flat keys are read, each with a warning at start.
-	for _, flat := range []string{"hint-nets", "galaxies", "max-pending"} {
-		if l := p.waitLog(t, deprecationNote(flat, fileFlag(flat))); l["level"] != "warn" {
-			t.Errorf("the deprecation of %q logged as %v", flat, l)
-		}
-	}
+	p := startRelay(t, bin, "--config", config, "--capture", pcap)
 
 	req := e2eEndpoint(t, "~rovnys", map[lane.Ship]netip.AddrPort{zod: p.listen, nec: p.listen, bus: p.listen})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -357,10 +350,10 @@ func TestE2E(t *testing.T) {
 		}
 		defer busy.Close()
 		tests := []struct{ name, config, want string }{
-			{"bad @p", `{"ship": "~sipsyl", "lanes": {"~ritpub-sipsy": "10.0.0.1:1"}}`,
-				`config: "lanes": {"~ritpub-sipsy": "10.0.0.1:1"}: want a ship as @p`},
-			{"bad address", `{"ship": "~sipsyl", "galaxies": {"~syl": "10.0.0.1:port"}}`,
-				`config: "galaxies": {"~syl": "10.0.0.1:port"}: want a lane as IP:PORT`},
+			{"bad @p", `{"ship": "~sipsyl", "network": {"lanes": {"~ritpub-sipsy": "10.0.0.1:1"}}}`,
+				`config: "network.lanes": {"~ritpub-sipsy": "10.0.0.1:1"}: want a ship as @p`},
+			{"bad address", `{"ship": "~sipsyl", "network": {"galaxies": {"~syl": "10.0.0.1:port"}}}`,
+				`config: "network.galaxies": {"~syl": "10.0.0.1:port"}: want a lane as IP:PORT`},
 			{"port in use", `{"ship": "~sipsyl", "listen": "` + busy.LocalAddr().String() + `"}`,
 				"relay run: listen " + busy.LocalAddr().String() + ": bind: address already in use"},
 			{"syntax", `{"ship" "~sipsyl"}`, "line 1 column 9: invalid character"},
@@ -388,12 +381,4 @@ func TestE2E(t *testing.T) {
 			t.Errorf("relay version: %v %q", err, out)
 		}
 	})
-}
-
-// fileFlag returns the flag a flat config key sets.
-func fileFlag(key string) string {
-	if name, ok := fileKeys[key]; ok {
-		return name
-	}
-	return key
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/netip"
@@ -179,28 +178,4 @@ func startupFailed(w io.Writer, format string, err error) int {
 	}
 	fmt.Fprintf(w, "relay run: %v\n", err)
 	return exitUsage
-}
-
-// chosenLogFormat returns the log format a command line asks for, from its
-// --log-format or else its config file's "log-format", for reporting an
-// error in the configuration itself: it reads what it can and ignores the
-// rest, so a bad setting elsewhere does not hide the format. It is "auto"
-// when neither says, or says something invalid.
-func chosenLogFormat(args []string) string {
-	f := newRunFlags()
-	_ = f.parseArgs(args)
-	format := f.logFormat
-	if !f.fromArgs["log-format"] && f.config != "" {
-		var doc struct {
-			LogFormat string `json:"log-format"`
-		}
-		if b, err := os.ReadFile(f.config); err == nil && len(b) <= maxConfigFileBytes && json.Unmarshal(b, &doc) == nil && doc.LogFormat != "" {
-			format = doc.LogFormat
-		}
-	}
-	switch format {
-	case "json", "console":
-		return format
-	}
-	return "auto"
 }

@@ -85,10 +85,9 @@ func floodRelay(t *testing.T) (*relayProc, *relayPeeker) {
 	"ship": "~sipsyl",
 	"listen": "127.0.0.1:0",
 	"metrics": "127.0.0.1:0",
-	"hint-nets": ["127.0.0.0/8"],
-	"galaxies": {"~zod": %q},
-	"max-pending": 1000,
-	"max-routes": 1000
+	"network": {"hint-nets": ["127.0.0.0/8"], "galaxies": {"~zod": %q}},
+	"pending": {"max-entries": 1000},
+	"routes": {"max-routes": 1000}
 }`, zodPub.Addr()))
 	p := startRelay(t, bin, "--config", config)
 	zod := mustShip(t, "~zod")

@@ -58,8 +58,8 @@ const inProcessConfig = `{
 	"ship": "~sipsyl",
 	"listen": "127.0.0.1:0",
 	"metrics": "127.0.0.1:0",
-	"max-pending": 65536,
-	"max-routes": 5000
+	"pending": {"max-entries": 65536},
+	"routes": {"max-routes": 5000}
 }`
 
 // TestOperatorMetrics checks, on a real running relay, the metrics an

@@ -50,7 +50,7 @@ func TestSystemdNotify(t *testing.T) {
 
 	// A port free a moment ago; the relay binds it.
 	listen := netip.MustParseAddrPort("127.0.0.1:" + freePort(t, "udp4"))
-	config := writeConfig(t, `{"ship": "~sipsyl", "log-format": "json", "log-level": "debug", "listen": "`+listen.String()+`"}`)
+	config := writeConfig(t, `{"ship": "~sipsyl", "log": {"format": "json", "level": "debug"}, "listen": "`+listen.String()+`"}`)
 	stderr := &vtool.SyncBuffer{}
 	cmd := exec.Command(bin, "run", "--config", config)
 	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sockPath)

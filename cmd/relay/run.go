@@ -35,7 +35,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 			runUsage(stdout)
 			return 0
 		}
-		return startupFailed(stderr, chosenLogFormat(args), err)
+		return startupFailed(stderr, cfg.logFormat, err)
 	}
 	// Signals are caught before the socket opens, so that none arriving
 	// during start-up kills the process with the default action.
@@ -180,9 +180,6 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 		fields = append(fields, zap.String("metrics_url", d.metrics.URL()+"/metrics"))
 	}
 	log.Info("relay started", fields...)
-	for _, note := range cfg.deprecated {
-		log.Warn(note) // once each, at start: the file's flat keys
-	}
 	logSocketBuffers(log, d.srv)
 	d.ops.configLoaded(time.Now(), false)
 	// The sockets are bound and their readers running: a datagram sent now
@@ -201,8 +198,9 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 	return d, nil
 }
 
-// reload re-reads the config file and applies what can change live: the
-// galaxy table, the pinned lanes and the log level. A bad file is logged
+// reload re-reads the config file and applies what can change live (the
+// settings marked live in settingTable): the galaxy table, the pinned
+// lanes, the configured relays, the log level and the pki file. A bad file is logged
 // and the running configuration kept.
 func (d *daemon) reload() {
 	if d.cfg.configPath == "" {
@@ -229,8 +227,8 @@ func (d *daemon) reload() {
 	d.cfg.pki, d.cfg.pkiSnap = nc.pki, nc.pkiSnap
 	d.cfg.relay.Galaxies, d.cfg.relay.Pinned, d.cfg.logLevel = nc.relay.Galaxies, nc.relay.Pinned, nc.logLevel
 	d.cfg.relay.Relays = nc.relay.Relays
-	for _, name := range liveSettings {
-		d.cfg.settings[name] = nc.settings[name]
+	for _, key := range liveKeys() {
+		d.cfg.settings[key] = nc.settings[key]
 	}
 	d.ops.configLoaded(time.Now(), true)
 	d.log.Info("config reloaded",

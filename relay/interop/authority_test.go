@@ -67,7 +67,7 @@ func authFront(t *testing.T, all *outsideLog) (*frontWorld, *frontPair) {
 	return w, w.front(frontSpec{
 		ship:   "~nec",
 		listen: frontRelayLane,
-		relay:  []string{"--metrics", frontMetricsAddr, "--direct-lane-expiry", "2s"},
+		relay:  append([]string{"--metrics", frontMetricsAddr}, relayConfig(t, `{"routes": {"direct-lane-expiry": "2s"}}`)...),
 		vere: []string{"--galaxy", "~bud=" + frontBudIP, "--accept", authSponsee + "@" + authPIP,
 			"--accept", authSponsee + "@" + frontBudIP, "--time-limit", "60"},
 	})

@@ -190,7 +190,7 @@ func (w *frontWorld) outsideT(t *testing.T, args ...string) *vtool.Proc {
 // frontSpec is one fronted ship: `relay run --ship SHIP --listen LISTEN
 // --front-netns SHIPNS --hint-net 10.88.0.0/16 --log-level debug RELAY...`
 // in WORLD, and `vtool ship SHIP PORT VERE...` in SHIPNS, PORT being
-// LISTEN's (the relay's default --front-port). VERE includes --time-limit.
+// LISTEN's (the relay's default fronting.port). VERE includes --time-limit.
 type frontSpec struct {
 	ship   string
 	listen string

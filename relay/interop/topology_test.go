@@ -16,7 +16,7 @@ const (
 	topoS       = "10.88.0.2:13337" // relay S: ~marnec's public lane
 	topoBudIP   = "10.88.0.3"       // ~bud, a galaxy outside, a publish
 	topoBud     = "10.88.0.3:13339"
-	topoShipIP  = "169.254.13.37" // a fronted vere's address in its namespace (--front-addr)
+	topoShipIP  = "169.254.13.37" // a fronted vere's address in its namespace (fronting.addr)
 
 	topoPlanetG     = "~milrys-soglec" // sponsor ~nec (relay ship ~milrys-soglec)
 	topoPlanetGIP   = "10.88.0.4"
@@ -50,7 +50,7 @@ const (
 //   - ~milrys-soglec pings ~nec once (a poke from its port, then silence: a
 //     publish without --ping), and ~ralnyt-botdyt publishes with --ping ~marnec.
 //
-// Relay G runs with --direct-lane-expiry 2s: the relay's own soft state of a
+// Relay G runs with routes.direct-lane-expiry 2s: the relay's own soft state of a
 // lane learned from the wire lapses after 2 s instead of 2 minutes, which
 // compresses the issue's five minutes of sponsee silence into the 3 s wait of
 // SilentSponseeStillReachable. What must hold is that reaching the sponsee
@@ -73,8 +73,8 @@ func TestFrontedGalaxyAndStar(t *testing.T) {
 	g := w.front(frontSpec{
 		ship:   "~nec",
 		listen: topoG,
-		relay: []string{"--galaxy", "~nec=" + topoG, "--direct-lane-expiry", "2s", "--metrics", topoGMetric,
-			"--front-host-lane", topoS},
+		relay: append([]string{"--galaxy", "~nec=" + topoG, "--metrics", topoGMetric, "--front-host-lane", topoS},
+			relayConfig(t, `{"routes": {"direct-lane-expiry": "2s"}}`)...),
 		vere: []string{"--galaxy", "~bud=" + topoBudIP, "--lane", topoPlanetG + "=" + topoPlanetGLane,
 			"--push-peek", "~bud/c/x/4/hello", "--time-limit", topoLife},
 	})
@@ -218,7 +218,7 @@ func TestFrontedGalaxyAndStar(t *testing.T) {
 	})
 
 	// ~milrys-soglec has been silent since its one ping and the page of
-	// the peek above: past relay G's 2 s --direct-lane-expiry (standing for
+	// the peek above: past relay G's 2 s routes.direct-lane-expiry (standing for
 	// the issue's five minutes), a peek from outside is still answered.
 	t.Run("SilentSponseeStillReachable", func(t *testing.T) {
 		last := planetG.All("SEND", nil)

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,7 +53,7 @@ const (
 	// minutes of ten): tables fill to their steady size (pending entries
 	// live soakPendingTTL) and the heap reaches its working size.
 	soakWarmupFraction = 5
-	// soakPendingTTL is the relay's --pending-ttl: unanswered junk
+	// soakPendingTTL is the relay's pending.ttl: unanswered junk
 	// requests expire after it, so the table reaches a steady size early.
 	soakPendingTTL = 30 * time.Second
 
@@ -105,9 +106,13 @@ func TestSoak(t *testing.T) {
 	zod := lane.ShipFromUint64(0)
 	relayAddr := netip.MustParseAddrPort(fmt.Sprintf("127.0.0.1:%d", freePort(t, "udp")))
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp"))
-	rp := startProcess(t, "relay-soak", "", []string{bin, "run", "--ship", zod.String(),
-		"--listen", relayAddr.String(), "--metrics", metricsAddr, "--hint-net", "127.0.0.0/8",
-		"--pending-ttl", soakPendingTTL.String(), "--log-level", "warn"},
+	// pending.ttl is a setting of the relay's config file only.
+	config := filepath.Join(t.TempDir(), "relay.json")
+	if err := os.WriteFile(config, []byte(fmt.Sprintf(`{"pending": {"ttl": %q}}`, soakPendingTTL)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rp := startProcess(t, "relay-soak", "", []string{bin, "run", "--ship", zod.String(), "--config", config,
+		"--listen", relayAddr.String(), "--metrics", metricsAddr, "--hint-net", "127.0.0.0/8", "--log-level", "warn"},
 		func(cmd *exec.Cmd) error {
 			cmd.Env = append(os.Environ(), "GORACE=halt_on_error=1")
 			return nil

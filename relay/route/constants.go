@@ -3,7 +3,7 @@ package route
 import "time"
 
 // Every timing and cap of the route table, with its reason. cmd/relay
-// exposes the operator's ones as flags (--max-routes, --direct-lane-expiry).
+// exposes the operator's ones as config keys (routes.max-routes, routes.direct-lane-expiry).
 
 const (
 	// DefaultMaxRoutes caps the ships the relay keeps routing state for

@@ -1,10 +1,27 @@
 package route
 
 import (
+	"errors"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
+
+// goList runs `go list args...` and returns its output; a test that cannot
+// list the packages fails (a skip would pass a layering it never checked).
+func goList(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("go", append([]string{"list"}, args...)...).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("go list %s: %v\n%s", strings.Join(args, " "), err, ee.Stderr)
+		}
+		t.Fatalf("go list %s: %v", strings.Join(args, " "), err)
+	}
+	return string(out)
+}
 
 // TestLayering: the routing rules import neither the relay nor the
 // endpoint, and the endpoint does not import the relay: both sides of the
@@ -14,11 +31,10 @@ func TestLayering(t *testing.T) {
 		"github.com/urbit-relay/relay/relay/route":    {"github.com/urbit-relay/relay/relay", "github.com/urbit-relay/relay/relay/endpoint"},
 		"github.com/urbit-relay/relay/relay/endpoint": {"github.com/urbit-relay/relay/relay"},
 	} {
-		out, err := exec.Command("go", "list", "-deps", pkg).Output()
-		if err != nil {
-			t.Skipf("go list: %v", err)
+		deps := strings.Fields(goList(t, "-deps", pkg))
+		if !slices.Contains(deps, pkg) {
+			t.Fatalf("go list -deps %s did not list %s itself: %q", pkg, pkg, deps)
 		}
-		deps := strings.Fields(string(out))
 		for _, f := range forbidden {
 			for _, d := range deps {
 				if d == f {
@@ -36,12 +52,9 @@ func TestLayering(t *testing.T) {
 // vtool, dissector) drive the relay, so only tests and cmd/ import them.
 func TestInternalSplit(t *testing.T) {
 	const mod = "github.com/urbit-relay/relay"
-	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}\t{{join .Imports \" \"}}", mod+"/...").Output()
-	if err != nil {
-		t.Skipf("go list: %v", err)
-	}
+	out := goList(t, "-f", "{{.ImportPath}}\t{{join .Imports \" \"}}", mod+"/...")
 	imports := map[string][]string{}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		pkg, deps, _ := strings.Cut(line, "\t")
 		imports[pkg] = strings.Fields(deps)
 	}
