@@ -371,6 +371,8 @@ func shipBehind(t *testing.T, n netw, s lane.Ship) netip.AddrPort {
 // knownAt is where relay r places ship s (route.Table.Placed); invalid
 // if nowhere.
 func knownAt(r *relay.Relay, s lane.Ship) netip.AddrPort {
-	k, _ := r.Routes().Placed(s)
-	return k.AddrPort()
+	if k, ok := r.Routes().Placed(s); ok {
+		return k.AddrPort()
+	}
+	return netip.AddrPort{}
 }

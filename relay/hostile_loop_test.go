@@ -10,6 +10,7 @@ import (
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/route"
+	"github.com/urbit-relay/relay/scry"
 )
 
 // Issue 28's loop row: four forged legacy packets teach three relays, with
@@ -374,5 +375,40 @@ func TestShipLaneVouchNeedsOneLane(t *testing.T) {
 	g.now += time.Millisecond
 	if s := g.handle(peekOf(sponsee, "after"), alice); sentTo(s, sponseeLn) != 1 {
 		t.Errorf("after the trick the sponsee's peek went to %v", sendsTo(s))
+	}
+}
+
+// TestRelayedPageNamesThePublishersOwnLane: a stock requester takes a
+// relayed page's next-hop as the publisher's lane, replacing even a
+// direct lane it holds that differs (ames.hoon +ev-update-lane,
+// docs/arvo-lanes.md L3), and never moves from one relay to a tighter
+// one; so for a page that came through another relay the relay writes the
+// publisher's own lane where it places the publisher there (proven and
+// fresh, or pinned), not the lane the page came through. Twin: with no
+// such lane, the lane the page came from, as vere's galaxy writes.
+func TestRelayedPageNamesThePublishersOwnLane(t *testing.T) {
+	nextHopOf := func(t *testing.T, s []send) netip.AddrPort {
+		t.Helper()
+		if len(s) != 1 {
+			t.Fatalf("page sent %d times, want 1", len(s))
+		}
+		var p scry.Packet
+		if err := p.Parse(s[0].Buf); err != nil {
+			t.Fatal(err)
+		}
+		ap, _ := p.NextHopAddr()
+		return ap
+	}
+	f := newFixture(t, nil)
+	provenDirectLane(t, f)
+	f.handle(peekOf(planetUnderNec, "third"), alice)
+	f.now += time.Millisecond
+	if got := nextHopOf(t, f.handle(hopPage(t, planetUnderNec, "third", 1, netip.AddrPort{}), necLane)); got != planetLane {
+		t.Errorf("a relayed page for a publisher proven at %v carried next-hop %v", planetLane, got)
+	}
+	g := newFixture(t, nil)
+	oneSend(t, g.handle(peekOf(planetUnderNec, "first"), alice), necLane)
+	if got := nextHopOf(t, g.handle(hopPage(t, planetUnderNec, "first", 1, netip.AddrPort{}), necLane)); got != necLane {
+		t.Errorf("with no lane for the publisher, next-hop %v, want the lane the page came from %v", got, necLane)
 	}
 }

@@ -708,6 +708,8 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	obs := route.PageObs{Publisher: publisher, From: fromKey, Next: nextHopKey(p),
 		Hop0: p.Header.Hops == 0, Relayed: p.Header.Hops > 0}
 	contested := false
+	// placed is where the route table places the publisher (PageArrived).
+	var placed lane.Key
 	switch {
 	case !ok:
 		// Route knowledge is taken from solicited pages only, so that
@@ -723,7 +725,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 		return
 	case !fromShip:
 		obs.Signed, obs.Unverified = r.pageAuthority(b, p, fromKey, now, true, out)
-		sponsors, contested = r.routes.PageArrived(obs, now, r.ourChain, sponsorBuf[:0])
+		sponsors, contested, placed = r.routes.PageArrived(obs, now, r.ourChain, sponsorBuf[:0])
 	case len(r.ourChain) > 0:
 		sponsors = r.routes.AppendLanesOf(sponsorBuf[:0], r.ourChain)
 	}
@@ -735,10 +737,23 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	var hopShort [6]byte
 	canShort := false
 	if !fromShip {
-		hopShort, canShort = lane.EncodeShort(from)
+		// The next-hop is the tightest lane known for the publisher: the
+		// lane the page came from, or, for a page that came through
+		// another relay, the publisher's own lane when the route table
+		// places it there (pinned, or proven and fresh). A stock
+		// requester takes a relayed page's next-hop as the publisher's
+		// lane, replacing even a direct lane it holds that differs
+		// (ames.hoon +ev-update-lane, docs/arvo-lanes.md L3), and has no
+		// rule that moves it from one relay to the next-tightest: so it
+		// is given the publisher itself wherever that is known.
+		hop := from
+		if obs.Relayed && placed.IsValid() && placed != fromKey {
+			hop = placed.AddrPort()
+		}
+		hopShort, canShort = lane.EncodeShort(hop)
 		if !canShort {
 			out.c.add(EventNextHopUnencodable, 1)
-		} else if !r.hintOK(from) {
+		} else if !r.hintOK(hop) {
 			// Never point a requester at a private lane: no next-hop,
 			// so it goes on asking us.
 			canShort = false

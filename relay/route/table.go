@@ -1038,8 +1038,10 @@ func (r *Table) LateAnswer(o PageObs, now time.Duration) bool {
 // direct lane works: the relay then keeps the request pending, so that the
 // page from the direct lane, sent the same request, reaches the requester
 // too (the known-good lane's answer is never lost to a challenger's
-// faster one).
-func (r *Table) PageArrived(o PageObs, now time.Duration, ships []lane.Ship, dst []lane.Key) (_ []lane.Key, contested bool) {
+// faster one). placed is where the table places the publisher once the
+// page is taken, for the next-hop a relay writes on it: its pinned lane,
+// or its direct lane while proven and fresh; invalid otherwise.
+func (r *Table) PageArrived(o PageObs, now time.Duration, ships []lane.Ship, dst []lane.Key) (_ []lane.Key, contested bool, placed lane.Key) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s, from := o.Publisher, o.From
@@ -1054,7 +1056,12 @@ func (r *Table) PageArrived(o PageObs, now time.Duration, ships []lane.Ship, dst
 		}
 		r.answeredLocked(o, now)
 	}
-	return r.appendLanesOfLocked(dst, ships), contested
+	if k, ok := r.pinnedLocked(s); ok {
+		placed = k
+	} else if rt, ok := r.table.Peek(s); ok && rt.direct.proven && r.directFreshLocked(rt, now) {
+		placed = rt.direct.lane
+	}
+	return r.appendLanesOfLocked(dst, ships), contested, placed
 }
 
 func (r *Table) answeredLocked(o PageObs, now time.Duration) {
