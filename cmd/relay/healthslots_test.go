@@ -57,8 +57,10 @@ func startSlotsServer(t *testing.T) (*metricsServer, *opsStats) {
 
 // holdIdle runs n clients that each connect, ask /healthz once, read the
 // answer and keep the connection without a word, connecting again when
-// the server closes it, until ctx ends. answered counts their answers.
-func holdIdle(ctx context.Context, addr string, n int, answered *atomic.Int64) *sync.WaitGroup {
+// the server closes it, until ctx ends. answered counts their answers;
+// with silent set they ask nothing, and answered counts their
+// connections.
+func holdIdle(ctx context.Context, addr string, n int, silent bool, answered *atomic.Int64) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
@@ -68,14 +70,21 @@ func holdIdle(ctx context.Context, addr string, n int, answered *atomic.Int64) *
 					continue
 				}
 				stop := context.AfterFunc(ctx, func() { c.Close() })
-				fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: relay\r\n\r\n")
 				br := bufio.NewReader(c)
-				if resp, err := http.ReadResponse(br, nil); err == nil {
+				switch {
+				case silent:
+					answered.Add(1)
+				default:
+					fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: relay\r\n\r\n")
+					resp, err := http.ReadResponse(br, nil)
+					if err != nil {
+						break
+					}
 					io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
 					answered.Add(1)
-					io.Copy(io.Discard, br) // idle until the server (or ctx) closes it
 				}
+				io.Copy(io.Discard, br) // hold it until the server (or ctx) closes it
 				stop()
 				c.Close()
 			}
@@ -176,7 +185,7 @@ func TestHealthAnsweredBesideIdleClients(t *testing.T) {
 	base := m.URL()
 	ctx, cancel := context.WithCancel(context.Background())
 	var answered atomic.Int64
-	holders := holdIdle(ctx, m.ln.Addr().String(), idleHolders, &answered)
+	holders := holdIdle(ctx, m.ln.Addr().String(), idleHolders, false, &answered)
 	defer func() { cancel(); holders.Wait() }()
 	full := func() bool { return answered.Load() >= idleHolders && ops.http.conns.Load() == idleHolders }
 	if err := waitUntil(context.Background(), slotsWait, full); err != nil {
@@ -222,4 +231,31 @@ func TestKeptScrapersKeepTheirConnections(t *testing.T) {
 		t.Errorf("%d scrapers dialled %d connections for %d scrapes, %d closed for room; want one each, none closed",
 			keptScrapers, dials, keptScrapers*keptScrapes, m.slots.evicted())
 	}
+}
+
+// TestHealthAnsweredBesideSilentClients: 64 clients that connect and send
+// nothing, connecting again when closed, hold every slot; each of 3
+// health probes is answered once the oldest has been silent for
+// metricsPressureGrace, well within relay health's timeout. It fails if
+// silent connections keep their slots for metricsReadHeaderTimeout under
+// pressure (the probes would wait up to 2 s).
+func TestHealthAnsweredBesideSilentClients(t *testing.T) {
+	m, ops := startSlotsServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var conns atomic.Int64
+	holders := holdIdle(ctx, m.ln.Addr().String(), idleHolders, true, &conns)
+	defer func() { cancel(); holders.Wait() }()
+	full := func() bool { return conns.Load() >= idleHolders && ops.http.conns.Load() == idleHolders }
+	if err := waitUntil(context.Background(), slotsWait, full); err != nil {
+		t.Fatalf("the %d silent clients: %d connections made, %d open: %v", idleHolders, conns.Load(), ops.http.conns.Load(), err)
+	}
+	var slowest time.Duration
+	for i := range healthProbes {
+		pass, took, out := probeHealth(m.URL())
+		slowest = max(slowest, took)
+		if !pass || took > defaultHealthTimeout/2 {
+			t.Errorf("probe %d after %v: %s; want an answer within %v", i, took.Round(time.Millisecond), out, defaultHealthTimeout/2)
+		}
+	}
+	t.Logf("%d silent clients: %d health probes, slowest %v; %d connections closed for room, %d made", idleHolders, healthProbes, slowest.Round(time.Millisecond), m.slots.evicted(), conns.Load())
 }
