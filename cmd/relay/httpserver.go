@@ -1,15 +1,21 @@
 package main
 
 // The HTTP side of `relay run --metrics` (and of the demo's relays): one
-// small server for /metrics, /healthz, /readyz and, with --pprof,
+// small server for /metrics, /healthz, /readyz and, with metrics-http.pprof,
 // /debug/pprof/. Nothing a client does on it may cost forwarding (issue
 // 20: 1,500 clients pipelining GET /metrics and never reading added
 // 476 MiB to the relay, 6,000 took 1.64 GB and 197 % CPU, forwarding fell
 // to 0-10 of 150 peeks and /healthz timed out), so every resource a client
 // can hold is capped:
 //
-//   - connections: at most metrics-max-connections open; the next one
-//     waits in the kernel's accept queue (netutil.LimitListener);
+//   - connections: at most metrics-max-connections open (slotListener).
+//     When all are held, the next connection is accepted and waits while
+//     the listener closes, oldest first, a connection idle between
+//     requests, else one that has sent no whole request for
+//     metricsPressureGrace; only when every connection is busy with a
+//     request does it wait for one to end (issue 28: 64 clients that asked
+//     /healthz once and kept the connection idle held every slot for
+//     metricsIdleTimeout, and no health probe was answered);
 //   - time: every connection is closed after metricsReadHeaderTimeout
 //     without a request, metricsWriteTimeout on an unread answer, or
 //     metricsIdleTimeout idle between requests;
@@ -37,29 +43,28 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
-	"golang.org/x/net/netutil"
 )
 
 // The metrics listener's caps and timeouts. The two an operator may need
-// to change are flags (--metrics-max-connections, --metrics-max-scrapes);
+// to change are config keys (metrics-http.max-connections, .max-scrapes);
 // the timeouts are far from what any scraper or health check needs.
 const (
-	// defaultMetricsMaxConns is the default of --metrics-max-connections:
-	// the most connections the listener holds open. Connection number
-	// N+1 is not accepted: it waits in the kernel's accept queue until one
-	// closes. Waiting there costs the relay nothing (no goroutine, no
-	// buffer, no CPU), and a client that waits, a scrape or the health
-	// check, is then served; accepting it only to close it would refuse
-	// an honest client and spend the relay's CPU on every reconnection of
-	// a hostile one. A connection holds about 20 KiB (its goroutine, 4 KiB
-	// read and write buffers), so 64 hold about 1.3 MiB; one Prometheus
-	// uses one.
+	// defaultMetricsMaxConns is the default of metrics-http.max-connections:
+	// the most connections the listener holds open. With all N held,
+	// connection N+1 is accepted and waits while the listener closes an
+	// idle one (slotListener); the ones after it wait in the kernel's
+	// accept queue, which costs the relay nothing (no goroutine, no
+	// buffer, no CPU). A new connection is never refused for want of a
+	// slot: refusing it would refuse an honest client and spend the
+	// relay's CPU on every reconnection of a hostile one. A connection
+	// holds about 20 KiB (its goroutine, 4 KiB read and write buffers),
+	// so 64 hold about 1.3 MiB; one Prometheus uses one.
 	defaultMetricsMaxConns = 64
-	// minMetricsConns and maxMetricsConns bound --metrics-max-connections:
+	// minMetricsConns and maxMetricsConns bound metrics-http.max-connections:
 	// at least one for a scrape and one for /healthz; 4,096 connections
 	// hold about 80 MiB, more than a relay should give its metrics.
 	minMetricsConns, maxMetricsConns = 2, 4096
-	// defaultMetricsMaxScrapes is the default of --metrics-max-scrapes: the
+	// defaultMetricsMaxScrapes is the default of metrics-http.max-scrapes: the
 	// most /metrics requests served at once, waiting for a gather or
 	// writing its answer. One more is answered 503 and its connection
 	// closed, so /metrics never holds more than this many connections and
@@ -96,6 +101,19 @@ const (
 	// metricsMaxHeaderBytes bounds a request's headers: a scraper sends a
 	// few hundred bytes, a proxy in front adds a few more.
 	metricsMaxHeaderBytes = 8 << 10
+	// metricsPressureGrace is how long a connection that has sent no
+	// whole request yet is safe from being closed to make room
+	// (slotListener). A client sends its request right behind the
+	// handshake's last ACK, so its headers are in microseconds after the
+	// accept on any network; only a lost segment (a retransmission, 200
+	// ms or more) makes an honest request later than this, and only under
+	// pressure does that cost it the connection. Under pressure the slots
+	// so turn over at least max/grace times a second (640 at the default
+	// cap): a health probe queued behind N connections that send nothing
+	// waits about N/640 s (measured: 0.3 s behind 256, 1.5 s behind
+	// 1,000). Without pressure such a connection keeps
+	// metricsReadHeaderTimeout.
+	metricsPressureGrace = 100 * time.Millisecond
 	// metricsShutdownTimeout bounds the metrics listener's shutdown: a
 	// scrape in progress gets this long to finish. It is well inside the
 	// one second the relay has to exit after SIGTERM.
@@ -105,9 +123,9 @@ const (
 // metricsOptions are the metrics listener's settings; a zero field takes
 // its default.
 type metricsOptions struct {
-	maxConns   int  // --metrics-max-connections
-	maxScrapes int  // --metrics-max-scrapes
-	pprof      bool // --pprof
+	maxConns   int  // metrics-http.max-connections
+	maxScrapes int  // metrics-http.max-scrapes
+	pprof      bool // metrics-http.pprof
 }
 
 // withDefaults returns o with every zero field set to its default.
@@ -360,16 +378,18 @@ func (s *scrapeShare) encode(mfs []*dto.MetricFamily, k scrapeKey) ([]byte, erro
 
 // metricsServer serves a metrics handler on a listener.
 type metricsServer struct {
-	srv  *http.Server
-	ln   net.Listener
-	done chan error
+	srv   *http.Server
+	ln    net.Listener
+	slots *slotListener // ln
+	done  chan error
 }
 
 // serveMetrics starts serving h on ln, at most h's maxConns connections
-// at once (the next waits in the accept queue), each bounded by the
-// metrics timeouts.
+// at once (slotListener: the next waits while an idle one is closed),
+// each bounded by the metrics timeouts.
 func serveMetrics(ln net.Listener, h *metricsHandler) *metricsServer {
-	ln = netutil.LimitListener(ln, h.opts.maxConns)
+	sl := newSlotListener(ln, h.opts.maxConns, metricsPressureGrace, time.Now)
+	ln = sl
 	m := &metricsServer{
 		srv: &http.Server{
 			Handler:           h,
@@ -378,7 +398,8 @@ func serveMetrics(ln net.Listener, h *metricsHandler) *metricsServer {
 			WriteTimeout:      metricsWriteTimeout,
 			IdleTimeout:       metricsIdleTimeout,
 			MaxHeaderBytes:    metricsMaxHeaderBytes,
-			ConnState: func(_ net.Conn, s http.ConnState) {
+			ConnState: func(c net.Conn, s http.ConnState) {
+				sl.setState(c, s)
 				switch s {
 				case http.StateNew:
 					h.stats.conns.Add(1)
@@ -387,8 +408,9 @@ func serveMetrics(ln net.Listener, h *metricsHandler) *metricsServer {
 				}
 			},
 		},
-		ln:   ln,
-		done: make(chan error, 1),
+		ln:    ln,
+		slots: sl,
+		done:  make(chan error, 1),
 	}
 	go func() {
 		err := m.srv.Serve(ln)
@@ -412,4 +434,207 @@ func (m *metricsServer) Close() error {
 		m.srv.Close()
 	}
 	return <-m.done
+}
+
+// slotListener holds at most max connections open, and keeps the ones it
+// holds answering: when all are held and one more connection comes, it
+// closes one that is not serving a request, so that a client who holds
+// connections without asking anything (issue 28: 64 clients that asked
+// /healthz once and kept their connections idle, renewed by reconnecting)
+// cannot keep a health probe out. Accept takes the next connection from
+// the kernel and, while all max slots are held, closes (oldest first) a
+// connection idle between requests, else one that has sent no whole
+// request for grace since it was accepted, and returns the new one in the
+// freed slot. When every held connection is serving a request (at most
+// metrics-max-scrapes of them /metrics, the rest /healthz and /readyz,
+// answered at once), or sent its first request less than grace ago, Accept
+// waits for one to end or to age; the connections after it wait in the
+// kernel's accept queue.
+//
+// What a closed idle connection costs its client: nothing, for an HTTP
+// client that retries an idempotent request on a kept connection the
+// server closed (Go's, and so Prometheus', does; any client must, as a
+// server may close an idle connection at any moment, RFC 9112 section 9.5).
+// Without pressure no connection is closed before its own timeout.
+//
+// The server reports each connection's state to setState (its
+// http.Server.ConnState); a connection's slot is given back when it is
+// closed, by the server, its client, or Accept.
+type slotListener struct {
+	net.Listener
+	// Static after construction.
+	max   int
+	grace time.Duration
+	now   func() time.Time
+
+	mu     sync.Mutex
+	held   map[*slotConn]struct{} // guarded by mu: the connections holding a slot
+	closed int                    // guarded by mu: connections closed to make room (evicted)
+
+	wake chan struct{} // 1-buffered: a slot freed, or a connection became idle
+	done chan struct{} // closed by Close
+	once sync.Once
+}
+
+// slotConn is a connection slotListener holds.
+type slotConn struct {
+	net.Conn
+	l     *slotListener
+	state http.ConnState // guarded by l.mu: as the server last reported it
+	since time.Time      // guarded by l.mu: when it entered state (for StateNew, when it was accepted)
+	once  sync.Once
+}
+
+// newSlotListener holds at most max of ln's connections at once, and
+// under pressure closes one that has sent no request for grace; now is
+// the clock.
+func newSlotListener(ln net.Listener, max int, grace time.Duration, now func() time.Time) *slotListener {
+	return &slotListener{
+		Listener: ln,
+		max:      max,
+		grace:    grace,
+		now:      now,
+		held:     make(map[*slotConn]struct{}, max),
+		wake:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
+	}
+}
+
+// Accept returns the next connection once it holds a slot (see
+// slotListener).
+func (l *slotListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	sc := &slotConn{Conn: c, l: l, state: http.StateNew}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		l.mu.Lock()
+		now := l.now()
+		if len(l.held) < l.max {
+			sc.since = now
+			l.held[sc] = struct{}{}
+			l.mu.Unlock()
+			return sc, nil
+		}
+		victim, retry := l.victimLocked(now)
+		if victim != nil {
+			l.closed++
+		}
+		l.mu.Unlock()
+		if victim != nil {
+			victim.Close() // gives its slot back at once
+			continue
+		}
+		var aged <-chan time.Time
+		if retry > 0 {
+			if timer == nil {
+				timer = time.NewTimer(retry)
+			} else {
+				timer.Reset(retry)
+			}
+			aged = timer.C
+		}
+		select {
+		case <-l.wake:
+		case <-aged:
+		case <-l.done:
+			c.Close()
+			return nil, net.ErrClosed
+		}
+	}
+}
+
+// victimLocked returns the connection to close for room at now: the one
+// idle longest, else the one accepted longest ago that has sent no whole
+// request for grace; or none, and how long until the oldest such becomes
+// one (0: none will without news from setState).
+func (l *slotListener) victimLocked(now time.Time) (victim *slotConn, retry time.Duration) {
+	var idle, fresh *slotConn
+	for c := range l.held {
+		switch c.state {
+		case http.StateIdle:
+			if idle == nil || c.since.Before(idle.since) {
+				idle = c
+			}
+		case http.StateNew:
+			if fresh == nil || c.since.Before(fresh.since) {
+				fresh = c
+			}
+		}
+	}
+	switch {
+	case idle != nil:
+		return idle, 0
+	case fresh == nil:
+		return nil, 0
+	case now.Sub(fresh.since) >= l.grace:
+		return fresh, 0
+	}
+	return nil, fresh.since.Add(l.grace).Sub(now)
+}
+
+// setState records a connection's state as the server reports it
+// (http.Server.ConnState).
+func (l *slotListener) setState(c net.Conn, s http.ConnState) {
+	sc, ok := c.(*slotConn)
+	if !ok {
+		return
+	}
+	if s == http.StateClosed || s == http.StateHijacked {
+		sc.release()
+		return
+	}
+	l.mu.Lock()
+	if s != sc.state {
+		sc.state, sc.since = s, l.now()
+	}
+	l.mu.Unlock()
+	if s == http.StateIdle {
+		l.signal()
+	}
+}
+
+// evicted returns how many connections were closed to make room.
+func (l *slotListener) evicted() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
+}
+
+// signal wakes an Accept waiting for room.
+func (l *slotListener) signal() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Close closes the listener and ends an Accept waiting for room.
+func (l *slotListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+// Close closes the connection and gives its slot back.
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.release()
+	return err
+}
+
+// release gives the connection's slot back, once.
+func (c *slotConn) release() {
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		delete(c.l.held, c)
+		c.l.mu.Unlock()
+		c.l.signal()
+	})
 }

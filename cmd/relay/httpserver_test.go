@@ -5,11 +5,13 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -304,10 +306,13 @@ func TestMetricsScrapesBeyondTheCapAreRefused(t *testing.T) {
 	}
 }
 
-// TestMetricsServerLimits: the server carries every timeout and cap;
-// connection number max+1 is not accepted but waits, and is served as
-// soon as one closes; the open connections are counted. It fails if the
-// limit listener or a timeout is taken out.
+// TestMetricsServerLimits: the server carries every timeout and cap; with
+// both of two slots held by connections that send nothing, connection 3
+// is served once the oldest of them has sent nothing for
+// metricsPressureGrace, which is closed for it, and not before; the
+// other is kept; the open connections are counted. It fails if the slot
+// listener or a timeout is taken out, or if it closes a connection
+// younger than the grace.
 func TestMetricsServerLimits(t *testing.T) {
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
@@ -331,42 +336,95 @@ func TestMetricsServerLimits(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
-	// Two connections that send nothing take both slots (for up to
-	// metricsReadHeaderTimeout).
+	// Two connections that send nothing take both slots.
+	start := time.Now()
 	idle := []net.Conn{dial(), dial()}
 	if err := waitUntil(context.Background(), time.Second, func() bool { return ops.http.conns.Load() == 2 }); err != nil {
 		t.Fatalf("open connections %d, want 2", ops.http.conns.Load())
 	}
-	// The third connects (the kernel's queue) and asks; no answer while
-	// the two are open.
+	// The third asks, and is answered only once the first has sent
+	// nothing for the grace.
 	third := dial()
 	fmt.Fprintf(third, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-	answer := make(chan string, 1)
+	third.SetReadDeadline(time.Now().Add(metricsReadHeaderTimeout))
+	resp, err := http.ReadResponse(bufio.NewReader(third), nil)
+	if err != nil {
+		t.Fatalf("connection 3 of 2: %v", err)
+	}
+	resp.Body.Close()
+	if took := time.Since(start); resp.StatusCode != 200 || took < metricsPressureGrace {
+		t.Errorf("connection 3 of 2 answered %s after %v, want 200 OK after at least %v", resp.Status, took, metricsPressureGrace)
+	}
+	// The first was closed for it, the second kept.
+	idle[0].SetReadDeadline(time.Now().Add(metricsReadHeaderTimeout))
+	if n, err := idle[0].Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("the oldest silent connection: read %d, %v; want closed (EOF)", n, err)
+	}
+	idle[1].SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+	if _, err := idle[1].Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the younger silent connection: %v, want it kept open", err)
+	}
+	if n, e := ops.http.conns.Load(), m.slots.evicted(); n != 2 || e != 1 {
+		t.Errorf("open connections %d, closed for room %d; want 2 (the cap) and 1", n, e)
+	}
+}
+
+// TestMetricsBusySlotsAreNotClosed: with both slots serving scrapes, a
+// health probe waits for one to end rather than cut it: no connection is
+// closed for room while they serve. It fails if the slot listener closes an active one.
+func TestMetricsBusySlotsAreNotClosed(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &countingGatherer{hold: make(chan struct{})}
+	ops := &opsStats{}
+	h := newMetricsHandler(prometheus.GathererFunc(g.Gather), ops, metricsOptions{maxConns: 2, maxScrapes: 2})
+	m := serveMetrics(ln, h)
+	defer m.Close()
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			if code, _ := get(t, m.URL()+"/metrics"); code != 200 {
+				t.Errorf("a scrape: %d", code)
+			}
+		})
+	}
+	if err := waitUntil(context.Background(), 5*time.Second, func() bool { return len(h.scrapes) == 2 }); err != nil {
+		t.Fatal(err)
+	}
+	probe := make(chan int, 1)
 	go func() {
-		resp, err := http.ReadResponse(bufio.NewReader(third), nil)
+		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{}}
+		resp, err := client.Get(m.URL() + "/healthz")
 		if err != nil {
-			answer <- err.Error()
+			probe <- 0
 			return
 		}
 		resp.Body.Close()
-		answer <- resp.Status
+		probe <- resp.StatusCode
 	}()
-	select {
-	case a := <-answer:
-		t.Fatalf("connection 3 of 2 answered %q while both were held", a)
-	case <-time.After(200 * time.Millisecond):
+	// The probe waits past the grace: the scrapes are not closed for it.
+	if err := waitUntil(context.Background(), 5*time.Second, func() bool {
+		m.slots.mu.Lock()
+		defer m.slots.mu.Unlock()
+		return len(m.slots.held) == 2
+	}); err != nil {
+		t.Fatal(err)
 	}
-	if n := ops.http.conns.Load(); n != 2 {
-		t.Errorf("open connections %d, want 2 (the cap)", n)
-	}
-	idle[0].Close()
 	select {
-	case a := <-answer:
-		if a != "200 OK" {
-			t.Errorf("connection 3 answered %q, want 200 OK", a)
-		}
-	case <-time.After(metricsReadHeaderTimeout / 2):
-		t.Fatal("connection 3 not served after one of the two closed")
+	case code := <-probe:
+		t.Fatalf("the probe answered %d while both slots served scrapes", code)
+	case <-time.After(2 * metricsPressureGrace):
+	}
+	if e := m.slots.evicted(); e != 0 {
+		t.Errorf("%d connections closed for room while busy, want 0", e)
+	}
+	// The scrapes end; their connections, idle now, make room.
+	close(g.hold)
+	wg.Wait()
+	if code := <-probe; code != 200 {
+		t.Errorf("the probe after the scrapes: %d", code)
 	}
 }
 

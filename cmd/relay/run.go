@@ -144,6 +144,7 @@ func startDaemon(cfg runConfig, args []string, stderr io.Writer) (*daemon, error
 			return nil, err
 		}
 		fc.SetHostAddrs(core.HostAddrs())
+		fc.SetListenAddrs(core.LocalAddr().Addr()) // the host, whatever the kernel's routes say
 		ship = fc
 		ops.front = fc
 	}

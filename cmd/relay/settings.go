@@ -310,7 +310,7 @@ var settingTable = []setting{
 
 	// Metrics HTTP.
 	{key: "metrics-http.max-connections",
-		doc:  "connections the metrics listener holds open (2-4096); more wait in the kernel's accept queue (see [the listener's limits](#metrics-and-health))",
+		doc:  "connections the metrics listener holds open (2-4096); one more closes the connection idle longest (or silent longest) to make room, and more wait in the kernel's accept queue (see [the listener's limits](#metrics-and-health))",
 		bind: intVal(defaultMetricsMaxConns, func(v *settingVals) *int { return &v.metricsMaxConns })},
 	{key: "metrics-http.max-scrapes",
 		doc:  "`/metrics` requests served at once, fewer than `max-connections`; more are answered 503 and closed (`relay_metrics_scrapes_refused_total`)",

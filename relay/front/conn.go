@@ -32,7 +32,7 @@ type Stats struct {
 	SkippedMalformed  uint64 // bad length or checksum (ErrShort, ErrTotalLength, ...)
 	SkippedNotShip    uint64 // UDP not from the ship's lane: another socket of the ship (a DNS lookup)
 	SkippedBadDest    uint64 // to an address the relay cannot send to (multicast, broadcast, port 0)
-	SkippedToHost     uint64 // to the relay host's own addresses or loopback, not declared (Config.HostLanes)
+	SkippedToHost     uint64 // to the relay host itself (loopback, its listen or interface addresses, a local route), not declared (Config.HostLanes)
 	SkippedReadErrors uint64 // TUN reads that failed for another reason (returned as errors too)
 }
 
@@ -72,7 +72,9 @@ type Conn struct {
 	link     *fdLink          // the device over netlink, for Drops; nil without Open
 	declared []netip.AddrPort // host lanes the ship may reach (Config.HostLanes)
 
-	host atomic.Pointer[[]netip.Addr] // the host's own addresses (SetHostAddrs)
+	host   atomic.Pointer[[]netip.Addr] // the host's own addresses (SetHostAddrs)
+	listen atomic.Pointer[[]netip.Addr] // the relay's listen addresses (SetListenAddrs)
+	routes *hostRoutes                  // the kernel's word on what is local; nil without Open (tests)
 
 	// Owned by the reader, guarded by readMu.
 	readMu       sync.Mutex
@@ -117,6 +119,7 @@ func newConn(dev device, cfg connConfig) *Conn {
 		declared: cfg.declared,
 	}
 	c.SetHostAddrs(nil)
+	c.SetListenAddrs()
 	return c
 }
 
@@ -211,16 +214,35 @@ func sendable(ap netip.AddrPort) bool {
 var broadcast4 = netip.AddrFrom4([4]byte{255, 255, 255, 255})
 
 // toHost reports whether the ship may not reach dst because it is the
-// relay host itself: loopback, or one of the addresses SetHostAddrs gave,
-// and not a lane the operator declared (Config.HostLanes). Sent on, such a
+// relay host itself, and dst is not a lane the operator declared
+// (Config.HostLanes): loopback, one of the relay's listen addresses
+// (SetListenAddrs) or the addresses SetHostAddrs gave, or an address the
+// host's kernel delivers locally (hostRoutes: a local route such as an
+// AnyIP range has no interface address behind it). Sent on, such a
 // datagram would reach the host's own services (a 0.0.0.0 listener) from
 // the relay's lane, from inside a namespace meant to reach the world only.
 func (c *Conn) toHost(dst netip.AddrPort) bool {
 	a := dst.Addr()
-	if !a.IsLoopback() && !slices.Contains(*c.host.Load(), a) {
+	if !a.IsLoopback() && !slices.Contains(*c.listen.Load(), a) && !slices.Contains(*c.host.Load(), a) &&
+		(c.routes == nil || !c.routes.local(a)) {
 		return false
 	}
 	return !slices.Contains(c.declared, dst)
+}
+
+// SetListenAddrs sets the addresses the relay's own sockets listen on,
+// which ReadBatch refuses the ship unless declared whatever the kernel's
+// routes say (a relay may listen on an address not local yet, with
+// IP_FREEBIND). A wildcard address adds nothing: every local address is
+// refused already. Safe from any goroutine.
+func (c *Conn) SetListenAddrs(addrs ...netip.Addr) {
+	own := make([]netip.Addr, 0, len(addrs))
+	for _, a := range addrs {
+		if a = a.Unmap().WithZone(""); a.IsValid() && !a.IsUnspecified() {
+			own = append(own, a)
+		}
+	}
+	c.listen.Store(&own)
 }
 
 // SetHostAddrs replaces the relay host's own addresses, which ReadBatch
@@ -364,6 +386,9 @@ func (c *Conn) Close() error {
 		}
 		if c.link != nil {
 			c.link.close()
+		}
+		if c.routes != nil {
+			c.routes.close()
 		}
 	})
 	return err

@@ -59,6 +59,23 @@ const (
 	// them is one netlink dump, cheap at this rate.
 	HostAddrsRefresh = 30 * time.Second
 
+	// hostRoutesCacheSize bounds the cache of the kernel's answers to
+	// "is this address the host's own?" (hostRoutes): a ship speaks to at
+	// most a few thousand peers, and past the bound an arbitrary answer is
+	// dropped, so a ship that sends to ever new addresses costs a route
+	// lookup per datagram (tens of microseconds), never memory.
+	hostRoutesCacheSize = 4096
+
+	// hostRoutesTTL is the longest an answer is kept. The cache is dropped
+	// on every change to the kernel's local routing table, so this only
+	// matters should that subscription fail: then a newly local address
+	// is refused the ship within this long, as the address list's refresh.
+	hostRoutesTTL = HostAddrsRefresh
+
+	// hostRoutesUpdates is the queue of route changes between the kernel's
+	// subscription and the goroutine that drops the cache on them.
+	hostRoutesUpdates = 64
+
 	// HostRefusalCheck is how often the relay looks whether the ship has
 	// sent to the host's own addresses (Stats.SkippedToHost), to warn the
 	// operator soon after the first such datagram; the warning comes at

@@ -38,10 +38,13 @@
 // galaxy addresses it need not resolve, or an /etc/netns/NAME/hosts), or
 // receive from a loopback lane (the ship's kernel drops such "martian"
 // sources; WriteBatch refuses them with transport.ErrInvalidAddr). Nor can
-// it reach the relay's host: its datagrams to loopback or to the host's own
-// addresses (Conn.SetHostAddrs) are refused unless the operator declared
-// the lane (Config.HostLanes), so the namespace reaches the world, not the
-// host's own services.
+// it reach the relay's host: its datagrams to loopback, to the relay's
+// listen address (Conn.SetListenAddrs), to the host's interface addresses
+// (Conn.SetHostAddrs) or to any address the host's kernel delivers locally
+// (a route lookup in the relay's namespace: an AnyIP or anycast local
+// route has no interface address behind it) are refused unless the
+// operator declared the lane (Config.HostLanes), so the namespace reaches
+// the world, not the host's own services.
 //
 // The MTU is 65535 (DefaultMTU) so that no datagram vere sends is cut into
 // IP fragments inside the namespace; the relay's public socket fragments

@@ -49,9 +49,10 @@ type Config struct {
 
 	// HostLanes are lanes on the relay host's own addresses that the
 	// ship may reach (a service the operator runs for it there). Any
-	// other datagram to the host's addresses (Conn.SetHostAddrs) or to
-	// loopback is refused and counted (Stats.SkippedToHost): the ship's
-	// namespace reaches the world, not the host.
+	// other datagram to the host's addresses (Conn.SetHostAddrs, the
+	// relay's listen address, any address the host's kernel routes as
+	// local) or to loopback is refused and counted (Stats.SkippedToHost):
+	// the ship's namespace reaches the world, not the host.
 	HostLanes []netip.AddrPort
 }
 
@@ -187,7 +188,9 @@ func Prepare(cfg Config) (*Files, error) {
 var ErrDeviceBusy = errors.New("device exists and is held by another process (a running relay, or the unit's file descriptor store)")
 
 // Open serves files, which Prepare made for cfg (in this process or
-// another): it needs no privilege. It takes ownership of files; Conn.Close
+// another): it needs no privilege. The calling thread's network namespace
+// is taken as the relay's: its kernel is asked, by route lookups, which
+// addresses are the host's own (see Conn.ReadBatch). It takes ownership of files; Conn.Close
 // closes them.
 func Open(cfg Config, files *Files) (*Conn, error) {
 	cfg, err := cfg.withDefaults()
@@ -197,12 +200,20 @@ func Open(cfg Config, files *Files) (*Conn, error) {
 	if files == nil || files.TUN == nil || files.Netlink == nil {
 		return nil, errors.New("front: open: the device's TUN and netlink files are both needed")
 	}
+	// The kernel of the relay's namespace, where it sends the ship's
+	// datagrams (the calling thread's), says what is the host's own.
+	routes, err := newHostRoutes(netns.None())
+	if err != nil {
+		return nil, err
+	}
 	dev, err := newFileDevice(files.TUN)
 	if err != nil {
+		routes.close()
 		return nil, fmt.Errorf("front: open %s: %w", cfg.Device, err)
 	}
 	link, err := newFdLink(files.Netlink, cfg.Device)
 	if err != nil {
+		routes.close()
 		return nil, err
 	}
 	c := newConn(dev, connConfig{
@@ -213,7 +224,7 @@ func Open(cfg Config, files *Files) (*Conn, error) {
 		writeBatch: cfg.WriteBatch,
 		declared:   cfg.HostLanes,
 	})
-	c.link = link
+	c.link, c.routes = link, routes
 	return c, nil
 }
 
