@@ -223,9 +223,9 @@ type forwarder struct {
 	pubs     int
 	codec    bool
 	batchMug bool
-	done  chan struct{}
-	n     []atomic.Uint64 // datagrams read, per socket
-	b     []atomic.Uint64 // read batches, per socket
+	done     chan struct{}
+	n        []atomic.Uint64 // datagrams read, per socket
+	b        []atomic.Uint64 // read batches, per socket
 	// service is timed as the relay's server times itself.
 	service relay.ServiceHistogram
 }
