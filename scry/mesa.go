@@ -561,13 +561,48 @@ func (p *Packet) Parse(b []byte) error {
 	if len(b) > MesaMaxPacket {
 		return ErrMesaTooLarge
 	}
-	return p.sift(b)
+	return p.sift(b, MugPrefix{})
+}
+
+// ParseWithPrefix is Parse given pre, the MugPrefix (MugPrefixes) of the
+// first MesaMugPrefixLen(b) bytes of b's body b[MesaHeaderLen:]: the mug
+// check then hashes only what follows. It returns exactly what Parse
+// returns, provided pre was computed from these bytes: a stale pre makes
+// the mug check wrong, so a caller must tie pre to the buffer it was
+// computed from and compute it after the buffer's last write. A pre whose
+// N does not fit the parse (longer than the part it stands for) is
+// ignored and the body hashed whole.
+func (p *Packet) ParseWithPrefix(b []byte, pre MugPrefix) error {
+	if !IsMesa(b) {
+		return ErrMesaNotMesa
+	}
+	if len(b) > MesaMaxPacket {
+		return ErrMesaTooLarge
+	}
+	return p.sift(b, pre)
+}
+
+// MesaMugPrefixLen returns how many bytes of the body of datagram b (the
+// bytes after the header) Parse hashes before the part a relay's next-hop
+// edit changes: for a page, its body without the next-hop the header
+// announces; for anything else, the whole body. It reads only the header
+// word; it is what MugPrefixes should be given for ParseWithPrefix.
+func MesaMugPrefixLen(b []byte) int {
+	if len(b) < MesaHeaderLen {
+		return 0
+	}
+	n := len(b) - MesaHeaderLen
+	w := binary.LittleEndian.Uint32(b)
+	if Type(w>>mesaTypeShift&3) == TypePage && NextHopType(w>>mesaNextHopShift&3) == NextHopShort {
+		n -= ShortHopLen
+	}
+	return max(n, 0)
 }
 
 // sift is vere's mesa_sift_pact_from_buf without the receive gate. Inputs
 // shorter than the header get the verdict vere's bit reader gives when the
 // buffer is followed by zero bytes (it reads past a 3-byte buffer).
-func (p *Packet) sift(b []byte) error {
+func (p *Packet) sift(b []byte, pre MugPrefix) error {
 	*p = Packet{}
 	switch {
 	case len(b) < 3:
@@ -618,10 +653,10 @@ func (p *Packet) sift(b []byte) error {
 		// Save the hash state at the end of the data: a relay rewriting
 		// the next-hop then re-hashes only the bytes after it.
 		p.mugMidLen = (dataEnd - MesaHeaderLen) &^ 3
-		p.mugMid = mugPrefix(body[:p.mugMidLen])
+		p.mugMid = pre.stateAt(body, p.mugMidLen)
 		mug = mugResume(p.mugMid, p.mugMidLen, body)
 	} else {
-		mug = Mug(body)
+		mug = pre.Mug(body)
 	}
 	if mug&mesaMugMask != p.Header.Mug {
 		return ErrMesaBadMug

@@ -37,7 +37,7 @@ func checkMesaInput(t *testing.T, b []byte) {
 		t.Fatalf("Parse returned %T %v", err, err)
 	}
 	if err == ErrMesaTooLarge {
-		err = p.sift(b) // the parser alone; oversize input must still round-trip
+		err = p.sift(b, MugPrefix{}) // the parser alone; oversize input must still round-trip
 	}
 	if err != nil {
 		return
@@ -103,7 +103,7 @@ func checkCanonical(t *testing.T, p *Packet, b []byte) {
 		t.Fatalf("canonical form is longer (%d) than the input (%d)", len(c), len(b))
 	}
 	var r Packet
-	if err := r.sift(c); err != nil {
+	if err := r.sift(c, MugPrefix{}); err != nil {
 		t.Fatalf("canonical form %x does not parse: %v", c, err)
 	}
 	if r.Header.Type != p.Header.Type || r.Header.Hops != p.Header.Hops || r.Header.NextHop != p.Header.NextHop ||

@@ -310,7 +310,7 @@ func mesaGate(b []byte) error {
 // mesaParserVerdict returns sift's verdict worded as the vectors' parser
 // field.
 func mesaParserVerdict(p *Packet, b []byte) string {
-	err := p.sift(b)
+	err := p.sift(b, MugPrefix{})
 	if err == nil {
 		return "ok"
 	}
@@ -396,7 +396,7 @@ func TestMesaShortInputsUngated(t *testing.T) {
 	for _, c := range cases {
 		b, _ := hex.DecodeString(c.in)
 		var p Packet
-		if err := p.sift(b); err != c.want {
+		if err := p.sift(b, MugPrefix{}); err != c.want {
 			t.Errorf("sift(%s) = %v, want %v", c.in, err, c.want)
 		}
 		if err := p.Parse(b); err != ErrMesaNotMesa {
@@ -478,7 +478,7 @@ func TestMesaBuildAndParse(t *testing.T) {
 			if err != ErrMesaTooLarge {
 				t.Errorf("case %d: %d bytes: %v", i, len(b), err)
 			}
-			err = p.sift(b)
+			err = p.sift(b, MugPrefix{})
 		}
 		if err != nil {
 			t.Errorf("case %d: %v", i, err)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -92,7 +94,7 @@ func TestCodecEdit(t *testing.T) {
 	from := netip.MustParseAddrPort("127.0.0.1:43001")
 	m := transport.Message{Buf: buf[:cap(buf)], N: len(buf), Addr: from}
 	var pkt scry.Packet
-	if !codecEdit(&m, &pkt) {
+	if !codecEdit(&m, &pkt, scry.MugPrefix{}) {
 		t.Fatal("a valid page was not kept")
 	}
 	var got scry.Packet
@@ -106,7 +108,40 @@ func TestCodecEdit(t *testing.T) {
 		t.Errorf("hops %d, want %d", got.Header.Hops, page.Header.Hops+1)
 	}
 	m.Buf[m.N-1] ^= 1 // the body changes, the mug does not
-	if codecEdit(&m, &pkt) {
+	if codecEdit(&m, &pkt, scry.MugPrefix{}) {
 		t.Error("a page with a wrong mug was kept")
+	}
+}
+
+// TestCodecEditBatchMug: the batchmug forwarder edits a batch of pages and
+// peeks, each mug resumed from the batch's prefixes, to exactly the bytes
+// the serial codec forwarder makes, and drops the same bad-mug datagram.
+func TestCodecEditBatchMug(t *testing.T) {
+	from := netip.MustParseAddrPort("127.0.0.1:43001")
+	var serial, batch []transport.Message
+	for i := range 11 {
+		name := scry.Name{Ship: lane.ShipFromUint64(uint64(0x1234_5678 + i)), Rift: 1, Bloq: scry.DefaultBloq, Path: []byte(fmt.Sprintf("c/x/4/~zod/desk/%d", i))}
+		p := scry.NewPeek(name)
+		if i%3 != 2 {
+			p = scry.NewPage(name, scry.Data{Total: 1, AuthKind: scry.AuthPair, Auth: make([]byte, 64), Frag: bytes.Repeat([]byte{byte(i)}, 100*i)})
+		}
+		b := p.Append(make([]byte, 0, relay.MaxPacket))
+		if i == 7 {
+			b[len(b)-1] ^= 1 // a bad mug
+		}
+		serial = append(serial, transport.Message{Buf: append([]byte(nil), b[:cap(b)]...), N: len(b), Addr: from})
+		batch = append(batch, transport.Message{Buf: append([]byte(nil), b[:cap(b)]...), N: len(b), Addr: from})
+	}
+	bodies, ns, pre := make([][]byte, len(batch)), make([]int, len(batch)), make([]scry.MugPrefix, len(batch))
+	mugBatch(batch, bodies, ns, pre)
+	var pkt scry.Packet
+	for i := range serial {
+		ks, kb := codecEdit(&serial[i], &pkt, scry.MugPrefix{}), codecEdit(&batch[i], &pkt, pre[i])
+		if ks != kb || ks == (i == 7) {
+			t.Fatalf("datagram %d: kept %v serially, %v batched", i, ks, kb)
+		}
+		if !bytes.Equal(serial[i].Buf[:serial[i].N], batch[i].Buf[:batch[i].N]) {
+			t.Fatalf("datagram %d: batched edit differs", i)
+		}
 	}
 }

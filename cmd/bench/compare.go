@@ -15,6 +15,11 @@ func compareMain(cfg benchConfig, variants []string, old string, rounds int) err
 	scs := []scenario{{name: "bare forwarder", role: "forward", sockets: 1, procs: 1},
 		{name: "forwarder + codec", role: "forward", sockets: 1, procs: 1, variant: "codec"}}
 	for _, v := range variants {
+		if fv, ok := strings.CutPrefix(v, "fwd:"); ok {
+			// A forwarder variant: "fwd:nogro", "fwd:codec+batchmug".
+			scs = append(scs, scenario{name: "forwarder " + fv, role: "forward", sockets: 1, procs: 1, variant: fv})
+			continue
+		}
 		name := "relay " + v
 		if v == "" {
 			name = "relay (bench config)"

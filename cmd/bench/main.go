@@ -39,7 +39,7 @@ func main() {
 	var (
 		pairs    = flag.Int("pairs", 2, "requester sockets in the load generator (with -publishers 0, requester/publisher pairs)")
 		pubs     = flag.Int("publishers", 0, "publisher sockets, requester i asking publisher i%N; 0: one for each requester")
-		variants = flag.String("variants", "", "compare mode: measure the forwarder and the relay in each of these comma-separated configurations (\"\" the bench's; see relayVariant, e.g. \"default\" or \"default+nodup\"), print a table and write nothing")
+		variants = flag.String("variants", "", "compare mode: measure the forwarder and the relay in each of these comma-separated configurations (\"\" the bench's; see relayVariant, e.g. \"default\" or \"default+nodup\"; \"+nogro\" turns the sockets' UDP GRO off; \"fwd:V\" adds a forwarder, V \"codec\", \"codec+batchmug\" or \"nogro\"), print a table and write nothing")
 		old      = flag.String("old", "", "compare mode: also run each relay configuration from this executable (a cmd/bench built before a change), side by side")
 		download = flag.Int("download", 0, "download mode: fetch this many fragments through the relay (default configuration) and directly, side by side, print a table and write nothing")
 		base     = flag.Int("base-port", 42000, "first requester port; publishers at +1000")

@@ -62,7 +62,8 @@ func serve(role string, sockets, pubs, basePort int, gso bool, variant string) e
 	}
 	var conns []transport.Conn
 	listen := netip.MustParseAddrPort("127.0.0.1:0")
-	opts := transport.Options{DisableGSO: !gso}
+	variant, noGRO := cutToken(variant, "nogro")
+	opts := transport.Options{DisableGSO: !gso, DisableGRO: noGRO}
 	if sockets > 1 {
 		opts.ReusePort = true
 	}
@@ -95,7 +96,12 @@ func serve(role string, sockets, pubs, basePort int, gso bool, variant string) e
 				Service: srv.ServiceTimes().Snapshot(make([]uint64, hist.Buckets))}
 		}
 	case "forward":
-		f := &forwarder{conns: conns, base: basePort, pubs: pubs, codec: variant == "codec"}
+		v, batchMug := cutToken(variant, "batchmug")
+		v, codec := cutToken(v, "codec")
+		if v != "" {
+			return fmt.Errorf("unknown forwarder variant %q", variant)
+		}
+		f := &forwarder{conns: conns, base: basePort, pubs: pubs, codec: codec || batchMug, batchMug: batchMug}
 		f.start()
 		stop = f.close
 		report = f.stats
@@ -120,6 +126,22 @@ func serve(role string, sockets, pubs, basePort int, gso bool, variant string) e
 	}
 	stop()
 	return nil
+}
+
+// cutToken removes every tok from the "+"-separated variant and reports
+// whether there was one. "nogro" is the sockets' (any role: UDP GRO off),
+// "codec" and "batchmug" the forwarder's.
+func cutToken(variant, tok string) (string, bool) {
+	var keep []string
+	found := false
+	for _, v := range strings.Split(variant, "+") {
+		if v == tok {
+			found = true
+		} else if v != "" {
+			keep = append(keep, v)
+		}
+	}
+	return strings.Join(keep, "+"), found
 }
 
 // relayVariant returns the relay's configuration for a child: the bench's
@@ -191,14 +213,19 @@ func relayVariant(variant string, listen netip.AddrPort, pubs, basePort int) (re
 // and writes the publisher's lane into each page's next-hop field (so the
 // page's mug is computed again). That is the floor under the relay's cost:
 // a page's mug is one pass over its 1 KiB whatever the relay decides.
+//
+// With batchMug too, the mugs of a batch are hashed four at a time
+// (scry.MugPrefixes) before the datagrams are parsed (ParseWithPrefix),
+// as a relay's reader could: the floor made cheaper.
 type forwarder struct {
-	conns []transport.Conn
-	base  int
-	pubs  int
-	codec bool
-	done  chan struct{}
-	n     []atomic.Uint64 // datagrams read, per socket
-	b     []atomic.Uint64 // read batches, per socket
+	conns    []transport.Conn
+	base     int
+	pubs     int
+	codec    bool
+	batchMug bool
+	done     chan struct{}
+	n        []atomic.Uint64 // datagrams read, per socket
+	b        []atomic.Uint64 // read batches, per socket
 	// service is timed as the relay's server times itself.
 	service relay.ServiceHistogram
 }
@@ -218,6 +245,9 @@ func (f *forwarder) loop(idx int, c transport.Conn) {
 	clock := relay.NewSystemClock()
 	gso, _ := c.(transport.GSOer)
 	var pkt scry.Packet
+	bodies := make([][]byte, len(msgs))
+	ns := make([]int, len(msgs))
+	pre := make([]scry.MugPrefix, len(msgs))
 	for {
 		n, err := c.ReadBatch(msgs)
 		if err != nil {
@@ -227,9 +257,12 @@ func (f *forwarder) loop(idx int, c transport.Conn) {
 			continue
 		}
 		t0 := clock.Now()
+		if f.batchMug {
+			mugBatch(msgs[:n], bodies, ns, pre)
+		}
 		k := 0
 		for i := 0; i < n; i++ {
-			if f.codec && !codecEdit(&msgs[i], &pkt) {
+			if f.codec && !codecEdit(&msgs[i], &pkt, pre[i]) {
 				continue
 			}
 			p := int(msgs[i].Addr.Port())
@@ -268,12 +301,27 @@ func (f *forwarder) loop(idx int, c transport.Conn) {
 	}
 }
 
-// codecEdit parses m's datagram into pkt (its mug checked), counts a hop
-// and, for a page, sets its next-hop to the lane it came from: the codec
+// mugBatch sets pre[i] to the mug prefix ParseWithPrefix wants for
+// msgs[i] (the zero prefix for what is not mesa), hashing them four at a
+// time; bodies and ns are scratch as long as msgs.
+func mugBatch(msgs []transport.Message, bodies [][]byte, ns []int, pre []scry.MugPrefix) {
+	for i := range msgs {
+		b := msgs[i].Buf[:msgs[i].N]
+		bodies[i], ns[i] = nil, 0
+		if scry.IsMesa(b) {
+			bodies[i], ns[i] = b[scry.MesaHeaderLen:], scry.MesaMugPrefixLen(b)
+		}
+	}
+	scry.MugPrefixes(bodies[:len(msgs)], ns, pre)
+}
+
+// codecEdit parses m's datagram into pkt (its mug checked, resumed from
+// pre, which is the zero prefix or mugBatch's for m), counts a hop and,
+// for a page, sets its next-hop to the lane it came from: the codec
 // forwarder's work on the bytes. It reports whether the datagram is kept.
-func codecEdit(m *transport.Message, pkt *scry.Packet) bool {
+func codecEdit(m *transport.Message, pkt *scry.Packet, pre scry.MugPrefix) bool {
 	b := m.Buf[:m.N]
-	if pkt.Parse(b) != nil {
+	if pkt.ParseWithPrefix(b, pre) != nil {
 		return false
 	}
 	scry.BumpHops(b)

@@ -111,6 +111,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	limit := fs.Int("limit", 0, "send at most this many scheduled datagrams")
 	metrics := fs.String("metrics", "", "the relay's Prometheus metrics URL, to report relay_drops_total")
 	bind := fs.String("bind", "127.0.0.1", "local address of the lane sockets")
+	ports := fs.String("ports", "auto", "lane ports: auto (the same ports for every run of a fixture, as the same ships keep their lanes), ephemeral (new ports every run: every ship moved), or the first of consecutive ports")
 	hold := fs.Duration("hold-threshold", DefaultHoldThreshold, "a publisher page later than this after its request is held (see docs/replay.md)")
 	jsonOut := fs.Bool("json", false, "print the summary as JSON")
 	progress := fs.Bool("progress", isTerminal(os.Stderr), "draw a live progress line on stderr (default: when stderr is a terminal)")
@@ -137,7 +138,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	cfg := runConfig{
 		Relay: relayAddr.ap, Speedup: *speedup, Rate: *rate, Concurrency: *conc,
 		Duration: *duration, Timeout: *timeout, Loop: *loop, Limit: *limit,
-		MetricsURL: *metrics, Bind: bindAddr,
+		MetricsURL: *metrics, Bind: bindAddr, Ports: *ports,
 	}
 	if *progress {
 		cfg.Progress = stderr

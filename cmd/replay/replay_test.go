@@ -495,3 +495,80 @@ func TestExitCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayTwice: a load test run twice against one relay is as good the
+// second time. Each fixture lane keeps its port from run to run (--ports
+// auto), as the same ships keep their lanes, so the relay's lanes from the
+// first run are still right: none missing either time. With new ports
+// every run (--ports ephemeral) every ship would seem to have moved while
+// the relay still held its old lane, and requests would go there.
+func TestReplayTwice(t *testing.T) {
+	recs, _, err := generate(genSmall("steady", 7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "small.pcap")
+	if err := writeFixtureFile(path, recs); err != nil {
+		t.Fatal(err)
+	}
+	fx, err := loadFixture(path, netip.AddrPort{}, DefaultHoldThreshold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, addr := startRelay(t)
+	var runs []*summary
+	for run := range 2 {
+		s, err := replay(context.Background(), fx, runConfig{Relay: addr, Concurrency: 16, Loop: true,
+			Duration: 400 * time.Millisecond, Timeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.LanesMoved > 0 {
+			t.Skipf("run %d: %d of the fixture's ports %d-%d are taken by another program", run+1, s.LanesMoved, s.PortBase, s.PortBase+s.Lanes-1)
+		}
+		if s.PortBase < stablePortLo || s.PortBase+s.Lanes > stablePortHi {
+			t.Fatalf("run %d: ports %d-%d, want within [%d, %d)", run+1, s.PortBase, s.PortBase+s.Lanes-1, stablePortLo, stablePortHi)
+		}
+		if s.Missing != 0 || s.Expected < 50 {
+			var out bytes.Buffer
+			s.writeText(&out)
+			t.Fatalf("run %d: expected %d, missing %d\n%s\nrelay: %+v", run+1, s.Expected, s.Missing, out.String(), r.Counters().Snapshot())
+		}
+		runs = append(runs, s)
+	}
+	if runs[0].PortBase != runs[1].PortBase {
+		t.Fatalf("port base %d then %d: the ships moved", runs[0].PortBase, runs[1].PortBase)
+	}
+}
+
+// TestLanePortBase: auto is the same for one fixture and within the
+// stable range, ephemeral is 0, a number is taken as given if the lanes fit.
+func TestLanePortBase(t *testing.T) {
+	fx := &fixture{}
+	for i := range 300 {
+		fx.lanes = append(fx.lanes, netip.AddrPortFrom(netip.MustParseAddr("10.0.0.2"), uint16(1000+i)))
+	}
+	a, err := lanePortBase(fx, "auto")
+	if b, _ := lanePortBase(fx, ""); err != nil || a != b || a < stablePortLo || a+len(fx.lanes) > stablePortHi {
+		t.Fatalf("auto: %d %d %v", a, b, err)
+	}
+	other := &fixture{lanes: fx.lanes[1:]}
+	if c, _ := lanePortBase(other, "auto"); c == a {
+		t.Errorf("two fixtures share base %d", a)
+	}
+	if e, err := lanePortBase(fx, "ephemeral"); e != 0 || err != nil {
+		t.Fatalf("ephemeral: %d %v", e, err)
+	}
+	if n, err := lanePortBase(fx, "40000"); n != 40000 || err != nil {
+		t.Fatalf("40000: %d %v", n, err)
+	}
+	for _, bad := range []string{"65400", "0", "x", "-3"} {
+		if _, err := lanePortBase(fx, bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	big := &fixture{lanes: make([]netip.AddrPort, stablePortHi-stablePortLo)}
+	if n, err := lanePortBase(big, "auto"); n != 0 || err != nil {
+		t.Fatalf("too many lanes for the range: %d %v", n, err)
+	}
+}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"math"
 	"net"
 	"net/netip"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +63,7 @@ type runConfig struct {
 	Limit       int  // > 0: send at most this many scheduled actions
 	MetricsURL  string
 	Bind        netip.Addr // lane sockets' address
+	Ports       string     // lanes' ports: lanePortBase's spec ("" is "auto")
 	Progress    io.Writer  // live progress line; nil for none
 }
 
@@ -135,22 +138,83 @@ type runner struct {
 
 func (r *runner) now() time.Duration { return time.Since(r.start) }
 
-// openLanes binds one socket per fixture lane.
-func openLanes(fx *fixture, bind netip.Addr) ([]transport.Conn, error) {
-	conns := make([]transport.Conn, 0, len(fx.lanes))
-	for range fx.lanes {
-		c, err := transport.ListenUDP(netip.AddrPortFrom(bind, 0), transport.Options{
-			BatchSize: 8, ReadBufferBytes: laneSocketBuffer, WriteBufferBytes: laneSocketBuffer,
-		})
+// openLanes binds one socket per fixture lane: lane i on port base+i, or
+// on an ephemeral port if base is 0 or that port is taken. moved counts the
+// lanes that wanted a port of their own and did not get it.
+func openLanes(fx *fixture, bind netip.Addr, base int) (conns []transport.Conn, moved int, err error) {
+	conns = make([]transport.Conn, 0, len(fx.lanes))
+	for i := range fx.lanes {
+		c, err := listenLane(bind, base, i)
+		if err != nil && base > 0 {
+			moved++
+			c, err = listenLane(bind, 0, i)
+		}
 		if err != nil {
 			for _, c := range conns {
 				c.Close()
 			}
-			return nil, fmt.Errorf("lane socket %d of %d: %w", len(conns)+1, len(fx.lanes), err)
+			return nil, 0, fmt.Errorf("lane socket %d of %d: %w", len(conns)+1, len(fx.lanes), err)
 		}
 		conns = append(conns, c)
 	}
-	return conns, nil
+	return conns, moved, nil
+}
+
+// listenLane opens lane i's socket on port base+i (any port if base is 0).
+func listenLane(bind netip.Addr, base, i int) (transport.Conn, error) {
+	port := 0
+	if base > 0 {
+		port = base + i
+	}
+	return transport.ListenUDP(netip.AddrPortFrom(bind, uint16(port)), transport.Options{
+		BatchSize: 8, ReadBufferBytes: laneSocketBuffer, WriteBufferBytes: laneSocketBuffer,
+		// A lane is a ship: vere's socket does not set UDP_GRO
+		// (pkg/vere/io/mesa.c), and GRO's 64 KiB read slots
+		// would cost each of thousands of lanes 512 KiB.
+		DisableGRO: true,
+	})
+}
+
+// Lane ports (--ports).
+const (
+	// stablePortLo and stablePortHi bound the ports "auto" gives lanes:
+	// below Linux's default ephemeral range (32768-60999,
+	// net.ipv4.ip_local_port_range), so that other programs' ephemeral
+	// sockets do not hold them, and above the low ports services
+	// register.
+	stablePortLo = 20000
+	stablePortHi = 32768
+)
+
+// lanePortBase returns the first of the consecutive ports fx's lanes bind
+// to under spec, or 0 for ephemeral ports: "auto" (a base drawn from the
+// fixture's lanes, the same for every run of one fixture, so that a second
+// run's ships are where the first run's were, as the same ships would be;
+// ephemeral if the fixture has more lanes than the range holds),
+// "ephemeral" (every run's ships on new ports, as if every ship had moved
+// since the last run), or a number (that base).
+func lanePortBase(fx *fixture, spec string) (int, error) {
+	n := len(fx.lanes)
+	switch spec {
+	case "ephemeral":
+		return 0, nil
+	case "auto", "":
+		span := stablePortHi - stablePortLo - n
+		if span <= 0 {
+			return 0, nil
+		}
+		h := fnv.New32a()
+		for _, l := range fx.lanes {
+			b, _ := l.MarshalBinary()
+			h.Write(b)
+		}
+		return stablePortLo + int(h.Sum32()%uint32(span)), nil
+	}
+	base, err := strconv.Atoi(spec)
+	if err != nil || base < 1 || base+n > 1<<16 {
+		return 0, fmt.Errorf("--ports %q: want auto, ephemeral or a first port with room for %d lanes", spec, n)
+	}
+	return base, nil
 }
 
 // replay plays fx against the relay in cfg and returns the summary.
@@ -172,7 +236,11 @@ func replay(ctx context.Context, fx *fixture, cfg runConfig) (*summary, error) {
 	if cfg.MetricsURL != "" {
 		before, metricsErr = scrapeDrops(ctx, cfg.MetricsURL)
 	}
-	conns, err := openLanes(fx, cfg.Bind)
+	base, err := lanePortBase(fx, cfg.Ports)
+	if err != nil {
+		return nil, err
+	}
+	conns, moved, err := openLanes(fx, cfg.Bind, base)
 	if err != nil {
 		return nil, err
 	}
@@ -231,6 +299,7 @@ func replay(ctx context.Context, fx *fixture, cfg runConfig) (*summary, error) {
 	}
 
 	s := r.summarize(sendPhase, elapsed)
+	s.PortBase, s.LanesMoved = base, moved
 	if cfg.MetricsURL != "" {
 		if metricsErr == nil {
 			var after map[string]float64

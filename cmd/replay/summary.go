@@ -10,13 +10,18 @@ import (
 
 // summary is the result of a run, printed as text or (--json) as JSON.
 type summary struct {
-	Fixture      string  `json:"fixture"`
-	Relay        string  `json:"relay"`
-	FixtureRelay string  `json:"fixture_relay"`
-	Mode         string  `json:"mode"`
-	Lanes        int     `json:"lanes"`
-	ElapsedS     float64 `json:"elapsed_s"`
-	SendPhaseS   float64 `json:"send_phase_s"`
+	Fixture      string `json:"fixture"`
+	Relay        string `json:"relay"`
+	FixtureRelay string `json:"fixture_relay"`
+	Mode         string `json:"mode"`
+	Lanes        int    `json:"lanes"`
+	// PortBase is lane i's port base+i (--ports), 0 for ephemeral ports;
+	// LanesMoved counts lanes whose port was taken, which ran on an
+	// ephemeral one instead (to a relay that knew them, they moved).
+	PortBase   int     `json:"port_base"`
+	LanesMoved int     `json:"lanes_moved"`
+	ElapsedS   float64 `json:"elapsed_s"`
+	SendPhaseS float64 `json:"send_phase_s"`
 
 	Sent     uint64  `json:"sent"`
 	SentRate float64 `json:"sent_per_s"`
@@ -156,6 +161,14 @@ func fmtMs(v float64) string { return fmtDur(time.Duration(v * float64(time.Mill
 // writeText prints s for people.
 func (s *summary) writeText(w io.Writer) {
 	fmt.Fprintf(w, "replay %s -> %s (fixture relay %s, %d lanes)\n", s.Fixture, s.Relay, s.FixtureRelay, s.Lanes)
+	switch {
+	case s.PortBase == 0:
+		fmt.Fprintf(w, "lanes on ephemeral ports\n")
+	case s.LanesMoved > 0:
+		fmt.Fprintf(w, "lanes on ports %d-%d; %d of them taken, those lanes on ephemeral ports (moved)\n", s.PortBase, s.PortBase+s.Lanes-1, s.LanesMoved)
+	default:
+		fmt.Fprintf(w, "lanes on ports %d-%d\n", s.PortBase, s.PortBase+s.Lanes-1)
+	}
 	fmt.Fprintf(w, "mode %s: %.2fs (sending %.2fs)\n", s.Mode, s.ElapsedS, s.SendPhaseS)
 	fmt.Fprintf(w, "sent %d datagrams (%.0f/s); requests %d: answered %d (%.0f/s), expected %d, missing %d, extra %d\n",
 		s.Sent, s.SentRate, s.Requests, s.Answered, s.AnsweredRate, s.Expected, s.Missing, s.Extra)

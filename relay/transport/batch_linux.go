@@ -32,8 +32,11 @@ type batchConn struct {
 	closed atomic.Bool
 	gso    atomic.Bool // WriteBatch merges runs into UDP_SEGMENT sends
 
-	rxMu sync.Mutex // serialises readers; guards rx
-	rx   mmsgScratch
+	gro bool // UDP_GRO is set: reads go through readGRO
+
+	rxMu  sync.Mutex // serialises readers; guards rx and groRx
+	rx    mmsgScratch
+	groRx *groScratch // with gro, allocated by the first read
 
 	txMu sync.Mutex // serialises writers; guards tx
 	tx   txScratch
@@ -98,19 +101,20 @@ func newTxScratch(batch int) txScratch {
 	return s
 }
 
-// newBatchConn wraps uc; useGSO asks for UDP GSO, granted if the kernel
-// supports it.
-func newBatchConn(uc *net.UDPConn, batch int, useGSO bool) (*batchConn, error) {
+// newBatchConn wraps uc; useGSO asks for UDP GSO and useGRO for UDP GRO,
+// each granted if the kernel supports it.
+func newBatchConn(uc *net.UDPConn, batch int, useGSO, useGRO bool) (*batchConn, error) {
 	raw, err := uc.SyscallConn()
 	if err != nil {
 		return nil, err
 	}
 	var domain int
 	var sockErr error
-	gso := false
+	gso, gro := false, false
 	if err := raw.Control(func(fd uintptr) {
 		domain, sockErr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_DOMAIN)
 		gso = useGSO && gsoSupported(fd)
+		gro = useGRO && groEnable(fd)
 	}); err != nil {
 		return nil, err
 	}
@@ -122,6 +126,7 @@ func newBatchConn(uc *net.UDPConn, batch int, useGSO bool) (*batchConn, error) {
 		raw:   raw,
 		local: localAddrPort(uc),
 		ipv6:  domain == unix.AF_INET6,
+		gro:   gro,
 		rx:    newMmsgScratch(batch),
 		tx:    newTxScratch(batch),
 	}
@@ -188,6 +193,9 @@ func (c *batchConn) ReadBatch(msgs []Message) (int, error) {
 	}
 	c.rxMu.Lock()
 	defer c.rxMu.Unlock()
+	if c.gro {
+		return c.readGRO(msgs)
+	}
 	s := &c.rx
 	k := min(len(msgs), len(s.hdrs))
 	for i := range k {

@@ -258,10 +258,12 @@ func TestReusePort(t *testing.T) {
 }
 
 // TestKernelDrops overflows a tiny receive buffer and checks that Drops
-// accounts exactly for what could not be read.
+// accounts exactly for what could not be read. Without GRO: the kernel
+// counts dropped socket buffers, and a coalesced one holds many datagrams
+// (TestKernelDropsGRO).
 func TestKernelDrops(t *testing.T) {
 	const sent = 500
-	rx := listenUDP(t, loopback4, Options{ReadBufferBytes: 1}) // kernel minimum
+	rx := listenUDP(t, loopback4, Options{ReadBufferBytes: 1, DisableGRO: true}) // kernel minimum
 	tx := listenUDP(t, loopback4, Options{})
 	if d := rx.(DropCounter).Drops(); d != 0 {
 		t.Fatalf("fresh socket Drops = %d", d)
@@ -284,6 +286,23 @@ func TestKernelDrops(t *testing.T) {
 	if d := rx.(DropCounter).Drops(); d != drops {
 		t.Errorf("Drops after Close = %d, want last value %d", d, drops)
 	}
+}
+
+// TestKernelDropsGRO: with GRO a drop is still seen, though a dropped
+// coalesced read counts once for all its datagrams.
+func TestKernelDropsGRO(t *testing.T) {
+	const sent = 500
+	rx := listenUDP(t, loopback4, Options{ReadBufferBytes: 1})
+	requireGRO(t, rx)
+	tx := requireGSO(t, listenUDP(t, loopback4, Options{}))
+	for i := 0; i < sent; i += DefaultBatchSize {
+		writeAll(t, tx, msgsTo(rx.LocalAddr(), min(DefaultBatchSize, sent-i)))
+	}
+	drops := rx.(DropCounter).Drops()
+	if drops == 0 || drops >= sent {
+		t.Fatalf("Drops = %d after %d datagrams into a minimal buffer", drops, sent)
+	}
+	t.Logf("%d dropped reads", drops)
 }
 
 // BenchmarkXNetReadBatch measures golang.org/x/net/ipv4's batch path, the

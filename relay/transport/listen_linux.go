@@ -18,8 +18,9 @@ import (
 // (see LocalAddr). On Linux the Conn moves up to opts.BatchSize datagrams
 // per recvmmsg/sendmmsg system call, allocation-free, sends runs of
 // datagrams to one destination with UDP GSO where the kernel supports it
-// (unless opts.DisableGSO), and also implements DropCounter,
-// SocketBufferSizer and GSOer.
+// (unless opts.DisableGSO), receives with UDP GRO where the kernel supports
+// it (unless opts.DisableGRO), and also implements DropCounter,
+// SocketBufferSizer, GSOer and GROer.
 func ListenUDP(addr netip.AddrPort, opts Options) (Conn, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -29,7 +30,7 @@ func ListenUDP(addr netip.AddrPort, opts Options) (Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := newBatchConn(uc, opts.BatchSize, !opts.DisableGSO)
+	c, err := newBatchConn(uc, opts.BatchSize, !opts.DisableGSO, !opts.DisableGRO)
 	if err != nil {
 		uc.Close()
 		return nil, fmt.Errorf("transport: listen %v: %w", addr, err)

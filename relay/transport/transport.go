@@ -87,6 +87,14 @@ type GSOer interface {
 	GSO() bool
 }
 
+// GROer is implemented by a Conn that can receive with UDP generic receive
+// offload (Linux sockets from ListenUDP).
+type GROer interface {
+	// GRO reports whether the socket has UDP_GRO set: false if
+	// Options.DisableGRO was set or the kernel lacks it (before 5.0).
+	GRO() bool
+}
+
 const (
 	// DefaultBatchSize is the number of datagrams moved per system call
 	// when Options.BatchSize is 0. 64 amortises the syscall cost well
@@ -133,6 +141,16 @@ type Options struct {
 	// are the same either way; only the number of trips through the
 	// kernel's send path differs. Ignored on other platforms.
 	DisableGSO bool
+
+	// DisableGRO turns off UDP generic receive offload, which Linux
+	// sockets otherwise set where the kernel supports it (5.0 and later):
+	// a read may then carry several datagrams of one flow, which ReadBatch
+	// splits into the caller's messages (see the package comment, "Cost",
+	// and GROer). The datagrams read are the same either way. With GRO a
+	// socket keeps a 64 KiB read buffer per batch slot (4 MiB at the
+	// default batch, allocated by the first read; the kernel touches only
+	// the pages reads fill). Ignored on other platforms.
+	DisableGRO bool
 }
 
 // withDefaults validates o and fills in defaults.
