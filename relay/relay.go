@@ -370,6 +370,24 @@ type Out struct {
 	preNext int
 	key     uint64
 	hasKey  bool
+
+	// Mug prefixes MugBatch computed since Reset, in order; mugNext is the
+	// next to take, mug the current datagram's (zero: none, hashed whole).
+	mugs    []prefetchedMug
+	mugNext int
+	mug     scry.MugPrefix
+	// mugBodies, mugNs and mugPre are MugBatch's scratch.
+	mugBodies [][]byte
+	mugNs     []int
+	mugPre    []scry.MugPrefix
+}
+
+// prefetchedMug is the mug prefix MugBatch computed for the mesa body at
+// data, n bytes long (the datagram's bytes after its header).
+type prefetchedMug struct {
+	data *byte
+	n    int
+	pre  scry.MugPrefix
 }
 
 // NewOut returns an Out sized for batches of up to batch input datagrams,
@@ -378,12 +396,16 @@ type Out struct {
 // should use Relay.NewOut, whose counts no other goroutine writes.
 func NewOut(batch int) *Out {
 	o := &Out{
-		Sends:   make([]transport.Message, 0, batch*route.MaxTargets),
-		Ports:   make([]Port, 0, batch*route.MaxTargets),
-		public:  make([]transport.Message, 0, batch*route.MaxTargets),
-		ship:    make([]transport.Message, 0, batch),
-		scratch: make([][]byte, batch),
-		pre:     make([]prefetched, 0, batch),
+		Sends:     make([]transport.Message, 0, batch*route.MaxTargets),
+		Ports:     make([]Port, 0, batch*route.MaxTargets),
+		public:    make([]transport.Message, 0, batch*route.MaxTargets),
+		ship:      make([]transport.Message, 0, batch),
+		scratch:   make([][]byte, batch),
+		pre:       make([]prefetched, 0, batch),
+		mugs:      make([]prefetchedMug, 0, batch),
+		mugBodies: make([][]byte, batch),
+		mugNs:     make([]int, batch),
+		mugPre:    make([]scry.MugPrefix, batch),
 	}
 	for i := range o.scratch {
 		o.scratch[i] = make([]byte, 0, MaxPacket+GrowRoom)
@@ -417,7 +439,55 @@ func (o *Out) Reset() {
 	o.Sends, o.Ports, o.nShip = o.Sends[:0], o.Ports[:0], 0
 	o.public, o.ship = o.public[:0], o.ship[:0]
 	o.pre, o.preNext = o.pre[:0], 0
+	o.mugs, o.mugNext = o.mugs[:0], 0
 	o.used = 0
+}
+
+// MugBatch hashes the mesa datagrams of a batch before they are decided,
+// four bodies' MurmurHash3 chains interleaved (scry.MugPrefixes), each up
+// to what Parse hashes before a page's next-hop (scry.MesaMugPrefixLen);
+// Handle then resumes each datagram's mug check from its prefix
+// (scry.Packet.ParseWithPrefix) instead of hashing it whole. A prefix is
+// taken only for the very bytes it was computed from (the same buffer and
+// length, in batch order), and bufs must not change between MugBatch and
+// their Handle: the prefix is trusted. Other datagrams are hashed whole.
+func (o *Out) MugBatch(bufs [][]byte) {
+	if len(bufs) > len(o.mugBodies) {
+		o.mugBodies = make([][]byte, len(bufs))
+		o.mugNs = make([]int, len(bufs))
+		o.mugPre = make([]scry.MugPrefix, len(bufs))
+	}
+	bodies := o.mugBodies[:len(bufs)]
+	for i, b := range bufs {
+		bodies[i], o.mugNs[i] = nil, 0
+		if scry.IsMesa(b) && len(b) > scry.MesaHeaderLen {
+			bodies[i], o.mugNs[i] = b[scry.MesaHeaderLen:], scry.MesaMugPrefixLen(b)
+		}
+	}
+	scry.MugPrefixes(bodies, o.mugNs, o.mugPre)
+	for i, body := range bodies {
+		if body != nil {
+			o.mugs = append(o.mugs, prefetchedMug{data: unsafe.SliceData(body), n: len(body), pre: o.mugPre[i]})
+		}
+		bodies[i] = nil
+	}
+}
+
+// takeMug sets out's current mug prefix to the one MugBatch computed for
+// b's body, scanning forward (a datagram dropped before its Handle is
+// skipped); the zero prefix, hashed whole, when there is none.
+func (out *Out) takeMug(b []byte) {
+	out.mug = scry.MugPrefix{}
+	if len(b) <= scry.MesaHeaderLen {
+		return
+	}
+	body := b[scry.MesaHeaderLen:]
+	for i := out.mugNext; i < len(out.mugs); i++ {
+		if out.mugs[i].data == unsafe.SliceData(body) && out.mugs[i].n == len(body) {
+			out.mug, out.mugNext = out.mugs[i].pre, i+1
+			return
+		}
+	}
 }
 
 func (o *Out) add(b []byte, to netip.AddrPort) {
@@ -473,6 +543,7 @@ func (o *Out) scratchCopy(b []byte) []byte {
 func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Out) *Decision {
 	r.bind(out)
 	out.takePrefetched(b)
+	out.takeMug(b)
 	from = lane.Canon(from)
 	out.begin(false, from, len(b))
 	r.handle(b, from, now, out)
@@ -483,7 +554,7 @@ func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Ou
 func (r *Relay) handle(b []byte, from netip.AddrPort, now time.Duration, out *Out) {
 	if scry.IsMesa(b) {
 		var p scry.Packet
-		if err := p.Parse(b); err != nil {
+		if err := p.ParseWithPrefix(b, out.mug); err != nil {
 			if err == scry.ErrMesaTooLarge {
 				out.dropOther(b, DropTooLarge)
 			} else {

@@ -233,6 +233,7 @@ func (s *Server) routineRead(rd *reader) {
 	pubLocal := pub.LocalAddr()
 	gso, _ := pub.(transport.GSOer)
 	out := s.relay.NewOut(s.cfg.Batch)
+	mugBufs := make([][]byte, s.cfg.Batch)
 	var lastWarn time.Time
 	for {
 		n, err := c.ReadBatch(in)
@@ -260,6 +261,14 @@ func (s *Server) routineRead(rd *reader) {
 		s.batchSum.Add(uint64(n))
 		now := s.cfg.Clock.Now()
 		out.Reset()
+		if !rd.ship {
+			// Hash the batch's mesa bodies interleaved before deciding
+			// (Out.MugBatch); nothing writes in[i] until its Handle.
+			for i := 0; i < n; i++ {
+				mugBufs[i] = in[i].Buf[:in[i].N]
+			}
+			out.MugBatch(mugBufs[:n])
+		}
 		if s.relay.pending.Len() >= PrefetchMinPending {
 			for i := 0; i < n; i++ {
 				s.relay.Prefetch(in[i].Buf[:in[i].N], out)
