@@ -352,6 +352,7 @@ type Out struct {
 	scratch [][]byte
 	used    int
 	reqs    []lane.Key
+	held    pit.Held   // what page's TakeHeld took beyond reqs (issue 28)
 	plan    route.Plan // Handle's route plan, reused
 	d       Decision   // the decision in hand, or the last made
 
@@ -694,7 +695,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	fromKey := lane.KeyOf(from)
 	fromShip := r.link.sent(from)
 	key := r.nameKey(p.NameBytes(), out)
-	reqs, ok := r.pending.Take(key, out.reqs[:0], now)
+	reqs, ok := r.pending.TakeHeld(key, out.reqs[:0], &out.held, now)
 	out.reqs = reqs[:0]
 	publisher := p.Name.Ship
 	// sponsors are the lanes of our own sponsors: requesters there get the
@@ -766,7 +767,12 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 		main = r.editPage(b, p, hops, hopShort, canShort)
 	}
 	sent, sentBytes := 0, 0
-	for _, q := range reqs {
+	for i, q := range reqs {
+		if contested && out.held.Delivered(i) {
+			// A contested page reached it since it last asked: one copy
+			// per ask, however many such pages come (issue 28).
+			continue
+		}
 		if orig != nil && q == r.link.key {
 			r.toShip(orig, KindPage, from, out)
 			continue
@@ -794,10 +800,9 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	if contested {
 		// The page came from the publisher's challenger, and its
 		// known-good lane was sent the same request: the requesters stay
-		// pending, so that lane's page reaches them too (route.PageArrived).
-		for _, q := range reqs {
-			r.pending.Add(key, q, now)
-		}
+		// pending, so that lane's page reaches them too (route.PageArrived),
+		// each marked as sent this name's contested page (pit.Restore).
+		r.pending.Restore(key, reqs, &out.held, now)
 	}
 }
 
