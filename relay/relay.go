@@ -667,6 +667,19 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 func (r *Relay) remember(out *Out, key uint64, from lane.Key, now time.Duration) bool {
 	c := out.c
 	v, evicted := r.pending.Add(key, from, now)
+	fwd := v.Forward()
+	if (v == pit.VerdictRequesterCapped || v == pit.VerdictCappedForward) && r.amp.probing() {
+		// Issue 28: a full entry refused it as a one-shot requester. A
+		// lane that answered our STUN probe receives there: it asks
+		// again as one, and takes a one-shot requester's place. Any
+		// other is probed (at most once a ProbeInterval), so that a
+		// real asker proves its lane by its next ask.
+		if ok, _ := r.amp.proofs.proven(from, now); !ok {
+			r.probe(from, now, out)
+		} else if v2, ev2 := r.pending.AddProven(key, from, now); v2 != pit.VerdictRequesterCapped && v2 != pit.VerdictCappedForward {
+			v, evicted, fwd = v2, evicted || ev2, fwd || v2.Forward()
+		}
+	}
 	if evicted {
 		c.add(EventEvicted, 1)
 	}
@@ -687,7 +700,7 @@ func (r *Relay) remember(out *Out, key uint64, from lane.Key, now time.Duration)
 	case pit.VerdictSourceCapped:
 		out.drop(DropPendingPerSource)
 	}
-	return v.Forward()
+	return fwd
 }
 
 // page handles a response.

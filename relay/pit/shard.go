@@ -315,7 +315,7 @@ func (s *shard) addLocked(h uint64, r lane.Key, recv bool, nowTick, expTick, now
 			if nf&flagReceives != f&flagReceives && e.most != 0 {
 				// One fewer requester not shown to receive: the cache
 				// of its largest source is counted afresh.
-				_, _, mostU, _ := s.tallyLocked(e)
+				_, _, mostU, _ := s.tallyLocked(e, &r)
 				e.most = uint16(mostU.n + 1)
 			}
 			s.bump(e, expTick)
@@ -558,7 +558,7 @@ func (s *shard) displaceLocked(e *entry, r lane.Key, rf uint8, sc scan) bool {
 	if rf&flagReceives == 0 && e.most != 0 && sc.sameU+1 >= int(e.most)-1 {
 		return false // the common refusal of a flood, from the cache
 	}
-	all, any, mostU, atMostU := s.tallyLocked(e)
+	all, any, mostU, atMostU := s.tallyLocked(e, &r)
 	var victim, from int // join position, and its source's one-shot count
 	switch {
 	case rf&flagReceives == 0:
@@ -601,13 +601,14 @@ type tallied struct{ n, last int }
 
 // tallyLocked counts e's requesters by source and returns: all, the
 // largest source's count and the latest requester among the sources
-// holding that many; any, among the sources with a one-shot requester
-// (flagReceives clear) after the first, the largest one-shot count and
-// the latest such requester among the sources holding it; mostU, the
+// holding that many; any, among the sources other than r's with a
+// one-shot requester (flagReceives clear) after the first, the largest
+// one-shot count and the latest such requester among the sources holding
+// it (a proven newcomer does not displace its own source's); mostU, the
 // largest source's one-shot count and the latest one-shot requester after
 // the first among the sources holding that many (0 if none); and how many
 // sources hold mostU.n one-shot requesters.
-func (s *shard) tallyLocked(e *entry) (all, any, mostU tallied, atMostU int) {
+func (s *shard) tallyLocked(e *entry, r *lane.Key) (all, any, mostU tallied, atMostU int) {
 	if s.tally == nil {
 		s.tally = make([]tallySlot, 1<<bits.Len(uint(tallySlotsPerRequester*s.p.maxReq-1)))
 		s.tallyUsed = make([]uint32, 0, s.p.maxReq)
@@ -655,13 +656,14 @@ func (s *shard) tallyLocked(e *entry) (all, any, mostU tallied, atMostU int) {
 	}
 	// better reports whether (n, last) beats t: more, or as many and later.
 	better := func(t *tallied, n, last int) bool { return n > t.n || n == t.n && last > t.last }
+	ra, rb := srcWords(r)
 	for _, i := range used {
 		t := &s.tally[i]
 		n, nU := int(t.n), int(t.nU)
 		if better(&all, n, int(t.last)) {
 			all = tallied{n, int(t.last)}
 		}
-		if t.lastU > 0 && better(&any, nU, int(t.lastU)) {
+		if t.lastU > 0 && (t.a != ra || t.b != rb) && better(&any, nU, int(t.lastU)) {
 			any = tallied{nU, int(t.lastU)}
 		}
 		switch {
