@@ -56,6 +56,15 @@ import (
 // is then no better a reflector than the publisher itself), and an
 // on-path attacker can answer the probe for a lane it sees.
 //
+// A proof is also what the pending table counts as showing a requester
+// receives (issue 28; pit's "Who has shown it receives"): a full entry's
+// refused newcomer is probed as a refused page's lane is, and when proven
+// it asks again through pit.Table.AddProven. The proof table is two-way
+// set-associative (a lane takes either of two adjacent slots of one
+// stripe), so that two lanes hashing to one slot, such as two ships behind
+// one NAT, are both proven: direct-mapped, 1 to 3 of 200 NAT lanes could
+// not be for ProofLifetime.
+//
 // Addresses, networks and proofs are tracked in fixed tables of slots
 // (Slots, NetSlots, ProofSlots) indexed by a seeded hash of all 16 bytes
 // of the address (the network's masked address; the lane), with no
