@@ -197,6 +197,9 @@ func checkShardLocked(tb testing.TB, si int, s *shard) {
 			if f&^(flagReceives|flagDelivered) != 0 {
 				fail("entry %d: requester %d has flags %#x", i, j, f)
 			}
+			if f&flagReceives != 0 && e.src&srcAnyProven == 0 {
+				fail("entry %d: requester %d proven, the entry not marked", i, j)
+			}
 		}
 		if mostU := largestSource(oneShot); e.most != 0 && (int(e.most)-1 != mostU || e.nreq != s.p.maxReq) {
 			fail("entry %d caches %d for its largest one-shot source, which holds %d of %d requesters", i, e.most, mostU, e.nreq)

@@ -49,16 +49,33 @@ const (
 
 	srcSlotBits = 12
 	srcSlotMask = 1<<srcSlotBits - 1
+	// srcFlagsMask covers the first's flags in entry.src.
+	srcFlagsMask = 3 << srcSlotBits
+	// srcAnyProven, in entry.src, is set once any of the entry's
+	// requesters has had flagReceives: while it is clear, the scan of a
+	// full entry's requesters counts them by source without reading
+	// their flags (every one is one-shot).
+	srcAnyProven = 1 << 15
 )
 
-// slot returns e's source slot (entry.src without the first's flags).
+// slot returns e's source slot (entry.src without the flags).
 func (e *entry) slot() uint32 { return uint32(e.src & srcSlotMask) }
 
 // firstFlags returns the flags of e's first requester.
-func (e *entry) firstFlags() uint8 { return uint8(e.src >> srcSlotBits) }
+func (e *entry) firstFlags() uint8 { return uint8(e.src&srcFlagsMask>>srcSlotBits) }
 
 // setFirstFlags sets the flags of e's first requester.
-func (e *entry) setFirstFlags(f uint8) { e.src = e.src&srcSlotMask | uint16(f)<<srcSlotBits }
+func (e *entry) setFirstFlags(f uint8) {
+	e.src = e.src&^srcFlagsMask | uint16(f)<<srcSlotBits
+	e.note(f)
+}
+
+// note records in e that one of its requesters has flags f.
+func (e *entry) note(f uint8) {
+	if f&flagReceives != 0 {
+		e.src |= srcAnyProven
+	}
+}
 
 // chunk holds overflow requesters of one entry: 64 bytes (one cache
 // line), no pointers.
@@ -296,6 +313,7 @@ func (s *shard) addLocked(h uint64, r lane.Key, recv bool, nowTick, expTick, now
 			}
 			s.freeChunksLocked(e)
 			e.first = r
+			e.src &= srcSlotMask
 			e.setFirstFlags(rf)
 			e.nreq = 1
 			e.most = 0
@@ -473,20 +491,18 @@ type scan struct {
 // counts those of r's source (lane.Key.Source). It is the linear scan
 // every Add of a live name pays; the count is asked for only when a rule
 // needs it (a full entry, or MaxRequestersPerSource).
-func (s *shard) scanRequestersLocked(e *entry, r lane.Key, count bool) (sc scan) {
+func (s *shard) scanRequestersLocked(e *entry, r lane.Key, count bool) scan {
 	// Ports first: they tell lanes apart sooner than addresses do (an
 	// IPv4 address's first 10 bytes are those of every other).
 	if e.first.Port == r.Port && e.first.IP == r.IP {
 		return scan{has: true, c: nilIdx}
 	}
 	var m sourceMatch
+	same := 0
 	if count {
 		m = sourceMatchOf(&r)
 		if m.has(&e.first) {
-			sc.same++
-			if e.firstFlags()&flagReceives == 0 {
-				sc.sameU++
-			}
+			same++
 		}
 	}
 	left := int(e.nreq) - 1
@@ -496,19 +512,42 @@ func (s *shard) scanRequestersLocked(e *entry, r lane.Key, count bool) (sc scan)
 		for k := range ch.lanes[:n] {
 			l := &ch.lanes[k]
 			if l.Port == r.Port && l.IP == r.IP {
-				sc.has, sc.c, sc.k = true, c, k
-				return sc
+				return scan{has: true, c: c, k: k}
 			}
 			if count && m.has(l) {
-				sc.same++
-				if ch.flags[k]&flagReceives == 0 {
-					sc.sameU++
-				}
+				same++
 			}
 		}
 		left -= n
 	}
+	sc := scan{same: same, sameU: same}
+	if count && e.src&srcAnyProven != 0 {
+		// Some requester may be proven: those of r's source are not
+		// one-shot. A second pass, so that the first stays as lean as
+		// before the flags (an entry with a proven requester is rare).
+		sc.sameU -= s.provenOfLocked(e, &m)
+	}
 	return sc
+}
+
+// provenOfLocked counts e's requesters matched by m that have
+// flagReceives.
+func (s *shard) provenOfLocked(e *entry, m *sourceMatch) int {
+	n := 0
+	if e.firstFlags()&flagReceives != 0 && m.has(&e.first) {
+		n++
+	}
+	left := int(e.nreq) - 1
+	for c := e.chunk; left > 0; c = s.chunks[c].next {
+		ch := &s.chunks[c]
+		for k := range min(left, lanesPerChunk) {
+			if ch.flags[k]&flagReceives != 0 && m.has(&ch.lanes[k]) {
+				n++
+			}
+		}
+		left -= lanesPerChunk
+	}
+	return n
 }
 
 // flagsAt returns the flags of e's requester in chunk c (nilIdx: the
@@ -528,6 +567,7 @@ func (s *shard) setFlagsAt(e *entry, c uint32, k int, f uint8) {
 		return
 	}
 	s.chunks[c].flags[k] = f
+	e.note(f)
 }
 
 // displaceLocked applies the full entry's rule to newcomer r (flags rf,
@@ -584,6 +624,7 @@ func (s *shard) displaceLocked(e *entry, r lane.Key, rf uint8, sc scan) bool {
 	}
 	s.chunks[c].lanes[k%lanesPerChunk] = r
 	s.chunks[c].flags[k%lanesPerChunk] = rf
+	e.note(rf)
 	// The one-shot pool lost one of a source holding from (0: none) and,
 	// if r is one-shot, gained one of a source now holding sameU+1, less
 	// than mostU.n.
@@ -702,6 +743,7 @@ func (s *shard) appendRequesterLocked(i uint32, r lane.Key, f uint8) bool {
 		s.chunks[c] = chunk{src: uint16(slot), next: nilIdx}
 		s.chunks[c].lanes[0] = r
 		s.chunks[c].flags[0] = f
+		e.note(f)
 		if s.p.chunkShare > 0 {
 			s.sources[slot].chunks++
 		}
@@ -723,6 +765,7 @@ func (s *shard) appendRequesterLocked(i uint32, r lane.Key, f uint8) bool {
 	}
 	s.chunks[c].lanes[k%lanesPerChunk] = r
 	s.chunks[c].flags[k%lanesPerChunk] = f
+	e.note(f)
 	e.nreq++
 	return true
 }
