@@ -62,7 +62,7 @@ const (
 func (e *entry) slot() uint32 { return uint32(e.src & srcSlotMask) }
 
 // firstFlags returns the flags of e's first requester.
-func (e *entry) firstFlags() uint8 { return uint8(e.src&srcFlagsMask>>srcSlotBits) }
+func (e *entry) firstFlags() uint8 { return uint8(e.src & srcFlagsMask >> srcSlotBits) }
 
 // setFirstFlags sets the flags of e's first requester.
 func (e *entry) setFirstFlags(f uint8) {
