@@ -56,6 +56,15 @@ import (
 // is then no better a reflector than the publisher itself), and an
 // on-path attacker can answer the probe for a lane it sees.
 //
+// A proof is also what the pending table counts as showing a requester
+// receives (issue 28; pit's "Who has shown it receives"): a full entry's
+// refused newcomer is probed as a refused page's lane is, and when proven
+// it asks again through pit.Table.AddProven. The proof table is two-way
+// set-associative (a lane takes either of two adjacent slots of one
+// stripe), so that two lanes hashing to one slot, such as two ships behind
+// one NAT, are both proven: direct-mapped, 1 to 3 of 200 NAT lanes could
+// not be for ProofLifetime.
+//
 // Addresses, networks and proofs are tracked in fixed tables of slots
 // (Slots, NetSlots, ProofSlots) indexed by a seeded hash of all 16 bytes
 // of the address (the network's masked address; the lane), with no
@@ -532,32 +541,72 @@ func newProofTable(cfg AmpConfig) (*proofTable, error) {
 	}, nil
 }
 
-// slot returns k's slot and its lock.
-func (t *proofTable) slot(k lane.Key) (*proofSlot, *sync.Mutex) {
+// ways returns k's slots and their lock: two adjacent slots of one
+// stripe (two-way set-associative, so that two lanes sharing a slot,
+// such as two ships behind one NAT, are both proven; issue 28), or one
+// when a stripe holds one slot. A lane is in at most one of them.
+func (t *proofTable) ways(k lane.Key) (a, b *proofSlot, mu *sync.Mutex) {
 	i := lane.Mix64(hash16(t.seed, k.IP)^uint64(k.Port)) & uint64(len(t.slots)-1)
-	return &t.slots[i], &t.stripes[(i>>t.shift)%ampStripes].mu
+	mu = &t.stripes[(i>>t.shift)%ampStripes].mu
+	if t.shift == 0 {
+		return &t.slots[i], nil, mu
+	}
+	return &t.slots[i], &t.slots[i^1], mu
+}
+
+// holding returns the way of a, b holding k, or nil. Its lock must be held.
+func holding(k lane.Key, a, b *proofSlot) *proofSlot {
+	if a.lane == k {
+		return a
+	}
+	if b != nil && b.lane == k {
+		return b
+	}
+	return nil
 }
 
 // proven reports whether k answered a probe within ProofLifetime, and
 // whether the proof is in its last quarter (renew: k should be probed
 // again, so that a busy lane stays proven).
 func (t *proofTable) proven(k lane.Key, now time.Duration) (ok, renew bool) {
-	s, mu := t.slot(k)
+	a, b, mu := t.ways(k)
 	mu.Lock()
-	ok = s.lane == k && s.until > now
-	renew = ok && s.until-now < t.lifetime/4
+	if s := holding(k, a, b); s != nil {
+		ok = s.until > now
+		renew = ok && s.until-now < t.lifetime/4
+	}
 	mu.Unlock()
 	return ok, renew
 }
 
+// startable returns the way k's probe may take at now: the one holding k,
+// unless k was probed within ProbeInterval; else one holding no live
+// proof and no probe within ProbeInterval (which k must not take: it would
+// cancel an honest lane's probe or proof), the first if both; else nil.
+// Its lock must be held.
+func (t *proofTable) startable(k lane.Key, a, b *proofSlot, now time.Duration) *proofSlot {
+	free := func(s *proofSlot) bool { return s.probed == 0 || now-s.probed >= t.interval }
+	if s := holding(k, a, b); s != nil {
+		if free(s) {
+			return s
+		}
+		return nil
+	}
+	for _, s := range [2]*proofSlot{a, b} {
+		if s != nil && free(s) && s.until <= now {
+			return s
+		}
+	}
+	return nil
+}
+
 // start records a probe of k at now and returns its transaction id, or
-// false: k was probed within ProbeInterval, or the slot holds another
-// lane's proof or a probe still within ProbeInterval (which k must not
-// take: it would cancel an honest lane's probe or proof).
+// false: k was probed within ProbeInterval, or both its ways hold another
+// lane's proof or a probe still within ProbeInterval.
 func (t *proofTable) start(k lane.Key, now time.Duration) ([12]byte, bool) {
-	s, mu := t.slot(k)
+	a, b, mu := t.ways(k)
 	mu.Lock()
-	ok := (s.probed == 0 || now-s.probed >= t.interval) && (s.lane == k || s.until <= now)
+	ok := t.startable(k, a, b, now) != nil
 	mu.Unlock()
 	if !ok {
 		return [12]byte{}, false
@@ -568,8 +617,9 @@ func (t *proofTable) start(k lane.Key, now time.Duration) ([12]byte, bool) {
 	t.rngMu.Unlock()
 	mu.Lock()
 	defer mu.Unlock()
-	// Checked again: another reader may have probed k meanwhile.
-	if s.probed != 0 && now-s.probed < t.interval || s.lane != k && s.until > now {
+	// Chosen again: another reader may have probed k meanwhile.
+	s := t.startable(k, a, b, now)
+	if s == nil {
 		return [12]byte{}, false
 	}
 	if s.lane != k {
@@ -584,10 +634,11 @@ func (t *proofTable) start(k lane.Key, now time.Duration) ([12]byte, bool) {
 // ProofLifetime from now, and answer returns until when. An id is taken
 // once.
 func (t *proofTable) answer(k lane.Key, tx [12]byte, now time.Duration) (time.Duration, bool) {
-	s, mu := t.slot(k)
+	a, b, mu := t.ways(k)
 	mu.Lock()
 	defer mu.Unlock()
-	if s.lane != k || s.probed == 0 || now-s.probed > ProbeAnswerWindow || s.tx != tx || tx == ([12]byte{}) {
+	s := holding(k, a, b)
+	if s == nil || s.probed == 0 || now-s.probed > ProbeAnswerWindow || s.tx != tx || tx == ([12]byte{}) {
 		return 0, false
 	}
 	s.tx = [12]byte{}

@@ -184,8 +184,12 @@ const (
 	// needs a proof of its own.
 	DefaultProofLifetime = 2 * time.Minute
 	// DefaultProofSlots tracks 16Ki lanes being probed or proven in 1
-	// MiB: only lanes sent ProbeAfter bytes are probed, so this is the
-	// number of heavy lanes at once, not of requesters.
+	// MiB: only lanes sent ProbeAfter bytes, or refused (a page over
+	// budget, a full pending entry's newcomer), are probed, so this is
+	// the number of heavy or contending lanes at once, not of
+	// requesters. A probe unanswered holds its slot for a ProbeInterval,
+	// a proof for ProofLifetime; a lane has two slots to choose from
+	// (amp.go's proofTable.ways).
 	DefaultProofSlots = 1 << 14
 
 	// ampStripes is how many locks guard each table's slots, a power of

@@ -354,6 +354,7 @@ type Out struct {
 	scratch [][]byte
 	used    int
 	reqs    []lane.Key
+	held    pit.Held   // what page's TakeHeld took beyond reqs (issue 28)
 	plan    route.Plan // Handle's route plan, reused
 	d       Decision   // the decision in hand, or the last made
 
@@ -739,6 +740,19 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 func (r *Relay) remember(out *Out, key uint64, from lane.Key, now time.Duration) bool {
 	c := out.c
 	v, evicted := r.pending.Add(key, from, now)
+	fwd := v.Forward()
+	if (v == pit.VerdictRequesterCapped || v == pit.VerdictCappedForward) && r.amp.probing() {
+		// Issue 28: a full entry refused it as a one-shot requester. A
+		// lane that answered our STUN probe receives there: it asks
+		// again as one, and takes a one-shot requester's place. Any
+		// other is probed (at most once a ProbeInterval), so that a
+		// real asker proves its lane by its next ask.
+		if ok, _ := r.amp.proofs.proven(from, now); !ok {
+			r.probe(from, now, out)
+		} else if v2, ev2 := r.pending.AddProven(key, from, now); v2 != pit.VerdictRequesterCapped && v2 != pit.VerdictCappedForward {
+			v, evicted, fwd = v2, evicted || ev2, fwd || v2.Forward()
+		}
+	}
 	if evicted {
 		c.add(EventEvicted, 1)
 	}
@@ -759,7 +773,7 @@ func (r *Relay) remember(out *Out, key uint64, from lane.Key, now time.Duration)
 	case pit.VerdictSourceCapped:
 		out.drop(DropPendingPerSource)
 	}
-	return v.Forward()
+	return fwd
 }
 
 // page handles a response.
@@ -767,7 +781,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	fromKey := lane.KeyOf(from)
 	fromShip := r.link.sent(from)
 	key := r.nameKey(p.NameBytes(), out)
-	reqs, ok := r.pending.Take(key, out.reqs[:0], now)
+	reqs, ok := r.pending.TakeHeld(key, out.reqs[:0], &out.held, now)
 	out.reqs = reqs[:0]
 	publisher := p.Name.Ship
 	// sponsors are the lanes of our own sponsors: requesters there get the
@@ -854,7 +868,12 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 		main = r.editPage(b, p, hops, hopShort, canShort)
 	}
 	sent, sentBytes := 0, 0
-	for _, q := range reqs {
+	for i, q := range reqs {
+		if contested && out.held.Delivered(i) {
+			// A contested page reached it since it last asked: one copy
+			// per ask, however many such pages come (issue 28).
+			continue
+		}
 		if orig != nil && q == r.link.key {
 			r.toShip(orig, KindPage, from, out)
 			continue
@@ -893,10 +912,9 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	if contested {
 		// The page came from the publisher's challenger, and its
 		// known-good lane was sent the same request: the requesters stay
-		// pending, so that lane's page reaches them too (route.PageArrived).
-		for _, q := range reqs {
-			r.pending.Add(key, q, now)
-		}
+		// pending, so that lane's page reaches them too (route.PageArrived),
+		// each marked as sent this name's contested page (pit.Restore).
+		r.pending.Restore(key, reqs, &out.held, now)
 	}
 }
 

@@ -64,7 +64,11 @@ type Config struct {
 	// free, but a requester from a source holding at least two fewer
 	// takes one of its places and cannot be pushed off again: the entry's
 	// shares settle max-min fair, no source holding more than one more
-	// than any source still refused.
+	// than any source still refused. That is among the requesters added
+	// by Add (one-shot); those added by AddProven (shown to receive) come
+	// first: no one-shot newcomer displaces one, and one takes a one-shot
+	// requester's place (the package comment's "Who has shown it
+	// receives").
 	MaxRequestersPerEntry int
 
 	// MaxOverflowRequesters caps, across the table, the requester lanes held

@@ -39,7 +39,7 @@ const (
 	// overflow requester slots (every requester of an entry after its first)
 	// to MaxEntries/DefaultOverflowDivisor. Most requests in flight have a
 	// single requester (ship-to-ship pokes and acks); aggregation is the
-	// exception, so a quarter slot per entry (about 5 MB at the defaults)
+	// exception, so a quarter slot per entry (about 5.3 MB at the defaults)
 	// covers it while keeping total memory bounded however a flood spreads
 	// requesters over entries.
 	DefaultOverflowDivisor = 4
@@ -148,9 +148,10 @@ const (
 	// scans the entry's requesters (4,096 keys are 72 KiB, 15 µs per
 	// packet at a full entry, BenchmarkFloodFullEntry), and a displacement
 	// counts them by source in a per-shard scratch table of
-	// tallySlotsPerRequester slots per requester (24 B a slot: 192 KiB a
+	// tallySlotsPerRequester slots per requester (32 B a slot: 256 KiB a
 	// shard at the limit, allocated when a shard first meets a newcomer to
-	// a full entry).
+	// a full entry). It also sizes Held, a flag byte a requester (4 KiB,
+	// one per caller goroutine).
 	MaxRequestersLimit = 4096
 
 	// MaxEntriesPerShard bounds MaxEntries/Shards: the index packs a slab
@@ -178,8 +179,8 @@ const (
 // Internal layout constants.
 const (
 	// lanesPerChunk is the number of overflow requester lanes per chunk: three
-	// 18-byte lane keys and a 4-byte link make a 60-byte chunk, under one
-	// cache line.
+	// 18-byte lane keys, their source slot, their flag bytes and a 4-byte
+	// link make a 64-byte chunk, one cache line.
 	lanesPerChunk = 3
 
 	// initialEntrySlots, initialIndexSlots and initialChunkSlots size a

@@ -79,6 +79,55 @@
 //     charged to their openers. Config.MaxRequestersPerSource adds an
 //     optional fixed cap, off by default.
 //
+// # Who has shown it receives
+//
+// A source address costs an off-path attacker nothing to forge, so counted
+// alone it let 2,000 forged one-datagram peeks, each from an address of
+// its own, level 200 ships behind one NAT (one source) down to one
+// requester of the entry they waited on (issue 28). A requester is
+// therefore one-shot unless the caller has shown that it receives at its
+// lane (AddProven; flagReceives, kept until the entry goes). The relay's
+// evidence is authority, not a guess: the lane answered a STUN binding
+// request the relay sent there with a random transaction id (relay's
+// AmpConfig proofs), which an off-path forger never sees. Asking twice is
+// no evidence (a forger sends two datagrams as easily as one), nor is a
+// route for the lane (a route is learned for ships, not for requesters).
+// The relay asks for the proof where it matters: when a full entry
+// refuses a newcomer it probes the newcomer's lane (at most once a
+// ProbeInterval a lane), and a lane proven asks again through AddProven.
+// At a full entry:
+//
+//   - a one-shot newcomer competes only with the entry's one-shot
+//     requesters, by the max-min rule above counted among them, and never
+//     displaces a proven one;
+//   - a proven newcomer takes the place of a one-shot requester (other
+//     than the entry's first) of another source while there is one, the
+//     latest of the source holding the most; otherwise it competes with
+//     all by the max-min rule.
+//
+// So forged sources fill what real askers leave and no more, and an entry
+// with many real askers is not capped by forged ones: the NAT's 200, each
+// refused once, probed and asking again, all get the page. Proven sources
+// share among themselves max-min as before (an attacker answering probes
+// at its own addresses is proven like anyone, and is one source per
+// address). Without AddProven every requester is one-shot and the rules
+// are those above.
+//
+// # Contested pages
+//
+// A response that does not end the request (the relay's page from a
+// ship's answered challenger while its known-good lane works: the request
+// stays pending for that lane's page) is taken with TakeHeld and put back
+// with Restore, which marks every requester delivered (flagDelivered). A
+// further such page is not sent to a delivered requester
+// (Held.Delivered), and the mark is cleared when the requester asks again
+// (its retransmission is answered): one copy per ask, however many such
+// pages come. Put back as before: Restore keeps the entry's expiry and
+// last forward (a page is not an ask and does not prolong the entry).
+// Before, the requesters were added again after each such page, and each
+// got a copy of every one: 23 times the attacker's bytes at 20 requesters,
+// 512 times possible.
+//
 // What remains: sources share slots with probability 1/4096 per pair (a
 // collision shares the caps too); a flood from many addresses, each under
 // every share (more than ten at the caps' tenths, more than
@@ -98,9 +147,11 @@
 //
 //	entry (56 B): hash u64 | expiry u32 | sched u32 | fwdMs u32 |
 //	              next u32 | prev u32 | chunk u32 | first lane.Key (18 B) |
-//	              nreq u16 | src u16 (first's source slot) |
-//	              most u16 (largest source's requesters, once full)
-//	chunk (60 B): 3 × lane.Key | src u16 (lanes[0]'s source slot) | next u32
+//	              nreq u16 | src u16 (first's source slot, 12 bits, and
+//	              its flags) | most u16 (1 + the largest source's one-shot
+//	              requesters, once full)
+//	chunk (64 B): 3 × lane.Key | src u16 (lanes[0]'s source slot) |
+//	              3 × flags u8 | next u32
 //	index slot (4 B): tag (hash's top byte) << 24 | entry slot + 1; 0 empty
 //
 // Each shard has an entry slab with a free list; an open-addressing index
@@ -116,7 +167,7 @@
 // MaxOverflowRequesters); once grown, operations allocate nothing. The
 // per-source slots, when any per-source rule is on (the overflow share is
 // by default), are allocated in New: 32 KiB a shard. The displacement
-// tally (24 B a slot, two slots per MaxRequestersPerEntry: 24 KiB a shard
+// tally (32 B a slot, two slots per MaxRequestersPerEntry: 32 KiB a shard
 // at the default) is allocated when a shard first meets a newcomer to a
 // full entry.
 //
@@ -126,8 +177,9 @@
 // buckets), against ~1300 B in ndnd. A
 // Go map[uint64]uint32 as the index measured 37.7 B per entry alone, so the
 // open-addressing index saves ~30 B per entry, and is faster under churn.
-// Overflow requesters cost 60 B per 3 and are bounded by
-// MaxOverflowRequesters (5 MB at the defaults).
+// Overflow requesters cost 64 B per 3 (one cache line; 60 before the
+// flags) and are bounded by MaxOverflowRequesters (5.3 MB at the
+// defaults).
 //
 // # Expiry
 //

@@ -60,10 +60,10 @@ func checkShardLocked(tb testing.TB, si int, s *shard) {
 				continue
 			}
 			if s.p.countEntries {
-				if uint32(e.src) != s.sourceSlot(e.first) {
-					fail("entry %d src %d, its first requester's slot %d", i, e.src, s.sourceSlot(e.first))
+				if e.slot() != s.sourceSlot(e.first) {
+					fail("entry %d src %d, its first requester's slot %d", i, e.slot(), s.sourceSlot(e.first))
 				}
-				want[e.src].entries++
+				want[e.slot()].entries++
 			}
 			if s.p.chunkShare == 0 {
 				continue
@@ -185,11 +185,26 @@ func checkShardLocked(tb testing.TB, si int, s *shard) {
 		if e.nreq > s.p.maxReq {
 			fail("entry %d has %d requesters, cap %d", i, e.nreq, s.p.maxReq)
 		}
-		// The largest source's count, once cached, is exact, and cached
-		// only at a full entry; no source holds more than a fixed cap.
-		if most := largestSource(s.requestersLocked(uint32(i))); e.most != 0 && (int(e.most) != most || e.nreq != s.p.maxReq) {
-			fail("entry %d caches %d for its largest source, which holds %d of %d requesters", i, e.most, most, e.nreq)
-		} else if s.p.maxReqSrc != 0 && most > int(s.p.maxReqSrc) {
+		// The largest source's count of requesters not shown to receive,
+		// once cached (plus one), is exact, and cached only at a full
+		// entry; no source holds more than a fixed cap.
+		reqs := s.requestersLocked(uint32(i))
+		var oneShot []lane.Key
+		for j, f := range s.flagsLocked(uint32(i)) {
+			if f&flagReceives == 0 {
+				oneShot = append(oneShot, reqs[j])
+			}
+			if f&^(flagReceives|flagDelivered) != 0 {
+				fail("entry %d: requester %d has flags %#x", i, j, f)
+			}
+			if f&flagReceives != 0 && e.src&srcAnyProven == 0 {
+				fail("entry %d: requester %d proven, the entry not marked", i, j)
+			}
+		}
+		if mostU := largestSource(oneShot); e.most != 0 && (int(e.most)-1 != mostU || e.nreq != s.p.maxReq) {
+			fail("entry %d caches %d for its largest one-shot source, which holds %d of %d requesters", i, e.most, mostU, e.nreq)
+		}
+		if most := largestSource(reqs); s.p.maxReqSrc != 0 && most > int(s.p.maxReqSrc) {
 			fail("entry %d: a source holds %d requesters, cap %d", i, most, s.p.maxReqSrc)
 		}
 		want := (int(e.nreq) - 1 + lanesPerChunk - 1) / lanesPerChunk
@@ -204,7 +219,7 @@ func checkShardLocked(tb testing.TB, si int, s *shard) {
 			fail("entry %d with %d requesters has %d chunks, want %d", i, e.nreq, n, want)
 		}
 		owned += n
-		reqs := s.requestersLocked(uint32(i))
+		reqs = s.requestersLocked(uint32(i))
 		seen := make(map[lane.Key]bool, len(reqs))
 		for _, r := range reqs {
 			if seen[r] {
@@ -247,6 +262,19 @@ func largestSource(reqs []lane.Key) int {
 		most = max(most, n[r.Source()])
 	}
 	return most
+}
+
+// flagsLocked returns the flags of entry i's requesters in join order.
+func (s *shard) flagsLocked(i uint32) []uint8 {
+	e := &s.entries[i]
+	out := []uint8{e.firstFlags()}
+	left := int(e.nreq) - 1
+	for c := e.chunk; left > 0; c = s.chunks[c].next {
+		n := min(left, lanesPerChunk)
+		out = append(out, s.chunks[c].flags[:n]...)
+		left -= n
+	}
+	return out
 }
 
 // requestersLocked returns entry i's requesters in join order.

@@ -31,6 +31,10 @@ type modelEntry struct {
 	exp   int64 // expiry tick
 	fwdMs int64
 	reqs  []lane.Key
+	// flags are the requesters' marks, by join position: flagReceives
+	// (added by AddProven), flagDelivered (put back by Restore, cleared
+	// when it asks again).
+	flags []uint8
 	// opened are the source slots charged for the entry's overflow
 	// chunks, in order: the source of the requester that opened each
 	// (reqs[1], reqs[4], ...), kept when that requester is displaced.
@@ -69,32 +73,69 @@ func (m *model) held(si int, r lane.Key) (entries, chunks int) {
 	return entries, chunks
 }
 
-// displace applies the full entry's max-min rule as the model reads it:
-// count e's requesters by source; if r's source, counting r, would hold
-// fewer than the largest, r replaces the latest-joined requester of any
-// source holding the most, and displace reports true.
-func (m *model) displace(e *modelEntry, r lane.Key) bool {
-	count := func(k lane.Key) int {
+// displace applies the full entry's rule as the model reads it. A
+// newcomer not proven competes with the one-shot requesters (flagReceives
+// clear) alone: count them by source; if r's source, counting r, would
+// hold fewer of them than the largest, r replaces the latest-joined
+// one-shot requester of any source holding the most. A proven newcomer
+// replaces a one-shot requester after the first of another source while
+// there is one, of the source holding the most one-shot requesters, its
+// latest (ties: the latest of all); else the max-min rule over all
+// requesters. displace reports whether r was taken in.
+func (m *model) displace(e *modelEntry, r lane.Key, rf uint8) bool {
+	oneShot := func(j int) bool { return e.flags[j]&flagReceives == 0 }
+	count := func(k lane.Key, only bool) int {
 		n := 0
-		for _, q := range e.reqs {
-			if modelSameSource(q, k) {
+		for j, q := range e.reqs {
+			if modelSameSource(q, k) && (!only || oneShot(j)) {
 				n++
 			}
 		}
 		return n
 	}
+	replace := func(j int) bool {
+		e.reqs[j], e.flags[j] = r, rf
+		m.stats.Displaced++
+		return true
+	}
+	if rf&flagReceives == 0 {
+		mostU := 0
+		for j, q := range e.reqs {
+			if oneShot(j) {
+				mostU = max(mostU, count(q, true))
+			}
+		}
+		if count(r, true)+1 >= mostU {
+			return false
+		}
+		for j := len(e.reqs) - 1; j >= 1; j-- {
+			if oneShot(j) && count(e.reqs[j], true) == mostU {
+				return replace(j)
+			}
+		}
+		panic("no one-shot source holds the most")
+	}
+	best, at := 0, 0
+	for j := len(e.reqs) - 1; j >= 1; j-- {
+		if oneShot(j) && !modelSameSource(e.reqs[j], r) {
+			if n := count(e.reqs[j], true); n > best {
+				best, at = n, j
+			}
+		}
+	}
+	if at > 0 {
+		return replace(at)
+	}
 	most := 0
 	for _, q := range e.reqs {
-		most = max(most, count(q))
+		most = max(most, count(q, false))
 	}
-	if count(r)+1 >= most {
+	if count(r, false)+1 >= most {
 		return false
 	}
 	for j := len(e.reqs) - 1; j >= 0; j-- {
-		if count(e.reqs[j]) == most {
-			e.reqs[j] = r
-			m.stats.Displaced++
-			return true
+		if count(e.reqs[j], false) == most {
+			return replace(j)
 		}
 	}
 	panic("no source holds the most")
@@ -139,8 +180,12 @@ func (m *model) expire(now time.Duration) int {
 // add applies Add and returns the verdict and, if the verdict evicted an
 // entry, the set of keys that were eligible victims (the shard's entries
 // with the earliest expiry); the caller resolves which one the Table chose.
-func (m *model) add(key uint64, r lane.Key, now time.Duration) (Verdict, []uint64) {
+func (m *model) add(key uint64, r lane.Key, proven bool, now time.Duration) (Verdict, []uint64) {
 	nt, nowMs := m.tick(now), int64(now/time.Millisecond)
+	var rf uint8
+	if proven {
+		rf = flagReceives
+	}
 	if e, ok := m.entries[key]; ok {
 		if e.exp <= nt {
 			m.stats.Expired++
@@ -152,10 +197,11 @@ func (m *model) add(key uint64, r lane.Key, now time.Duration) (Verdict, []uint6
 				}
 			}
 			m.stats.Added++
-			*e = modelEntry{exp: m.expTick(now), fwdMs: nowMs, reqs: []lane.Key{r}}
+			*e = modelEntry{exp: m.expTick(now), fwdMs: nowMs, reqs: []lane.Key{r}, flags: []uint8{rf}}
 			return VerdictForwardNew, nil
 		}
-		if slices.Contains(e.reqs, r) {
+		if j := slices.Index(e.reqs, r); j >= 0 {
+			e.flags[j] = e.flags[j]&^flagDelivered | rf
 			e.exp = m.expTick(now)
 			e.fwdMs = nowMs
 			m.stats.Retransmits++
@@ -175,7 +221,7 @@ func (m *model) add(key uint64, r lane.Key, now time.Duration) (Verdict, []uint6
 			capped = true
 			m.stats.EntryShareCapped++
 		case len(e.reqs) >= m.cfg.MaxRequestersPerEntry:
-			if capped = !m.displace(e, r); capped {
+			if capped = !m.displace(e, r, rf); capped {
 				m.stats.EntryShareCapped++
 			}
 		case needChunk && m.p.chunkShare > 0:
@@ -198,6 +244,7 @@ func (m *model) add(key uint64, r lane.Key, now time.Duration) (Verdict, []uint6
 				e.opened = append(e.opened, m.source(r))
 			}
 			e.reqs = append(e.reqs, r)
+			e.flags = append(e.flags, rf)
 		}
 		e.exp = m.expTick(now)
 		if nowMs-e.fwdMs < int64(m.p.windowMs) {
@@ -249,12 +296,12 @@ func (m *model) add(key uint64, r lane.Key, now time.Duration) (Verdict, []uint6
 			m.stats.Evicted++
 		}
 	}
-	m.entries[key] = &modelEntry{exp: m.expTick(now), fwdMs: nowMs, reqs: []lane.Key{r}}
+	m.entries[key] = &modelEntry{exp: m.expTick(now), fwdMs: nowMs, reqs: []lane.Key{r}, flags: []uint8{rf}}
 	m.stats.Added++
 	return VerdictForwardNew, victims
 }
 
-func (m *model) take(key uint64, now time.Duration) ([]lane.Key, bool) {
+func (m *model) take(key uint64, now time.Duration) (*modelEntry, bool) {
 	e, ok := m.entries[key]
 	if !ok {
 		return nil, false
@@ -265,7 +312,63 @@ func (m *model) take(key uint64, now time.Duration) ([]lane.Key, bool) {
 		return nil, false
 	}
 	m.stats.Taken++
-	return e.reqs, true
+	return e, true
+}
+
+// restore puts back t, taken at the same key, as Restore reads: every
+// requester marked delivered; into a live entry of the name, the ones
+// not on it; a new entry only within the shard's and the first's
+// source's caps, with t's expiry and last forward; each requester within
+// the entry's cap and the pool and its share. It returns the requesters
+// the entry then holds.
+func (m *model) restore(key uint64, t *modelEntry, now time.Duration) int {
+	nt := m.tick(now)
+	if t.exp <= nt {
+		return 0
+	}
+	e, ok := m.entries[key]
+	if ok && e.exp <= nt {
+		delete(m.entries, key)
+		m.stats.Expired++
+		ok = false
+	}
+	si := m.shardOf(key)
+	from := 0
+	if !ok {
+		if n, _ := m.held(si, t.reqs[0]); m.p.sourceCap > 0 && n >= int(m.p.sourceCap) {
+			return 0
+		}
+		if n, _ := m.inShard(si); n >= m.p.entryCap {
+			return 0
+		}
+		e = &modelEntry{exp: t.exp, fwdMs: t.fwdMs, reqs: []lane.Key{t.reqs[0]}, flags: []uint8{t.flags[0] | flagDelivered}}
+		m.entries[key] = e
+		m.stats.Added++
+		m.stats.Restored++
+		from = 1
+	}
+	e.exp = max(e.exp, t.exp)
+	for j := from; j < len(t.reqs); j++ {
+		if len(e.reqs) >= m.cfg.MaxRequestersPerEntry {
+			break
+		}
+		if slices.Contains(e.reqs, t.reqs[j]) {
+			continue
+		}
+		if (len(e.reqs)-1)%lanesPerChunk == 0 {
+			if _, held := m.held(si, t.reqs[j]); m.p.chunkShare > 0 && held >= int(m.p.chunkShare) {
+				m.stats.OverflowShareCapped++
+				continue
+			}
+			if _, chunks := m.inShard(si); chunks >= m.p.chunkCap {
+				continue
+			}
+			e.opened = append(e.opened, m.source(t.reqs[j]))
+		}
+		e.reqs = append(e.reqs, t.reqs[j])
+		e.flags = append(e.flags, t.flags[j]|flagDelivered)
+	}
+	return len(e.reqs)
 }
 
 // present reports whether the Table still holds key (live or expired).
@@ -336,6 +439,7 @@ func runModel(t testing.TB, mc modelConfig, src opSource) Stats {
 	}
 	now := start
 	var dst []lane.Key
+	var held Held
 	for step := 0; ; step++ {
 		op, ok := src.next(100)
 		if !ok {
@@ -346,10 +450,17 @@ func runModel(t testing.TB, mc modelConfig, src opSource) Stats {
 		key := uint64(a) * 0x9e3779b97f4a7c15 // spread, like a real hash
 		switch {
 		case op < 55:
-			v, evicted := tb.Add(key, lk(b), now)
-			mv, victims := m.add(key, lk(b), now)
+			proven := op >= 45
+			var v Verdict
+			var evicted bool
+			if proven {
+				v, evicted = tb.AddProven(key, lk(b), now)
+			} else {
+				v, evicted = tb.Add(key, lk(b), now)
+			}
+			mv, victims := m.add(key, lk(b), proven, now)
 			if v != mv || evicted != (victims != nil) {
-				t.Fatalf("step %d: Add(%d, %d) at %v = %v, evicted %v; model %v, victims %v", step, a, b, now, v, evicted, mv, victims)
+				t.Fatalf("step %d: Add(%d, %d, proven %v) at %v = %v, evicted %v; model %v, victims %v", step, a, b, proven, now, v, evicted, mv, victims)
 			}
 			if victims != nil {
 				var gone []uint64
@@ -364,11 +475,22 @@ func runModel(t testing.TB, mc modelConfig, src opSource) Stats {
 				delete(m.entries, gone[0])
 			}
 		case op < 75:
+			// Take, or (a contested page) take and put back.
 			var got bool
-			dst, got = tb.Take(key, dst[:0], now)
+			dst, got = tb.TakeHeld(key, dst[:0], &held, now)
 			want, mok := m.take(key, now)
-			if got != mok || got && !slices.Equal(dst, want) {
-				t.Fatalf("step %d: Take(%d) at %v = %v %v; model %v %v", step, a, now, dst, got, want, mok)
+			if got != mok || got && (!slices.Equal(dst, want.reqs) || !slices.Equal(held.flags[:held.n], want.flags)) {
+				t.Fatalf("step %d: Take(%d) at %v = %v %v; model %+v %v", step, a, now, dst, got, want, mok)
+			}
+			if got && op >= 68 {
+				if n, mn := tb.Restore(key, dst, &held, now), m.restore(key, want, now); n != mn {
+					t.Fatalf("step %d: Restore(%d) at %v put back %d; model %d", step, a, now, n, mn)
+				}
+				for j := range dst {
+					if !held.Delivered(j) && want.flags[j]&flagDelivered != 0 {
+						t.Fatalf("step %d: requester %d delivered in the model, not in Held", step, j)
+					}
+				}
 			}
 		case op < 85:
 			if got, want := tb.Expire(now), m.expire(now); got != want {
@@ -454,7 +576,7 @@ func TestModel(t *testing.T) {
 		"refuse-reserve":        func(s Stats) bool { return s.RefusedShare > 0 && s.Refused > s.RefusedShare },
 		"refuse-reserve-capped": func(s Stats) bool { return s.RefusedShare > 0 && s.SourceCapped > 0 },
 		"entry-share":           func(s Stats) bool { return s.EntryShareCapped > 0 },
-		"displace":              func(s Stats) bool { return s.Displaced > 0 && s.EntryShareCapped > 0 },
+		"displace":              func(s Stats) bool { return s.Displaced > 0 && s.EntryShareCapped > 0 && s.Restored > 0 },
 		"displace-capped":       func(s Stats) bool { return s.Displaced > 0 && s.EntryShareCapped > 0 },
 		"displace-pool-share":   func(s Stats) bool { return s.Displaced > 0 && s.OverflowShareCapped > 0 },
 	}
@@ -469,6 +591,7 @@ func TestModel(t *testing.T) {
 				sum.RefusedShare += st.RefusedShare
 				sum.EntryShareCapped += st.EntryShareCapped
 				sum.Displaced += st.Displaced
+				sum.Restored += st.Restored
 			}
 			if ok := reach[mc.name]; ok != nil && !ok(sum) {
 				t.Errorf("the runs never reached the rules under test: %+v", sum)

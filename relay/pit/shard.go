@@ -24,23 +24,72 @@ type entry struct {
 	chunk  uint32   // first overflow chunk, or nilIdx
 	first  lane.Key // the first requester
 	nreq   uint16   // requesters: first plus nreq-1 in the chunk list
-	src    uint16   // sourceSlot(first), when the shard counts entries by source
-	// most is the requesters of the entry's largest source, once the entry
-	// has been full (nreq == maxReq) and a newcomer asked; 0 until then.
-	// It spares a full entry's refusals a count by source.
+	// src is sourceSlot(first) (when the shard counts entries by source)
+	// in its low srcSlotBits bits, and the first requester's flags
+	// (flagDelivered, flagReceives) above them.
+	src uint16
+	// most is one more than the requesters of the entry's largest source
+	// among those not shown to receive (flagReceives clear), once the
+	// entry has been full (nreq == maxReq) and a newcomer asked; 0 until
+	// then. It spares a full entry's refusals of one-shot newcomers a
+	// count by source.
 	most uint16
 }
 
-// chunk holds overflow requesters of one entry: 60 bytes, no pointers.
-type chunk struct {
-	lanes [lanesPerChunk]lane.Key
-	src   uint16 // sourceSlot(lanes[0]), the source charged, when chunks are
-	next  uint32 // next chunk of the same entry, or in the free list
+// A requester's flags: one byte per requester (the entry's first in the
+// high bits of entry.src, the others in chunk.flags).
+const (
+	// flagDelivered: the requester was sent a page from a contested lane
+	// (Restore) and has not asked again since; a further contested page
+	// is not sent to it (Held.Delivered).
+	flagDelivered uint8 = 1 << 0
+	// flagReceives: the requester was shown to receive at its lane
+	// (AddProven): it is never displaced by a newcomer not shown to.
+	flagReceives uint8 = 1 << 1
+
+	srcSlotBits = 12
+	srcSlotMask = 1<<srcSlotBits - 1
+	// srcFlagsMask covers the first's flags in entry.src.
+	srcFlagsMask = 3 << srcSlotBits
+	// srcAnyProven, in entry.src, is set once any of the entry's
+	// requesters has had flagReceives: while it is clear, the scan of a
+	// full entry's requesters counts them by source without reading
+	// their flags (every one is one-shot).
+	srcAnyProven = 1 << 15
+)
+
+// slot returns e's source slot (entry.src without the flags).
+func (e *entry) slot() uint32 { return uint32(e.src & srcSlotMask) }
+
+// firstFlags returns the flags of e's first requester.
+func (e *entry) firstFlags() uint8 { return uint8(e.src & srcFlagsMask >> srcSlotBits) }
+
+// setFirstFlags sets the flags of e's first requester.
+func (e *entry) setFirstFlags(f uint8) {
+	e.src = e.src&^srcFlagsMask | uint16(f)<<srcSlotBits
+	e.note(f)
 }
 
-// The source slots fit entry.src and chunk.src, kept in the structs'
-// padding so that freeing an entry or chunk needs no hash.
-const _ = uint16(SourceSlotsPerShard - 1)
+// note records in e that one of its requesters has flags f.
+func (e *entry) note(f uint8) {
+	if f&flagReceives != 0 {
+		e.src |= srcAnyProven
+	}
+}
+
+// chunk holds overflow requesters of one entry: 64 bytes (one cache
+// line), no pointers.
+type chunk struct {
+	lanes [lanesPerChunk]lane.Key
+	src   uint16               // sourceSlot(lanes[0]), the source charged, when chunks are
+	flags [lanesPerChunk]uint8 // the lanes' flags (flagDelivered, flagReceives)
+	next  uint32               // next chunk of the same entry, or in the free list
+}
+
+// The source slots fit entry.src's low srcSlotBits bits and chunk.src,
+// kept in the structs' padding so that freeing an entry or chunk needs no
+// hash.
+const _ = uint16(srcSlotMask - (SourceSlotsPerShard - 1))
 
 // sourceCount is one per-source counter slot.
 type sourceCount struct {
@@ -58,6 +107,10 @@ type tallySlot struct {
 	gen  uint32 // the tally that filled the slot
 	n    uint16 // its requesters
 	last uint16 // the join position (0 the entry's first) of its latest
+	// nU and lastU are the same for its requesters not shown to receive
+	// (flagReceives clear); lastU counts only positions after the first
+	// (0: none), since the first is never displaced.
+	nU, lastU uint16
 }
 
 // shard is an independently locked part of the table.
@@ -231,9 +284,14 @@ func (s *shard) startLocked(nowTick uint32) {
 	}
 }
 
-// addLocked implements Table.Add on this shard.
-func (s *shard) addLocked(h uint64, r lane.Key, nowTick, expTick, nowMs uint32) (Verdict, bool) {
+// addLocked implements Table.Add (recv false) and Table.AddProven (recv
+// true) on this shard.
+func (s *shard) addLocked(h uint64, r lane.Key, recv bool, nowTick, expTick, nowMs uint32) (Verdict, bool) {
 	s.startLocked(nowTick)
+	var rf uint8
+	if recv {
+		rf = flagReceives
+	}
 	pos, i, found := s.findLocked(h)
 	if found {
 		e := &s.entries[i]
@@ -243,18 +301,20 @@ func (s *shard) addLocked(h uint64, r lane.Key, nowTick, expTick, nowMs uint32) 
 			s.c.expired.Add(1)
 			if s.p.countEntries {
 				to := s.sourceSlot(r)
-				if uint32(e.src) != to && s.sourceFullLocked(to) {
+				if e.slot() != to && s.sourceFullLocked(to) {
 					s.unlinkLocked(i)
 					s.dropLocked(pos, i)
 					s.c.sourceCapped.Add(1)
 					return VerdictSourceCapped, false
 				}
-				s.sources[e.src].entries--
+				s.sources[e.slot()].entries--
 				s.sources[to].entries++
 				e.src = uint16(to)
 			}
 			s.freeChunksLocked(e)
 			e.first = r
+			e.src &= srcSlotMask
+			e.setFirstFlags(rf)
 			e.nreq = 1
 			e.most = 0
 			e.expiry = expTick
@@ -263,8 +323,19 @@ func (s *shard) addLocked(h uint64, r lane.Key, nowTick, expTick, nowMs uint32) 
 			return VerdictForwardNew, false
 		}
 		full := e.nreq >= s.p.maxReq
-		has, same := s.scanRequestersLocked(e, r, full || s.p.maxReqSrc != 0)
-		if has {
+		sc := s.scanRequestersLocked(e, r, full || s.p.maxReqSrc != 0)
+		if sc.has {
+			// It asks again: a contested page may be sent to it again
+			// (flagDelivered cleared), and proof of receiving is kept.
+			f := s.flagsAt(e, sc.c, sc.k)
+			nf := f&^flagDelivered | rf
+			s.setFlagsAt(e, sc.c, sc.k, nf)
+			if nf&flagReceives != f&flagReceives && e.most != 0 {
+				// One fewer requester not shown to receive: the cache
+				// of its largest source is counted afresh.
+				_, _, mostU, _ := s.tallyLocked(e, &r)
+				e.most = uint16(mostU.n + 1)
+			}
 			s.bump(e, expTick)
 			e.fwdMs = nowMs
 			s.c.retransmits.Add(1)
@@ -272,14 +343,14 @@ func (s *shard) addLocked(h uint64, r lane.Key, nowTick, expTick, nowMs uint32) 
 		}
 		var kept bool
 		switch {
-		case s.p.maxReqSrc != 0 && same >= int(s.p.maxReqSrc):
+		case s.p.maxReqSrc != 0 && sc.same >= int(s.p.maxReqSrc):
 			s.c.entryShareCapped.Add(1)
 		case full:
-			if kept = s.displaceLocked(e, r, same); !kept {
+			if kept = s.displaceLocked(e, r, rf, sc); !kept {
 				s.c.entryShareCapped.Add(1)
 			}
 		default:
-			kept = s.appendRequesterLocked(i, r)
+			kept = s.appendRequesterLocked(i, r, rf)
 		}
 		e = &s.entries[i]
 		if !kept {
@@ -328,10 +399,19 @@ func (s *shard) addLocked(h uint64, r lane.Key, nowTick, expTick, nowMs uint32) 
 		// Removals may have moved the insertion point.
 		pos, _, _ = s.findLocked(h)
 	}
+	s.insertLocked(pos, h, r, rf, slot, expTick, nowMs)
+	s.c.added.Add(1)
+	return VerdictForwardNew, evicted
+}
+
+// insertLocked creates an entry for h at index position pos (from
+// findLocked, a miss) with first requester r (flags f, source slot slot),
+// expiring at expTick, last forwarded at nowMs. The caller has made room.
+func (s *shard) insertLocked(pos int, h uint64, r lane.Key, f uint8, slot, expTick, nowMs uint32) uint32 {
 	if s.growIndexLocked() {
 		pos, _, _ = s.findLocked(h)
 	}
-	i = s.allocEntryLocked()
+	i := s.allocEntryLocked()
 	s.entries[i] = entry{
 		hash:   h,
 		expiry: expTick,
@@ -341,14 +421,14 @@ func (s *shard) addLocked(h uint64, r lane.Key, nowTick, expTick, nowMs uint32) 
 		nreq:   1,
 		src:    uint16(slot),
 	}
+	s.entries[i].setFirstFlags(f)
 	s.slots[pos] = uint32(h>>56)<<24 | (i + 1)
 	s.n++
 	if s.p.countEntries {
 		s.sources[slot].entries++
 	}
 	s.scheduleLocked(i, expTick)
-	s.c.added.Add(1)
-	return VerdictForwardNew, evicted
+	return i
 }
 
 // bump moves e's expiry to expTick unless it is already later (an Add
@@ -359,8 +439,8 @@ func (s *shard) bump(e *entry, expTick uint32) {
 	}
 }
 
-// takeLocked implements Table.Take on this shard.
-func (s *shard) takeLocked(h uint64, dst []lane.Key, nowTick uint32) ([]lane.Key, bool) {
+// takeLocked implements Table.TakeHeld on this shard (held may be nil).
+func (s *shard) takeLocked(h uint64, dst []lane.Key, held *Held, nowTick uint32) ([]lane.Key, bool) {
 	s.startLocked(nowTick)
 	pos, i, found := s.findLocked(h)
 	if !found {
@@ -373,11 +453,21 @@ func (s *shard) takeLocked(h uint64, dst []lane.Key, nowTick uint32) ([]lane.Key
 		s.c.expired.Add(1)
 		return dst, false
 	}
+	base := len(dst)
 	dst = append(dst, e.first)
 	left := int(e.nreq) - 1
-	for c := e.chunk; left > 0; c = s.chunks[c].next {
+	if held != nil {
+		held.flags[0] = e.firstFlags()
+		held.n = int(e.nreq)
+		held.expiry, held.fwdMs, held.base = e.expiry, e.fwdMs, base
+	}
+	for c, k := e.chunk, 1; left > 0; c = s.chunks[c].next {
 		n := min(left, lanesPerChunk)
 		dst = append(dst, s.chunks[c].lanes[:n]...)
+		if held != nil {
+			copy(held.flags[k:], s.chunks[c].flags[:n])
+		}
+		k += n
 		left -= n
 	}
 	s.unlinkLocked(i)
@@ -386,17 +476,29 @@ func (s *shard) takeLocked(h uint64, dst []lane.Key, nowTick uint32) ([]lane.Key
 	return dst, true
 }
 
-// scanRequestersLocked reports whether r is one of e's requesters and, if
-// count, how many of them are r's source (lane.Key.Source). It is the
-// linear scan every Add of a live name pays; the count is asked for only
-// when a rule needs it (a full entry, or MaxRequestersPerSource).
-func (s *shard) scanRequestersLocked(e *entry, r lane.Key, count bool) (has bool, same int) {
+// scan is what scanRequestersLocked found: whether the newcomer is one of
+// the entry's requesters, where (chunk c, nilIdx for the first, lane k),
+// and, when counted, how many of the entry's requesters are of its source
+// (same) and how many of those are not shown to receive (sameU).
+type scan struct {
+	has         bool
+	c           uint32
+	k           int
+	same, sameU int
+}
+
+// scanRequestersLocked looks for r among e's requesters and, if count,
+// counts those of r's source (lane.Key.Source). It is the linear scan
+// every Add of a live name pays; the count is asked for only when a rule
+// needs it (a full entry, or MaxRequestersPerSource).
+func (s *shard) scanRequestersLocked(e *entry, r lane.Key, count bool) scan {
 	// Ports first: they tell lanes apart sooner than addresses do (an
 	// IPv4 address's first 10 bytes are those of every other).
 	if e.first.Port == r.Port && e.first.IP == r.IP {
-		return true, 0
+		return scan{has: true, c: nilIdx}
 	}
 	var m sourceMatch
+	same := 0
 	if count {
 		m = sourceMatchOf(&r)
 		if m.has(&e.first) {
@@ -410,7 +512,7 @@ func (s *shard) scanRequestersLocked(e *entry, r lane.Key, count bool) (has bool
 		for k := range ch.lanes[:n] {
 			l := &ch.lanes[k]
 			if l.Port == r.Port && l.IP == r.IP {
-				return true, same
+				return scan{has: true, c: c, k: k}
 			}
 			if count && m.has(l) {
 				same++
@@ -418,58 +520,136 @@ func (s *shard) scanRequestersLocked(e *entry, r lane.Key, count bool) (has bool
 		}
 		left -= n
 	}
-	return false, same
+	sc := scan{same: same, sameU: same}
+	if count && e.src&srcAnyProven != 0 {
+		// Some requester may be proven: those of r's source are not
+		// one-shot. A second pass, so that the first stays as lean as
+		// before the flags (an entry with a proven requester is rare).
+		sc.sameU -= s.provenOfLocked(e, &m)
+	}
+	return sc
 }
 
-// displaceLocked applies the full entry's max-min rule to newcomer r,
-// whose source holds same of e's requesters: if that source, counting r,
-// would still hold fewer than e's largest source, r takes the place of
-// the largest source's most recent requester and displaceLocked reports
-// true; otherwise it changes nothing and reports false. The most recent
-// is the one displaced because it has waited least, while the source's
-// earlier requesters, whose requests have been refreshing the entry, keep
-// their places; under a flood it is the port the flood added last. Among
-// sources tied for largest, the one whose latest requester joined last
-// loses it. The displaced requester's chunk stays charged to
-// whoever opened it (a displacement costs the pool nothing), so the
-// overflow share is not consulted. A displaced requester that asks again
-// is a newcomer whose source now holds as many as the largest less one:
-// refused, so displacements do not chase each other (each one lowers the
-// sum of the squares of the sources' counts by at least 2).
-func (s *shard) displaceLocked(e *entry, r lane.Key, same int) bool {
-	tallied := false
-	var most, atMost, victim int
-	if e.most == 0 {
-		most, atMost, victim = s.tallyLocked(e)
-		e.most = uint16(most)
-		tallied = true
+// provenOfLocked counts e's requesters matched by m that have
+// flagReceives.
+func (s *shard) provenOfLocked(e *entry, m *sourceMatch) int {
+	n := 0
+	if e.firstFlags()&flagReceives != 0 && m.has(&e.first) {
+		n++
 	}
-	if same+1 >= int(e.most) {
-		return false
+	left := int(e.nreq) - 1
+	for c := e.chunk; left > 0; c = s.chunks[c].next {
+		ch := &s.chunks[c]
+		for k := range min(left, lanesPerChunk) {
+			if ch.flags[k]&flagReceives != 0 && m.has(&ch.lanes[k]) {
+				n++
+			}
+		}
+		left -= lanesPerChunk
 	}
-	if !tallied {
-		most, atMost, victim = s.tallyLocked(e)
+	return n
+}
+
+// flagsAt returns the flags of e's requester in chunk c (nilIdx: the
+// first) at lane k.
+func (s *shard) flagsAt(e *entry, c uint32, k int) uint8 {
+	if c == nilIdx {
+		return e.firstFlags()
 	}
-	// victim > 0: the largest source holds at least 2 (same+1 < most), and
-	// its latest requester is not the entry's first.
+	return s.chunks[c].flags[k]
+}
+
+// setFlagsAt sets the flags of e's requester in chunk c (nilIdx: the
+// first) at lane k.
+func (s *shard) setFlagsAt(e *entry, c uint32, k int, f uint8) {
+	if c == nilIdx {
+		e.setFirstFlags(f)
+		return
+	}
+	s.chunks[c].flags[k] = f
+	e.note(f)
+}
+
+// displaceLocked applies the full entry's rule to newcomer r (flags rf,
+// its source's counts in sc). The requesters shown to receive
+// (flagReceives) come first: a newcomer not shown to receive competes
+// only with the entry's others not shown to (the one-shot pool), by the
+// max-min rule below, and never displaces one shown to; a newcomer shown
+// to receive takes the place of a one-shot requester while the entry
+// holds any (other than its first), from the source holding the most of
+// them, and otherwise competes with all by the max-min rule.
+//
+// The max-min rule: if r's source, counting r, would still hold fewer
+// requesters of the pool than the pool's largest source, r takes the
+// place of the largest source's most recent requester in the pool, and
+// displaceLocked reports true; otherwise it changes nothing and reports
+// false. The most recent is the one displaced because it has waited
+// least, while the source's earlier requesters, whose requests have been
+// refreshing the entry, keep their places; under a flood it is the port
+// the flood added last. Among sources tied for largest, the one whose
+// latest requester joined last loses it. The displaced requester's chunk
+// stays charged to whoever opened it (a displacement costs the pool
+// nothing), so the overflow share is not consulted. A displaced
+// requester that asks again is a newcomer whose source now holds as many
+// as the largest less one: refused, so displacements do not chase each
+// other (each one lowers the sum of the squares of the sources' counts in
+// the pool by at least 2).
+func (s *shard) displaceLocked(e *entry, r lane.Key, rf uint8, sc scan) bool {
+	if rf&flagReceives == 0 && e.most != 0 && sc.sameU+1 >= int(e.most)-1 {
+		return false // the common refusal of a flood, from the cache
+	}
+	all, any, mostU, atMostU := s.tallyLocked(e, &r)
+	var victim, from int // join position, and its source's one-shot count
+	switch {
+	case rf&flagReceives == 0:
+		if sc.sameU+1 >= mostU.n {
+			e.most = uint16(mostU.n + 1)
+			return false
+		}
+		// mostU.n >= 2, so the latest is not the entry's first.
+		victim, from = mostU.last, mostU.n
+	case any.last > 0:
+		victim, from = any.last, any.n
+	default:
+		if sc.same+1 >= all.n {
+			e.most = uint16(mostU.n + 1)
+			return false
+		}
+		victim, from = all.last, 0
+	}
 	k := victim - 1
 	c := e.chunk
 	for range k / lanesPerChunk {
 		c = s.chunks[c].next
 	}
 	s.chunks[c].lanes[k%lanesPerChunk] = r
-	if atMost == 1 {
-		// r's source now holds at most most-1, as does the one that lost.
-		e.most--
+	s.chunks[c].flags[k%lanesPerChunk] = rf
+	e.note(rf)
+	// The one-shot pool lost one of a source holding from (0: none) and,
+	// if r is one-shot, gained one of a source now holding sameU+1, less
+	// than mostU.n.
+	if from == mostU.n && atMostU == 1 {
+		mostU.n--
 	}
+	e.most = uint16(mostU.n + 1)
 	s.c.displaced.Add(1)
 	return true
 }
 
-// tallyLocked counts e's requesters by source and returns the largest
-// source's count, how many sources hold that many, and the join position
-// (0 is e.first) of the latest requester of any of them.
-func (s *shard) tallyLocked(e *entry) (most, atMost, victim int) {
+// tallied is one source's count on an entry and the join position of its
+// latest requester counted.
+type tallied struct{ n, last int }
+
+// tallyLocked counts e's requesters by source and returns: all, the
+// largest source's count and the latest requester among the sources
+// holding that many; any, among the sources other than r's with a
+// one-shot requester (flagReceives clear) after the first, the largest
+// one-shot count and the latest such requester among the sources holding
+// it (a proven newcomer does not displace its own source's); mostU, the
+// largest source's one-shot count and the latest one-shot requester after
+// the first among the sources holding that many (0 if none); and how many
+// sources hold mostU.n one-shot requesters.
+func (s *shard) tallyLocked(e *entry, r *lane.Key) (all, any, mostU tallied, atMostU int) {
 	if s.tally == nil {
 		s.tally = make([]tallySlot, 1<<bits.Len(uint(tallySlotsPerRequester*s.p.maxReq-1)))
 		s.tallyUsed = make([]uint32, 0, s.p.maxReq)
@@ -481,7 +661,7 @@ func (s *shard) tallyLocked(e *entry) (most, atMost, victim int) {
 	}
 	gen, mask := s.tallyGen, uint64(len(s.tally)-1)
 	used := s.tallyUsed[:0]
-	count := func(k *lane.Key, pos int) {
+	count := func(k *lane.Key, f uint8, pos int) {
 		a, b := srcWords(k)
 		i := s.sourceHash(a, b) & mask
 		for {
@@ -493,41 +673,58 @@ func (s *shard) tallyLocked(e *entry) (most, atMost, victim int) {
 			if t.a == a && t.b == b {
 				t.n++
 				t.last = uint16(pos)
+				if f&flagReceives == 0 {
+					t.nU++
+					if pos > 0 {
+						t.lastU = uint16(pos)
+					}
+				}
 				return
 			}
 			i = (i + 1) & mask
 		}
 	}
-	count(&e.first, 0)
+	count(&e.first, e.firstFlags(), 0)
 	pos, left := 1, int(e.nreq)-1
 	for c := e.chunk; left > 0; c = s.chunks[c].next {
 		ch := &s.chunks[c]
 		n := min(left, lanesPerChunk)
 		for k := range ch.lanes[:n] {
-			count(&ch.lanes[k], pos)
+			count(&ch.lanes[k], ch.flags[k], pos)
 			pos++
 		}
 		left -= n
 	}
+	// better reports whether (n, last) beats t: more, or as many and later.
+	better := func(t *tallied, n, last int) bool { return n > t.n || n == t.n && last > t.last }
+	ra, rb := srcWords(r)
 	for _, i := range used {
 		t := &s.tally[i]
-		switch n := int(t.n); {
-		case n > most:
-			most, atMost, victim = n, 1, int(t.last)
-		case n == most:
-			atMost++
-			victim = max(victim, int(t.last))
+		n, nU := int(t.n), int(t.nU)
+		if better(&all, n, int(t.last)) {
+			all = tallied{n, int(t.last)}
+		}
+		if t.lastU > 0 && (t.a != ra || t.b != rb) && better(&any, nU, int(t.lastU)) {
+			any = tallied{nU, int(t.lastU)}
+		}
+		switch {
+		case nU > mostU.n:
+			mostU, atMostU = tallied{nU, int(t.lastU)}, 1
+		case nU == mostU.n && nU > 0:
+			atMostU++
+			mostU.last = max(mostU.last, int(t.lastU))
 		}
 	}
 	s.tallyUsed = used[:0]
-	return most, atMost, victim
+	return all, any, mostU, atMostU
 }
 
-// appendRequesterLocked adds r to entry i's requesters, taking a chunk from
-// the pool when the last one is full and charging it to r's source. It
-// reports false, changing nothing, when the pool is exhausted or r's
-// source holds its share of it (Config.MaxOverflowPerSource; counted).
-func (s *shard) appendRequesterLocked(i uint32, r lane.Key) bool {
+// appendRequesterLocked adds r (flags f) to entry i's requesters, taking a
+// chunk from the pool when the last one is full and charging it to r's
+// source. It reports false, changing nothing, when the pool is exhausted
+// or r's source holds its share of it (Config.MaxOverflowPerSource;
+// counted).
+func (s *shard) appendRequesterLocked(i uint32, r lane.Key, f uint8) bool {
 	e := &s.entries[i]
 	k := int(e.nreq) - 1 // overflow requesters already held
 	if k%lanesPerChunk == 0 {
@@ -543,9 +740,10 @@ func (s *shard) appendRequesterLocked(i uint32, r lane.Key) bool {
 		if !ok {
 			return false
 		}
+		s.chunks[c] = chunk{src: uint16(slot), next: nilIdx}
 		s.chunks[c].lanes[0] = r
-		s.chunks[c].src = uint16(slot)
-		s.chunks[c].next = nilIdx
+		s.chunks[c].flags[0] = f
+		e.note(f)
 		if s.p.chunkShare > 0 {
 			s.sources[slot].chunks++
 		}
@@ -566,6 +764,8 @@ func (s *shard) appendRequesterLocked(i uint32, r lane.Key) bool {
 		c = s.chunks[c].next
 	}
 	s.chunks[c].lanes[k%lanesPerChunk] = r
+	s.chunks[c].flags[k%lanesPerChunk] = f
+	e.note(f)
 	e.nreq++
 	return true
 }
@@ -640,7 +840,7 @@ func (s *shard) dropLocked(pos int, i uint32) {
 	e := &s.entries[i]
 	s.freeChunksLocked(e)
 	if s.p.countEntries {
-		s.sources[e.src].entries--
+		s.sources[e.slot()].entries--
 	}
 	e.nreq = 0
 	e.next = s.freeEntry
@@ -652,4 +852,50 @@ func (s *shard) dropLocked(pos int, i uint32) {
 func (s *shard) removeLocked(i uint32) {
 	s.unlinkLocked(i)
 	s.dropLocked(s.posOfLocked(i), i)
+}
+
+// restoreLocked implements Table.Restore on this shard.
+func (s *shard) restoreLocked(h uint64, reqs []lane.Key, held *Held, nowTick uint32) int {
+	s.startLocked(nowTick)
+	if len(reqs) == 0 || expired(held.expiry, nowTick) {
+		return 0
+	}
+	pos, i, found := s.findLocked(h)
+	if found && expired(s.entries[i].expiry, nowTick) {
+		s.unlinkLocked(i)
+		s.dropLocked(pos, i)
+		s.c.expired.Add(1)
+		pos, _, found = s.findLocked(h)
+	}
+	from := 0
+	if !found {
+		var slot uint32
+		if s.p.countEntries {
+			slot = s.sourceSlot(reqs[0])
+			if s.sourceFullLocked(slot) {
+				return 0
+			}
+		}
+		if s.n >= s.p.entryCap {
+			return 0
+		}
+		i = s.insertLocked(pos, h, reqs[0], held.flags[0]|flagDelivered, slot, held.expiry, held.fwdMs)
+		s.c.added.Add(1)
+		s.c.restored.Add(1)
+		from = 1
+	}
+	e := &s.entries[i]
+	s.bump(e, held.expiry)
+	for j := from; j < len(reqs); j++ {
+		if e.nreq >= s.p.maxReq {
+			break
+		}
+		if found && s.scanRequestersLocked(e, reqs[j], false).has {
+			continue // it asked again meanwhile: its own ask stands
+		}
+		if s.appendRequesterLocked(i, reqs[j], held.flags[j]|flagDelivered) {
+			e = &s.entries[i]
+		}
+	}
+	return int(e.nreq)
 }

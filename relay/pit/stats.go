@@ -37,6 +37,9 @@ type Stats struct {
 	Evicted      uint64 // live entries shed to make room (ShedOldest)
 	Expired      uint64 // entries deleted because their TTL ran out
 	Taken        uint64 // entries answered and deleted by Take
+	// Restored counts the entries Restore put back (each counted in
+	// Added too).
+	Restored uint64
 }
 
 // counters are one shard's statistics. Written only with the shard's mu held;
@@ -56,6 +59,7 @@ type counters struct {
 	evicted             atomic.Uint64
 	expired             atomic.Uint64
 	taken               atomic.Uint64
+	restored            atomic.Uint64
 }
 
 // live returns the shard's live entry count from its counters. The removal
@@ -83,4 +87,5 @@ func (c *counters) addTo(s *Stats) {
 	s.Evicted += c.evicted.Load()
 	s.Expired += c.expired.Load()
 	s.Taken += c.taken.Load()
+	s.Restored += c.restored.Load()
 }

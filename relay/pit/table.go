@@ -95,12 +95,28 @@ func (t *Table) Prefetch(key uint64) {
 // reports that a live entry was shed to make room for this one (ShedOldest
 // with a full shard); the caller counts it. now is the caller's monotonic
 // clock (time since an arbitrary epoch, non-negative); calls may carry
-// slightly out-of-order readings from different goroutines.
+// slightly out-of-order readings from different goroutines. The requester
+// is a one-shot requester (see the package comment's "Who has shown it
+// receives"); AddProven is Add for one the caller has shown to receive.
 func (t *Table) Add(key uint64, requester lane.Key, now time.Duration) (v Verdict, evicted bool) {
+	return t.add(key, requester, false, now)
+}
+
+// AddProven is Add for a requester the caller has shown to receive at its
+// lane (the relay: it answered a STUN probe the relay sent it there). At a
+// full entry it takes the place of a requester not shown to receive, if
+// any (other than the entry's first), before the max-min rule applies;
+// none shown to receive is displaced by a newcomer that is not. A
+// requester already on the entry keeps the mark until the entry goes.
+func (t *Table) AddProven(key uint64, requester lane.Key, now time.Duration) (v Verdict, evicted bool) {
+	return t.add(key, requester, true, now)
+}
+
+func (t *Table) add(key uint64, requester lane.Key, proven bool, now time.Duration) (v Verdict, evicted bool) {
 	h := mix(key)
 	s := t.shardOf(h)
 	s.mu.Lock()
-	v, evicted = s.addLocked(h, requester, t.tick(now), t.expiryTick(now), uint32(int64(now)/int64(time.Millisecond)))
+	v, evicted = s.addLocked(h, requester, proven, t.tick(now), t.expiryTick(now), uint32(int64(now)/int64(time.Millisecond)))
 	s.mu.Unlock()
 	return v, evicted
 }
@@ -112,12 +128,67 @@ func (t *Table) Add(key uint64, requester lane.Key, now time.Duration) (v Verdic
 // absent or expired it returns dst unchanged and false (deleting an expired
 // entry). Take allocates only if dst lacks capacity.
 func (t *Table) Take(key uint64, dst []lane.Key, now time.Duration) ([]lane.Key, bool) {
+	return t.TakeHeld(key, dst, nil, now)
+}
+
+// TakeHeld is Take that also records in held (unless nil) what the entry
+// held beyond its requesters, so that the caller may put it back with
+// Restore and tell which requesters a contested page reached already
+// (Held.Delivered). It allocates nothing more than Take.
+func (t *Table) TakeHeld(key uint64, dst []lane.Key, held *Held, now time.Duration) ([]lane.Key, bool) {
 	h := mix(key)
 	s := t.shardOf(h)
 	s.mu.Lock()
-	dst, ok := s.takeLocked(h, dst, t.tick(now))
+	dst, ok := s.takeLocked(h, dst, held, t.tick(now))
 	s.mu.Unlock()
 	return dst, ok
+}
+
+// Restore puts back an entry TakeHeld took: reqs is the slice TakeHeld
+// returned for key and held what it recorded. It is for a response that
+// does not end the request: a page from a lane the relay is not sure of
+// (the relay's contested page), after which the request stays pending for
+// the page of the lane it trusts. Every requester is put back marked
+// delivered (Held.Delivered, for the next TakeHeld): the caller sent it
+// that page now or a page of the name before, and it is sent no other
+// such page until it asks again (Add clears the mark), so however many
+// such pages arrive, each requester gets one copy per ask. The entry
+// keeps its expiry and last forward (a response is not an ask: it does
+// not prolong the entry), and each requester its proof of receiving. If
+// the name has a live entry again (asked meanwhile), the requesters not
+// on it are appended to it. Restore creates no entry past the shard's
+// share of MaxEntries or the first requester's source's
+// MaxEntriesPerSource, and appends no requester past
+// MaxRequestersPerEntry or the overflow pool and its per-source share; an
+// expired entry is not put back. It returns how many requesters the
+// entry then holds (0: none put back).
+func (t *Table) Restore(key uint64, reqs []lane.Key, held *Held, now time.Duration) int {
+	if held.base < 0 || held.base+held.n > len(reqs) {
+		return 0
+	}
+	h := mix(key)
+	s := t.shardOf(h)
+	s.mu.Lock()
+	n := s.restoreLocked(h, reqs[held.base:held.base+held.n], held, t.tick(now))
+	s.mu.Unlock()
+	return n
+}
+
+// Held is what TakeHeld records of an entry beyond its requesters: when it
+// expires and was last forwarded, and each requester's marks. A Held is
+// about 4 KiB (a flag byte for each of MaxRequestersLimit requesters);
+// the caller keeps one and reuses it.
+type Held struct {
+	flags         [MaxRequestersLimit]uint8
+	expiry, fwdMs uint32
+	base, n       int // the requesters' place in TakeHeld's dst
+}
+
+// Delivered reports whether the i-th requester TakeHeld returned (counting
+// from the first it appended) was sent a contested page (Restore) since it
+// last asked: the caller sends it no other contested page.
+func (h *Held) Delivered(i int) bool {
+	return i >= 0 && i < h.n && h.flags[i]&flagDelivered != 0
 }
 
 // Expire deletes the entries expired at now and returns how many. It does
