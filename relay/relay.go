@@ -47,10 +47,10 @@
 // learns. Each of these is a leaf: no call holds one while it takes
 // another (TestLockOrder checks this package's; the route and pending
 // tables import neither each other nor this package, and call out under
-// their locks to nothing but Table.Each's f), so among them there is no
-// order to keep. A decision is steps, each under one table's lock alone;
-// what a step decides for another table is applied once its lock is
-// released (a vouch's pin: vouch.go).
+// their locks to nothing but Table.Each's f: TestLockLeavesImport), so
+// among them there is no order to keep. A decision is steps, each under
+// one table's lock alone; what a step decides for another table is
+// applied once its lock is released (a vouch's pin: vouch.go).
 //
 // Above the leaves is the server's batch lock (reader.batchMu, one per
 // reader), held from a batch's first decision to its last send so that
