@@ -55,11 +55,12 @@
 // Above the leaves is the server's batch lock (reader.batchMu, one per
 // reader), held from a batch's first decision to its last send so that
 // Close can wait out the batch in hand. Under it the leaves above are
-// taken, one at a time, and so are the socket's write lock (transport),
-// the capture writer's (ServerConfig.Tap) and the decision log's. Nothing
-// is held when it is taken: the read that filled the batch (the socket's
-// read lock) is over, and Close takes it before closing the socket. The
-// order is thus: a batch lock, then any one leaf. Off the datagram path,
+// taken, one at a time, and so are the write locks of the socket
+// (transport) and of the ship's device (relay/front), the capture
+// writer's (ServerConfig.Tap) and the decision log's. Nothing is held
+// when it is taken: the read that filled the batch (the socket's read
+// lock) is over, and Close takes it before closing the socket. The order
+// is thus: a batch lock, then any one leaf. Off the datagram path,
 // relay/daemon's Lanes holds its lock while it calls SetLanes (which takes
 // the route table's), and the timer goroutine's Expire takes the pending
 // table's shards in turn, alone.
@@ -85,15 +86,16 @@
 //   - a STUN request, 3: the route table (KeepAlive), the address and
 //     network stripes; a STUN response, the ship's STUN table (fronting
 //     mode) or the proof stripe and the address stripe (a probe's answer);
-//   - a datagram handed to the ship: a pending shard (a request, at a lane), the
-//     vouch table (a peek or ping), the route table (Contacted, for a
-//     sender named at hop 0);
+//   - a datagram handed to the ship: a pending shard (a request, at a
+//     lane), the vouch table (a peek or ping), the route table (Contacted,
+//     for a sender named at hop 0);
 //   - the ship's own datagram (HandleFromShip): a pending shard (its
 //     request); vouching, the vouch table once or twice and the route
 //     table once per pin changed (Pin, and Unpin of an evicted sponsee);
 //     to a lane not otherwise allowed, the vouch table (pinger) and the
 //     route table (Plan). At a lane the ship's pages come by the public
-//     socket: the route table (AppendLanesOf), then vouching as here.
+//     socket: a pending shard (Take), the route table (AppendLanesOf),
+//     then vouching as here.
 //
 // The vouch table and the route table both hold the pins (vouch.go decides
 // under its lock, Pin applies after): the two agree only because one
