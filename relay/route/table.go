@@ -42,6 +42,13 @@ import (
 //     The walk stops at the fronted ship itself: we are R's sponsor, and
 //     R is reachable only through lanes we learned below us.
 //
+// Before them come R's configured lane, with Config.ConfiguredWins (a
+// relay), and R's pinned lane (Pin); each counts as proven, so nothing
+// looser is chosen. Without ConfiguredWins (an endpoint) R's configured
+// lane comes after the base. While the direct lane is fresh, its
+// challenger, if any, is sent requests beside the known-good lane, in
+// place of the lane just tighter (see below).
+//
 // A request is sent on the tightest known-good lane and on the candidate
 // just tighter than it, until the tighter one answers; then on that one
 // alone. Choosing is separate from acting: Plan (PlanInto) reads the table
