@@ -272,7 +272,7 @@ func (d *dupFilter) add(fp uint64, tag uint32, now time.Duration) bool {
 type amesAdmit struct {
 	r     *Relay
 	out   *Out
-	plan  *route.Plan // the plan Route made, read for its targets
+	plan  *route.Plan // the plan route.Table.PlanInto made, read for its targets
 	fp    uint64      // the packet's fingerprint
 	tag   uint32      // the tag of the lane it came from
 	own   bool        // the fronted ship's own packet: recorded, not refused
@@ -309,7 +309,7 @@ func (a *amesAdmit) admit() bool {
 	return true
 }
 
-// refund gives back what Admit took from the first k targets.
+// refund gives back what admit took from the first k targets.
 func (a *amesAdmit) refund(k int) {
 	t := &a.plan.Targets
 	for i := 0; i < k; i++ {

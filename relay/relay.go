@@ -40,17 +40,67 @@
 // show the three steps in order.
 //
 // Locks. Each table has its own: the route table one mutex, the pending
-// table one per shard, the amplification budget and the duplicate filter
-// one per stripe of slots, the proof table's generator one. No call holds
-// one while it takes another, so there is no lock order to keep: a
-// forwarded request takes the route table's (plan), a pending shard's
-// (admit) and the route table's again (commit); a page a pending shard's
-// (take), the route table's (what the page teaches), then for each
-// requester its address's budget stripe and its network's, one after the
-// other; a legacy forward the route table's, each target's budget stripes
-// and a duplicate-filter stripe, and the route table's. (Before the
-// budget was absolute, a forwarded request took four, two of them nested
-// in the route table's.)
+// table one per shard, the amplification budget (addresses, networks,
+// proofs) and the duplicate filter one per stripe of slots, the proof
+// table's generator one; the vouch table, the ship's STUN table and the
+// signature budget one each; a *pki.Verifier one, for the comets it
+// learns. Each of these is a leaf: no call holds one while it takes
+// another (TestLockOrder checks this package's; the route and pending
+// tables import neither each other nor this package, and call out under
+// their locks to nothing but Table.Each's f: TestLockLeavesImport), so
+// among them there is no order to keep. A decision is steps, each under
+// one table's lock alone; what a step decides for another table is
+// applied once its lock is released (a vouch's pin: vouch.go).
+//
+// Above the leaves is the server's batch lock (reader.batchMu, one per
+// reader), held from a batch's first decision to its last send so that
+// Close can wait out the batch in hand. Under it the leaves above are
+// taken, one at a time, and so are the write locks of the socket
+// (transport) and of the ship's device (relay/front), the capture
+// writer's (ServerConfig.Tap) and the decision log's. Nothing is held
+// when it is taken: the read that filled the batch (the socket's read
+// lock) is over, and Close takes it before closing the socket. The order
+// is thus: a batch lock, then any one leaf. Off the datagram path,
+// relay/daemon's Lanes holds its lock while it calls SetLanes (which takes
+// the route table's), and the timer goroutine's Expire takes the pending
+// table's shards in turn, alone.
+//
+// Acquisitions per datagram (no --pki, no proof or probe in play):
+//
+//   - a forwarded request, 3: the route table (PlanInto), a pending shard
+//     (Add: the admit), the route table (Commit, which records a poke's
+//     sender too);
+//   - a page to one requester, 4: a pending shard (Take), the route table
+//     (PageArrived), the requester's address stripe and its network's
+//     (spend); 2 more for each further requester, none for the ship. With
+//     --pki a page that may prove a lane adds the route table (Provable),
+//     the signature budget and, for a comet, the verifier's; an
+//     unsolicited page takes a pending shard and the route table
+//     (LateAnswer);
+//   - a legacy forward, 6 to one learned lane, 8 to two: a duplicate-filter
+//     stripe (looped), the route table (PlanInto), each target's address
+//     and network stripes unless it is configured (trustedLanes), the
+//     duplicate-filter stripe (add), the route table (Commit); 4 to
+//     configured lanes. A proven lane adds its proof stripe and its address
+//     stripe again; a probe, the proof stripe twice and the generator's;
+//   - a STUN request, 3: the route table (KeepAlive), the address and
+//     network stripes; a STUN response, the ship's STUN table (fronting
+//     mode) or the proof stripe and the address stripe (a probe's answer);
+//   - a datagram handed to the ship: a pending shard (a request, at a
+//     lane), the vouch table (a peek or ping), the route table (Contacted,
+//     for a sender named at hop 0);
+//   - the ship's own datagram (HandleFromShip): a pending shard (its
+//     request); vouching, the vouch table once or twice and the route
+//     table once per pin changed (Pin, and Unpin of an evicted sponsee);
+//     to a lane not otherwise allowed, the vouch table (pinger) and the
+//     route table (Plan). At a lane the ship's pages come by the public
+//     socket: a pending shard (Take), the route table (AppendLanesOf),
+//     then vouching as here.
+//
+// The vouch table and the route table both hold the pins (vouch.go decides
+// under its lock, Pin applies after): the two agree only because one
+// goroutine decides the ship's datagrams (the device's reader; at a lane,
+// the reader the ship's flow reaches), which nothing checks.
 //
 // The core holds only soft state: a restart loses pending entries and learned
 // lanes, never correctness. Relay.Handle is safe for concurrent use, each
@@ -312,7 +362,7 @@ func (r *Relay) AddListener(ap netip.AddrPort, local []netip.Addr) {
 // ShipLane returns the fronted ship's lane (invalid when there is none).
 func (r *Relay) ShipLane() netip.AddrPort { return r.link.lane }
 
-// route.Table returns the relay's route table.
+// Routes returns the relay's route table.
 func (r *Relay) Routes() *route.Table { return r.routes }
 
 // Pending returns the relay's pending-request table.
@@ -705,8 +755,8 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 		out.drop(DropHopLimit)
 		return
 	}
-	// Plan, admit, commit: each step takes its table's lock alone, and no
-	// lock is held while another is taken (the lock order: none nested).
+	// Plan, admit, commit: each step takes its table's lock alone (the
+	// lock order: the package comment).
 	// 1. Plan: the route table chooses the lanes, changing nothing.
 	q := route.Query{Rcvr: rcvr, From: fromKey, Sender: p.PayloadName.Ship, Learn: learn}
 	plan := &out.plan

@@ -46,8 +46,9 @@ type ServerConfig struct {
 	Tap func(in bool, local, remote netip.AddrPort, b []byte)
 	// Decisions, if set, is told what the relay did with each datagram it
 	// wants (DecisionLog), the ship's too: for a debug log. Asking costs
-	// a call per datagram; a decision it wants costs two counter
-	// snapshots.
+	// a call per datagram (Want); a decision it wants, a call to Log with
+	// the Decision Handle returned (recorded as it was made: no counters
+	// are read).
 	Decisions DecisionLog
 	// Ship, in fronting mode (Config.Front), is the fronted ship's device
 	// (relay/front's TUN, or a transport pipe in tests): a Conn whose reads
@@ -58,7 +59,8 @@ type ServerConfig struct {
 }
 
 // Server runs a Relay on one or more sockets: one reader goroutine per
-// socket (routineRead) and one timer goroutine (routineExpire).
+// socket, and one for the ship's device in fronting mode (routineRead),
+// and one timer goroutine (routineExpire).
 type Server struct {
 	// Static after construction.
 	relay   *Relay
@@ -110,7 +112,9 @@ type reader struct {
 	conn transport.Conn
 	ship bool // the ship's device: datagrams are the ship's own
 	// batchMu is held while a batch is decided and sent, so that Close
-	// can wait for the batch in hand before closing the socket.
+	// can wait for the batch in hand before closing the socket. It is the
+	// outermost lock: the relay's own are taken under it, each alone
+	// (relay.go's package comment, "Locks").
 	batchMu sync.Mutex
 }
 

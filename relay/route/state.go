@@ -6,9 +6,18 @@ import "fmt"
 // direct lane of a route is in one LaneState, its challenger (a second lane
 // heard as the same ship) in one ChallengerState, and every change of
 // either is one row of Transitions, naming the Event that causes it and
-// the Authority that event carries. The code changes a route's states only
-// through step (direct lane) and stepChallenger (challenger), which refuse
-// any change the table does not list, so the table is the rules.
+// the Authority that event carries. While a lane is kept, its state changes
+// only through step (direct lane) and stepChallenger (challenger), which
+// refuse any change the table does not list. Replacing the lane is not a
+// row: a new direct lane (replaceDirect, moveIn) is set to StateUnknown
+// and takes its first row at once, and an emptied challenger slot
+// (clearChallenger: its lane became the direct lane, or a newer claim
+// took the slot) is set to ChallengerNone. So the tables are the rules
+// for a lane's standing; which lane holds a slot is decided in table.go
+// (heardLocked, challengeLocked, settle). The hint, the base and the
+// forwarder have no states here (table.go's path: a proven flag, a
+// probe's time, a failure count). Auth documents each row: no code
+// reads it.
 //
 // Who may say where a ship is (docs/reliability.md, "Who may say where a
 // ship is"), strongest first:

@@ -1,9 +1,11 @@
 // Package route holds the routing rules shared by the relay's decision core
 // and the ship endpoint: the route table (Table), the rubric it chooses
 // lanes by (tightest known-good plus the one just tighter, plan then
-// commit), the lane clock that judges liveness by what is heard, the
-// forwarder rules for sponsors, and their constants (constants.go). It
-// imports neither the relay nor the endpoint, so both build on it.
+// commit), the state machines of a ship's direct lane and its challenger
+// (state.go), the lane clock that judges liveness by what is heard, the
+// forwarder rules for sponsors, the clock (clock.go), and their constants
+// (constants.go). It imports neither the relay nor the endpoint, so both
+// build on it.
 package route
 
 import (
@@ -40,29 +42,49 @@ import (
 //     The walk stops at the fronted ship itself: we are R's sponsor, and
 //     R is reachable only through lanes we learned below us.
 //
+// Before them come R's configured lane, with Config.ConfiguredWins (a
+// relay), and R's pinned lane (Pin); each counts as proven, so nothing
+// looser is chosen. Without ConfiguredWins (an endpoint) R's configured
+// lane comes after the base. While the direct lane is fresh, its
+// challenger, if any, is sent requests beside the known-good lane, in
+// place of the lane just tighter (see below).
+//
 // A request is sent on the tightest known-good lane and on the candidate
 // just tighter than it, until the tighter one answers; then on that one
-// alone. Choosing is separate from acting: Plan reads the table, Commit
-// records what was sent, and Route does both under one lock with the
-// caller's admission decision between them, so that a datagram that is not
-// sent (aggregated, refused, capped) changes no route.
-// A lane that stays unanswered (ProbeTimeout, counted per lane) is demoted if
-// it had proved itself and dropped if it had not; a dropped hint is not
-// retried for BadLaneHold. Only a page coming from a lane changes that lane's
+// alone. Choosing is separate from acting: Plan (PlanInto) reads the table
+// and Commit records what was sent. A relay plans, asks its pending table or
+// its budgets whether to send (the admit), and commits only what it sends,
+// each call taking the table's lock alone, so that a datagram that is not
+// sent (aggregated, refused, capped) changes no route; Route plans and
+// commits under one lock, for a caller that sends whatever it plans (the
+// endpoint).
+// A lane that stays unanswered (ProbeTimeout, counted per lane; a lane heard
+// from since, or one its ship keeps by contacting us, is not counted) is
+// demoted after ProvenFailures if it had proved itself and dropped after
+// CandidateFailures if it had not; a dropped lane is not retried for
+// BadLaneHold, and after a dropped hint no new one is taken for
+// FailedHintHold. Only a page coming from a lane changes that lane's
 // standing, so a late duplicate through a looser route never undoes a working
 // tighter one (urbit/urbit#2025).
 //
 // Who may steer the table (docs/reliability.md, "Who may say where a ship
-// is"; the direct lane's rules are the state machine of state.go):
+// is"). The direct lane's and the challenger's standing are the state
+// machines of state.go; the hint, the base and a sponsor's standing as a
+// forwarder are each a proven flag with a probe's time and a failure
+// count, judged below (answeredLocked, expireProbes, expireFwd):
 //
-//   - Configured lanes (SetStatic, SetRelays) always win: a ship with one
-//     is routed there and nothing learned about it is kept.
+//   - With Config.ConfiguredWins (a relay), configured lanes (SetStatic,
+//     SetRelays) win: a ship with one is routed there and nothing learned
+//     about it is kept. Without it (an endpoint), a configured lane is
+//     where a route starts, and routes tighten past it.
 //   - A pinned lane (Pin: the fronted ship vouched for it) is next: the
 //     ship is routed there alone, and nothing learned from the wire about
 //     it is kept, until Unpin. The caller owns the pins (relay/vouch.go).
 //   - A lane is learned only from a datagram that is acted on (a poke or
-//     legacy packet sent on, a page that matched a pending request); the
-//     callers see to it, Commit records the sender.
+//     legacy packet sent on or handed to the fronted ship, a page that
+//     matched a pending request) or from a late copy of a page from a lane
+//     its request went to (LateAnswer); the callers see to it, and Commit
+//     (or Contacted) records the sender.
 //   - A working direct lane (fresh: heard from, a STUN keepalive included,
 //     within DirectLaneExpiry) is not replaced on the wire's word: a
 //     different lane heard for the ship becomes its challenger, sent
