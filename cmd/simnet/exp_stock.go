@@ -171,7 +171,7 @@ const stockRules = `**The rules modelled** (` + "`cmd/simnet/internal/sim/stock.
 | keepalive | ` + "`io/ames.c _stun_timer_cb`" + ` (STUN_KEEPALIVE, 25 s); ` + "`app/ping.hoon`" + ` (` + "`%nat`" + ` every 25 s until ` + "`+sy-stun`" + ` stops it; ` + "`%once`" + ` on a new lane) | a STUN request to the galaxy every 25 s; pings (pokes) to every ship of the sponsorship chain every 25 s until the first STUN answer, then only when STUN shows a new lane |
 | a stock galaxy forwards | ` + "`_mesa_forward_request`, `_mesa_add_lane_to_pit`, `_mesa_hear_page`, `_mesa_add_hop`" + `; lanes from ` + "`hear-poke`" + ` and ` + "`%nail`" + ` | a peek for a ship under it goes to the lane learned from that ship's pings (dropped if none), every copy; the page goes back to every requester with the hop count raised and the lane it came from as next-hop; pending entries last 20 s |
 
-Publishing is the endpoint's in every model: a stock ship answers a peek with a hop-0 page to the lane the peek came from, as ` + "`_mesa_hear_peek`" + ` does.
+Publishing is the endpoint's in every model: a stock ship answers a peek with a hop-0 page to the lane the peek came from, as ` + "`_mesa_hear_peek`" + ` does. The rules agree one by one with docs/arvo-lanes.md (L1-L8, P1-P3, R1-R3, K1-K2, F1), written apart for vtool's stub kernel. urbit/urbit's snapshot is larger than this machine can fetch, so ames.hoon was read by character offset and its arms are cited by name, not line; docs/arvo-lanes.md gives their offsets. vere's functions are cited as they are in ` + "`../shared/vere/src`" + `.
 `
 
 // proposal is the section's proposal for arvo, with its measured gain.

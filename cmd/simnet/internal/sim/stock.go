@@ -92,6 +92,9 @@ type stockReq struct {
 	next  time.Duration    // vere's next resend
 	tries int
 	done  func(endpoint.Response)
+	// ping is set for a keepalive poke: its re-push keeps its lane (the
+	// sponsor's, as the simulation's ships know it).
+	ping bool
 }
 
 // StockStats counts what stock requesters learned from pages.
@@ -257,7 +260,9 @@ func (s *stockShip) push(r *stockReq, now time.Duration, out []endpoint.Datagram
 	if r.left > 0 {
 		return out
 	}
-	r.lanes = s.makeLanes(r.rcvr, now)
+	if !r.ping {
+		r.lanes = s.makeLanes(r.rcvr, now)
+	}
 	r.left = VereResends
 	r.next = now + VereResendInterval
 	return s.send(r, out)
@@ -297,12 +302,12 @@ func (s *stockShip) tick(now time.Duration, out []endpoint.Datagram) []endpoint.
 		// every 25 s (++nat, nat-timeout ~s25) until a STUN response
 		// stops it (+sy-stun %stop → plan %off).
 		s.nextPng = now + STUNInterval
-		out = s.pingChain(out)
+		out = s.pingChain(now, out)
 	case s.proposed && now >= s.nextPng:
 		// Proposal: once STUN works, keep pinging our own sponsor (a
 		// relay there learns and keeps our lane and pinhole).
 		s.nextPng = now + STUNInterval
-		out = append(out, endpoint.Datagram{Buf: endpoint.PingWire(s.self, s.chain[0]), To: s.laneOf(s.chain[0])})
+		out = s.ping(s.chain[0], now, out)
 	}
 	if now >= s.nextSTN {
 		s.nextSTN = now + STUNInterval
@@ -323,7 +328,7 @@ func (s *stockShip) tick(now time.Duration, out []endpoint.Datagram) []endpoint.
 	if now >= s.nextRet {
 		s.nextRet = now + ArvoRetryInterval
 		for _, r := range s.sorted() {
-			if r.left == 0 {
+			if r.left == 0 && !r.ping {
 				s.stats.ArvoRetries++
 			}
 			out = s.push(r, now, out)
@@ -348,13 +353,34 @@ func (s *stockShip) sorted() []*stockReq {
 }
 
 // pingChain pokes every ship of the sponsorship chain once (app/ping.hoon
-// ++one, and ++nat's first round at boot before STUN succeeds), each on
-// its own lane.
-func (s *stockShip) pingChain(out []endpoint.Datagram) []endpoint.Datagram {
+// ++one, and ++nat's rounds before STUN succeeds), each on its own lane.
+func (s *stockShip) pingChain(now time.Duration, out []endpoint.Datagram) []endpoint.Datagram {
 	for _, sp := range s.chain {
-		out = append(out, endpoint.Datagram{Buf: endpoint.PingWire(s.self, sp), To: s.laneOf(sp)})
+		out = s.ping(sp, now, out)
 	}
 	return out
+}
+
+// ping pokes sp. A ping is a %plea like any other: vere re-sends it and
+// arvo re-pushes it until its ack (a page) comes (the request rules
+// above); a ping still unacked is not sent again (one message in flight
+// on a flow: +fo-send's send-window, and ++nat waits for the ack).
+func (s *stockShip) ping(sp lane.Ship, now time.Duration, out []endpoint.Datagram) []endpoint.Datagram {
+	wire := endpoint.PingWire(s.self, sp)
+	var p scry.Packet
+	if p.Parse(wire) != nil {
+		return out
+	}
+	key := string(p.NameBytes())
+	if _, ok := s.reqs[key]; ok {
+		return out
+	}
+	r := &stockReq{rcvr: sp, key: key, wire: wire, ping: true}
+	s.reqs[key] = r
+	r.lanes = []netip.AddrPort{s.laneOf(sp)}
+	r.left = VereResends
+	r.next = now + VereResendInterval
+	return s.send(r, out)
 }
 
 func (s *stockShip) nextDeadline() time.Duration {
@@ -383,7 +409,7 @@ func (s *stockShip) handle(b []byte, from netip.AddrPort, now time.Duration, out
 	if resp.Parse(b) == nil {
 		// A changed lane: %once, one ping to each ship of the chain.
 		if s.mapped.IsValid() && resp.Mapped != s.mapped {
-			out = s.pingChain(out)
+			out = s.pingChain(now, out)
 		}
 		s.mapped, s.stunOK = resp.Mapped, true
 		return out, true

@@ -251,22 +251,35 @@ func TestStockKeepalive(t *testing.T) {
 				pings = append(pings, d.To)
 			}
 		}
+		slices.SortFunc(pings, netip.AddrPort.Compare)
 		return pings, stuns
 	}
 	chain := []netip.AddrPort{tLanes[tStar2], tLanes[tGal2]}
+	slices.SortFunc(chain, netip.AddrPort.Compare)
 	galaxy := []netip.AddrPort{tLanes[tGal2]}
+	ack := func(sp lane.Ship, at time.Duration) {
+		s.handle(page(t, sp, "ping/"+tPlanet2.String(), 0, netip.AddrPort{}), tLanes[sp], at, nil)
+	}
 	pings, stuns := kinds(s.tick(0, nil))
 	if !slices.Equal(pings, chain) || !slices.Equal(stuns, galaxy) {
 		t.Fatalf("at boot pings %v, STUN %v; want the chain pinged and the galaxy STUNned", pings, stuns)
 	}
-	if d := s.nextDeadline(); d != STUNInterval {
-		t.Errorf("next deadline %v, want %v", d, STUNInterval)
+	// A ping is a request: re-sent until its ack comes.
+	if pings, _ := kinds(s.tick(time.Second, nil)); !slices.Equal(pings, chain) {
+		t.Errorf("unacked pings re-sent to %v, want the chain", pings)
+	}
+	ack(tStar2, 1100*time.Millisecond)
+	ack(tGal2, 1100*time.Millisecond)
+	if pings, _ := kinds(s.tick(2*time.Second, nil)); len(pings) != 0 {
+		t.Errorf("acked pings re-sent to %v", pings)
 	}
 	// No STUN answer yet: the %nat plan pings again.
 	pings, _ = kinds(s.tick(STUNInterval, nil))
 	if !slices.Equal(pings, chain) {
 		t.Errorf("pings at 25 s without STUN: %v, want the chain", pings)
 	}
+	ack(tStar2, STUNInterval+100*time.Millisecond)
+	ack(tGal2, STUNInterval+100*time.Millisecond)
 	resp := scry.STUNResponse{Mapped: tLanes[tPlanet2]}
 	s.handle(resp.Append(nil), tLanes[tGal2], STUNInterval+time.Second, nil)
 	pings, stuns = kinds(s.tick(2*STUNInterval, nil))
@@ -299,6 +312,9 @@ func TestStockProposed(t *testing.T) {
 	}
 	// Once STUN works, it pings its own sponsor every 25 s.
 	s.tick(0, nil)
+	for _, sp := range []lane.Ship{tStar2, tGal2} {
+		s.handle(page(t, sp, "ping/"+tPlanet2.String(), 0, netip.AddrPort{}), tLanes[sp], 100*time.Millisecond, nil)
+	}
 	resp := scry.STUNResponse{Mapped: tLanes[tPlanet2]}
 	s.handle(resp.Append(nil), tLanes[tGal2], time.Second, nil)
 	var pings []netip.AddrPort
