@@ -154,7 +154,7 @@ func (r *stockResult) section() section {
 }
 
 // stockLimits is what the stock model leaves out (the document's limits).
-const stockLimits = "The stock model (*0. Stock arvo requesters*) makes peeks only, one fragment each: no %plea flows and their acks, no multi-fragment messages; ping acks are not read; vere's STUN client is taken to succeed at once when the galaxy answers (no STUN_TRYING back-off); relay hosts (galaxies, stars and planets that relay) keep the endpoint's pings in every model, and in the runs without relays stars and planets with moons are stock ships. Ships know their sponsors' lanes and resolve galaxies, as in the endpoint runs."
+const stockLimits = "The stock model (*0. Stock arvo requesters*) makes peeks only, one fragment each: no %plea flows and their acks, no multi-fragment messages; ping acks are not read; vere's STUN client is taken to succeed at once when the galaxy answers (no STUN_TRYING back-off); relay hosts (galaxies, stars and planets that relay) keep the endpoint's pings in every model, and in the runs without relays stars and planets with moons are stock ships. Hosts (galaxies, stars, planets with moons) boot at once in the stock runs, so that boot pings find their sponsors up; ships know their sponsors' lanes and resolve galaxies, as in the endpoint runs."
 
 // stockRules lists the rules sim.RequesterStock models, each with its
 // source.

@@ -233,8 +233,12 @@ func New(cfg Config) (*Network, error) {
 	births := rand.New(rand.NewPCG(cfg.Seed, streamBirth))
 	for i := range n.ships {
 		at := time.Duration(births.Int64N(int64(max(cfg.PingInterval, time.Millisecond))))
-		if st.VereGalaxies && n.ships[i].Class == lane.Galaxy {
-			at = 0 // a stock galaxy forwards from the start, as a relay does
+		if (st.VereGalaxies && n.ships[i].Class == lane.Galaxy) || (st.Requester != RequesterEndpoint && n.ships[i].Host) {
+			// Infrastructure is up before the ships: a stock galaxy
+			// forwards from the start, as a relay does, and a stock
+			// ship's boot pings (sent once, then retried only by arvo's
+			// 2 min timer) find their sponsors running.
+			at = 0
 		}
 		id := n.ships[i].core
 		n.nodes[id].wakeAt = at
