@@ -60,6 +60,9 @@ type section struct {
 	// findings are the experiment's headline results, one sentence each,
 	// written from its numbers.
 	findings []string
+	// stock marks the section measured with stock arvo requesters, whose
+	// findings head the document apart from the endpoint's.
+	stock bool
 	// notes are what the experiment shows about the code under test
 	// beyond its question (the document's *Notes and limits*), written
 	// from its numbers.
@@ -178,8 +181,7 @@ func runConversations(n *sim.Network, convs []conversation, prefix string, end t
 			idx := len(out)
 			out = append(out, answer{conv: ci, k: k, res: r})
 			n.At(r.End+SettleTime, func() {
-				_, ok := n.Routes(c.requester).DirectLane(n.Ships()[c.rcvr].ID, n.Now())
-				out[idx].directAfter = ok
+				out[idx].directAfter = n.Direct(c.requester, c.rcvr)
 			})
 			if k+1 < len(c.thinks) {
 				n.At(r.End+c.thinks[k+1], func() { ask(ci, k+1) })

@@ -93,6 +93,7 @@ type strategyRun struct {
 	// relays forwarded to refresh it upstream (relay.EventCappedForwards).
 	cappedForwards uint64
 	throttled      uint64 // pages the relays' amplification budget refused
+	stock          sim.StockStats
 }
 
 func (r *strategyRun) pps(class lane.Class) float64 {
@@ -150,7 +151,7 @@ func strategyOnce(p params, st sim.Strategy, lat sim.LatencyModel) (strategyRun,
 	if err != nil {
 		return strategyRun{}, err
 	}
-	r := strategyRun{strategy: st, latency: lat.Name, window: window, convs: len(convs)}
+	r := strategyRun{strategy: st, latency: lat.Name, window: window, convs: len(convs), stock: n.StockStats()}
 	for _, a := range answers {
 		r.requests++
 		r.msgs += a.msgs

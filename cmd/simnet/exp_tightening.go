@@ -61,6 +61,7 @@ type tightenRun struct {
 	strategy sim.Strategy
 	loss     float64
 	cats     []catResult
+	stock    sim.StockStats // what stock requesters learned (sim.Network.StockStats)
 }
 
 type tighteningResult struct {
@@ -105,6 +106,11 @@ func runTightening(p params) (*tighteningResult, error) {
 }
 
 func tightenOnce(p params, st sim.Strategy, loss float64) (tightenRun, error) {
+	return tightenWith(p, st, loss, TightenGap, TightenRequests)
+}
+
+// tightenWith is tightenOnce with nreq requests a pair, gap apart.
+func tightenWith(p params, st sim.Strategy, loss float64, gap time.Duration, nreq int) (tightenRun, error) {
 	cfg := p.config(st, sim.Fast())
 	cfg.Loss = loss
 	n, err := sim.New(cfg)
@@ -134,24 +140,24 @@ func tightenOnce(p params, st sim.Strategy, loss float64) (tightenRun, error) {
 			for rq == rcvr {
 				rq = reqs[rng.IntN(len(reqs))]
 			}
-			thinks := make([]time.Duration, TightenRequests)
+			thinks := make([]time.Duration, nreq)
 			for k := range thinks {
-				thinks[k] = TightenGap
+				thinks[k] = gap
 			}
 			start := WarmUp + time.Duration(rng.Int64N(int64(TightenStagger)))
 			convs = append(convs, conversation{requester: rq, rcvr: rcvr, start: start, thinks: thinks})
 			convCat = append(convCat, ci)
 		}
 	}
-	end := WarmUp + TightenStagger + TightenRequests*(TightenGap+RequestTimeout) + time.Minute
+	end := WarmUp + TightenStagger + time.Duration(nreq)*(gap+RequestTimeout) + time.Minute
 	answers, err := runConversations(n, convs, "t", end)
 	if err != nil {
 		return tightenRun{}, err
 	}
-	run := tightenRun{strategy: st, loss: loss, cats: make([]catResult, len(cats))}
+	run := tightenRun{strategy: st, loss: loss, cats: make([]catResult, len(cats)), stock: n.StockStats()}
 	for i := range run.cats {
-		run.cats[i].msgsByK = make([][]float64, TightenRequests)
-		run.cats[i].delayByK = make([][]float64, TightenRequests)
+		run.cats[i].msgsByK = make([][]float64, nreq)
+		run.cats[i].delayByK = make([][]float64, nreq)
 	}
 	// Answers come sorted by conversation, then request number.
 	for i := 0; i < len(answers); {

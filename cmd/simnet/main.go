@@ -31,6 +31,13 @@ type experiment struct {
 
 func experiments() []experiment {
 	return []experiment{
+		{"stock", func(p params) (section, error) {
+			r, err := runStock(p)
+			if err != nil {
+				return section{}, err
+			}
+			return r.section(), nil
+		}},
 		{"tightening", func(p params) (section, error) {
 			r, err := runTightening(p)
 			if err != nil {
@@ -148,6 +155,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 		// left as it is.
 		for _, s := range secs {
 			fmt.Fprintf(stdout, "## %s\n\n%s\n", s.title, s.markdown)
+			if len(s.findings) > 0 {
+				fmt.Fprintf(stdout, "Findings:\n\n")
+				for _, fd := range s.findings {
+					fmt.Fprintf(stdout, "* %s\n", fd)
+				}
+				fmt.Fprintln(stdout)
+			}
 		}
 		return nil
 	}

@@ -280,3 +280,39 @@ func TestRunWritesDocument(t *testing.T) {
 		t.Error("an unknown experiment was accepted")
 	}
 }
+
+// TestStockExperiment checks the stock experiment's claims on a short run:
+// with stock arvo requesters today's network loses nothing and answers
+// public receivers directly after one round trip; relays at galaxies and
+// stars leave the galaxies' load where it was (stock arvo asks the galaxy
+// and STUNs it), where the endpoint moves the load to stars (the short run
+// is too short for star relays to forget their stock sponsees: see
+// sim.TestStockNetwork); the proposed
+// arvo changes take the requests off the galaxies and lose nothing.
+func TestStockExperiment(t *testing.T) {
+	t.Parallel()
+	r, err := runStock(shortParams(testShips))
+	if err != nil {
+		t.Fatal(err)
+	}
+	today := &r.load[depToday]
+	if today.lost != 0 || today.requests == 0 {
+		t.Errorf("today, stock arvo: %d of %d requests lost", today.lost, today.requests)
+	}
+	for _, c := range []int{catStar, catPlanet, catMoon} {
+		tr := r.tighten[depToday].cats[c]
+		if tr.pairs > 0 && (tr.wentDirect != tr.pairs || maxOf(tr.roundTrips) != 1) {
+			t.Errorf("today, stock arvo, %s: %d of %d pairs direct, round trips %v; want all after one", categories()[c].name, tr.wentDirect, tr.pairs, tr.roundTrips)
+		}
+	}
+	cs, ce, cp := &r.load[depChainStock], &r.load[depChainEndpoint], &r.load[depChainProposed]
+	if cs.pps(lane.Galaxy) < 2*ce.pps(lane.Galaxy) {
+		t.Errorf("relays at galaxies and stars: galaxies %.1f pkt/s with stock arvo, %.1f with the endpoint; want stock arvo's at least twice", cs.pps(lane.Galaxy), ce.pps(lane.Galaxy))
+	}
+	if cp.lost != 0 || cp.unknown() != 0 || cp.ppsOf(lane.Galaxy, sim.TrafficTracked) >= cs.ppsOf(lane.Galaxy, sim.TrafficTracked) {
+		t.Errorf("proposal: %d lost, %d sponsee unknown, %.1f request pkt/s at galaxies (stock arvo %.1f)", cp.lost, cp.unknown(), cp.ppsOf(lane.Galaxy, sim.TrafficTracked), cs.ppsOf(lane.Galaxy, sim.TrafficTracked))
+	}
+	if r.idle[depChainStock].stock.LateRelayed == 0 {
+		t.Error("idle pairs: no relayed copy raced a direct one")
+	}
+}

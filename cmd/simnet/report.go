@@ -56,13 +56,14 @@ func document(p params, secs []section) (string, error) {
 	w("# Simulation\n\n")
 	w("`cmd/simnet` simulates an Urbit network in virtual time and measures what the relay design claims: that routes tighten, that nothing is lost on the way, that galaxies carry less, that notifications beat polling, how the network recovers from churn, and what a bulk download through relays costs under the amplification budget. " +
 		"It runs the project's own decision code, not a model of it: every relay is a `relay.Relay` (`relay.New`, `Relay.Handle`) and every ship an `endpoint.Core`, exchanging real mesa datagrams. " +
+		"Ships as the network has them, running stock arvo and vere, are a model: their requester and keepalive follow stock arvo's and vere's rules, cited one by one (`cmd/simnet/internal/sim/stock.go`, *0. Stock arvo requesters*), and every figure says which requester model it assumes. " +
 		"This file and its plots are generated:\n\n")
 	w("```sh\ngo run ./cmd/simnet -experiment all        # this file and docs/simulation/*.svg (a few minutes on 2 cores)\n" +
 		"go run ./cmd/simnet -experiment churn -ships 2000 -seed 7   # one experiment: its section on stdout, its plots to -out\n" +
 		"go run ./cmd/simnet -experiment download -fragments 500    # the bulk download, a smaller message\n" +
 		"go test ./cmd/simnet/                      # the short version CI runs, with assertions\n```\n\n")
 	w("| flag | default | meaning |\n|---|---|---|\n")
-	w("| `-experiment` | `all` | `tightening`, `strategies`, `notifications`, `churn`, `download`, or `all` (which also writes this file) |\n")
+	w("| `-experiment` | `all` | `stock`, `tightening`, `strategies`, `notifications`, `churn`, `download`, or `all` (which also writes this file) |\n")
 	w("| `-ships` | %d | ships in the network, galaxies included (%d with `-short`); the notifications experiment uses at least %d, to have %d subscribers |\n", DefaultShips, ShortShips, NotifyShips, NotifySubscribers)
 	w("| `-seed` | 1 | the same seed gives the same results, to the datagram |\n")
 	w("| `-out` | `docs` | where `simulation.md` and `simulation/*.svg` go |\n")
@@ -74,19 +75,36 @@ func document(p params, secs []section) (string, error) {
 	w("This run: seed %d, %s.\n\n", p.seed, topo)
 
 	w("## Headline findings\n\n")
-	for _, s := range secs {
-		for _, fd := range s.findings {
-			w("* %s\n", fd)
+	for _, stock := range []bool{true, false} {
+		n := 0
+		for _, s := range secs {
+			if s.stock != stock {
+				continue
+			}
+			if n == 0 && stock {
+				w("### The network as it is: stock arvo ships\n\n")
+				w("Every figure here says which requester model it assumes: **stock arvo** (ships running stock arvo and vere, `sim.RequesterStock`, the requesters the network has) or **endpoint** (the project's `endpoint.Core`); see *0. Stock arvo requesters*.\n\n")
+			}
+			if n == 0 && !stock {
+				w("### The design with the project's endpoint\n\n")
+				w("Every figure from here on assumes the **endpoint** requester model: every ship runs the project's `endpoint.Core` (dual send, a ping to its own sponsor every 25 s). Stock arvo ships behave otherwise; see above.\n\n")
+			}
+			for _, fd := range s.findings {
+				w("* %s\n", fd)
+				n++
+			}
+		}
+		if n > 0 {
+			w("\n")
 		}
 	}
-	w("\n")
 
 	w("## The model\n\n")
 	w("**Time.** One goroutine pops events from a priority queue ordered by time: datagram deliveries, endpoint timers (at `Core.NextDeadline`) and the workload's own steps. " +
 		"A datagram's latency, jitter and loss are drawn from a hash of the seed, its lanes, its send time and its bytes, so a run depends only on the seed (ties in time are broken by the same hash). Independent runs (strategies, presets, scenarios) go in parallel, one per core.\n\n")
 	w("**Ships.** Up to %d galaxies (one per %d ships in smaller networks); of the other ships %.0f %% are stars, %.0f %% moons and the rest planets, numbered so that each ship's default sponsor (`lane.Ship.Sponsor`: the low 8, 16 or 32 bits) is its parent in the tree: a star is g + 256k, a planet s + 65536j, a moon p + m·2³². "+
 		"Stars are spread over galaxies and planets over stars by Zipf laws (exponents %.1f and %.1f), so a few stars sponsor thousands of planets and most a handful; moons sit %d to a planet on a few planets. "+
-		"Every ship pings its sponsor every %v (`endpoint.DefaultPingInterval`), which is how relays learn their sponsees' lanes; relay operators also pin the lanes of the relays next to theirs in the tree (`relay.Config.Pinned`). "+
+		"With the endpoint, every ship pings its sponsor every %v (`endpoint.DefaultPingInterval`), which is how relays learn their sponsees' lanes (a stock ship STUNs its galaxy instead, and pings its chain only until STUN works: *0. Stock arvo requesters*); relay operators also pin the lanes of the relays next to theirs in the tree (`relay.Config.Pinned`). "+
 		"A ship knows its galaxy's and its sponsor's lanes and looks other galaxies up when it first needs them, as it would by DNS.\n\n",
 		sim.MaxGalaxies, sim.ShipsPerGalaxy, 100*sim.StarFraction, 100*sim.MoonFraction, sim.StarSkew, sim.PlanetSkew, sim.MoonsPerSponsor, prose(endpoint.DefaultPingInterval))
 	w("**Relays.** A ship that relays runs a `relay.Relay` on its public lane with its own `endpoint.Core` behind it (`relay.Config.ShipLane`), one host; the loopback between them (%v) is not network traffic. "+
@@ -141,6 +159,7 @@ func document(p params, secs []section) (string, error) {
 	}
 	w("* Not modelled: comets and escaped ships, galaxies moving (DNS), legacy ames traffic, CPU or bandwidth limits, and relays' own routing to each other beyond the sponsorship tree. A message larger than a packet appears only in *Bulk download*, as one request per fragment with a fixed window (no congestion control). Over the strategies and notifications runs the relays shed %d pending entries for room and refused %d pages for amplification.\n", evicted, throttled)
 	w("* Relays are never NATed and never lose their lanes; planets that sponsor moons are public hosts that relay. The workload's requesters are planets and moons that do not relay (a relay host's own requests see a hop added by its relay).\n")
+	w("* %s\n", stockLimits)
 	w("* Relay cores take `route.DefaultProbeTimeout` (%v), `route.DefaultDirectLaneExpiry` (%v) and every other setting at its default, as `relay run` does, but for the table sizes of *Relays' tables* above.\n", prose(route.DefaultProbeTimeout), prose(route.DefaultDirectLaneExpiry))
 	return b.String(), nil
 }

@@ -210,6 +210,13 @@ type Strategy struct {
 	// Fraternize lifts the seed's rule: relays set the next-hop on pages to
 	// their own sponsors too (relay.Config.Fraternize).
 	Fraternize bool
+	// Requester is what ships that run no relay run as requester and
+	// keepalive: the project's endpoint.Core, or stock arvo and vere
+	// (stockShip). Publishing is the endpoint's in both.
+	Requester RequesterModel
+	// VereGalaxies runs no relay anywhere: galaxies forward as stock vere
+	// does (vereGalaxy), one hop. It is today's network with stock ships.
+	VereGalaxies bool
 }
 
 // SimOptions returns the route table's strategy switches every relay and

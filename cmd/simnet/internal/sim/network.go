@@ -85,6 +85,11 @@ type node struct {
 	relayCfg relay.Config // to restart the relay
 	core     *endpoint.Core
 	coreCfg  endpoint.Config
+	// stock is a stock ship's requester and keepalive (Strategy.Requester
+	// RequesterStock), vere a stock galaxy's forwarding
+	// (Strategy.VereGalaxies); nil otherwise. Both sit in front of core.
+	stock *stockShip
+	vere  *vereGalaxy
 	// born is set once the core exists: ships boot at random times within
 	// the first ping interval, so their pings are spread out.
 	born     bool
@@ -181,7 +186,7 @@ func New(cfg Config) (*Network, error) {
 	for i := range n.ships {
 		s := &n.ships[i]
 		n.byShip[s.ID] = int32(i)
-		s.Relay = s.Class == lane.Galaxy || (!st.GalaxyOnly && s.Host)
+		s.Relay = !st.VereGalaxies && (s.Class == lane.Galaxy || (!st.GalaxyOnly && s.Host))
 		if st.GalaxyOnly && s.Class != lane.Galaxy && s.Class != lane.Star {
 			// Directed messaging: every ship keeps its galaxy informed
 			// and is reached through it.
@@ -228,6 +233,13 @@ func New(cfg Config) (*Network, error) {
 	births := rand.New(rand.NewPCG(cfg.Seed, streamBirth))
 	for i := range n.ships {
 		at := time.Duration(births.Int64N(int64(max(cfg.PingInterval, time.Millisecond))))
+		if (st.VereGalaxies && n.ships[i].Class == lane.Galaxy) || (st.Requester != RequesterEndpoint && n.ships[i].Host) {
+			// Infrastructure is up before the ships: a stock galaxy
+			// forwards from the start, as a relay does, and a stock
+			// ship's boot pings (sent once, then retried only by arvo's
+			// 2 min timer) find their sponsors running.
+			at = 0
+		}
 		id := n.ships[i].core
 		n.nodes[id].wakeAt = at
 		n.q.PushTie(at, uint64(id), event{kind: evWake, node: id})
@@ -282,6 +294,9 @@ func (n *Network) configure(i, sponsees int) error {
 		// Session ids and heartbeat counters, reproducibly; never 0
 		// (which would draw from crypto/rand).
 		Seed: mix(n.cfg.Seed^uint64(s.core)) | 1,
+	}
+	if st.Requester != RequesterEndpoint && !s.Relay && s.Class != lane.Galaxy {
+		core.coreCfg.PingInterval = -1 // stockShip keeps it reachable
 	}
 	if !s.Relay {
 		return nil
@@ -384,7 +399,17 @@ func (n *Network) deliver(ev *event) {
 			}
 		}
 	default:
-		n.dg = nd.core.Handle(ev.buf, ev.from, n.now, n.dg[:0])
+		handled := false
+		n.dg = n.dg[:0]
+		switch {
+		case nd.vere != nil:
+			n.dg, handled = nd.vere.handle(ev.buf, ev.from, n.now, n.dg)
+		case nd.stock != nil:
+			n.dg, handled = nd.stock.handle(ev.buf, ev.from, n.now, n.dg)
+		}
+		if !handled {
+			n.dg = nd.core.Handle(ev.buf, ev.from, n.now, n.dg)
+		}
 		n.emit(ev.node, n.dg)
 		n.reschedule(ev.node)
 	}
@@ -403,6 +428,9 @@ func (n *Network) wake(ev *event) {
 		n.boot(ev.node)
 	}
 	n.dg = nd.core.Tick(n.now, n.dg[:0])
+	if nd.stock != nil {
+		n.dg = nd.stock.tick(n.now, n.dg)
+	}
 	n.emit(ev.node, n.dg)
 	n.reschedule(ev.node)
 }
@@ -418,6 +446,17 @@ func (n *Network) boot(id int32) {
 	c.Routes().Simulate(n.cfg.Strategy.SimOptions())
 	nd.core = c
 	nd.born = true
+	s := &n.ships[nd.ship]
+	st := n.cfg.Strategy
+	switch {
+	case nd.kind != nodeShip:
+	case s.Class == lane.Galaxy && st.VereGalaxies:
+		nd.vere = newVereGalaxy(s.ID, n.galaxyOf)
+	case s.Class != lane.Galaxy && st.Requester != RequesterEndpoint:
+		phase := time.Duration(mix(n.cfg.Seed^uint64(id)<<8) % uint64(ArvoRetryInterval))
+		nd.stock = newStockShip(s.ID, n.publicLane, n.galaxyOf, n.now+phase)
+		nd.stock.proposed = st.Requester == RequesterProposed
+	}
 	n.booted++
 }
 
@@ -428,6 +467,9 @@ func (n *Network) reschedule(id int32) {
 		return
 	}
 	d := nd.core.NextDeadline()
+	if nd.stock != nil {
+		d = min(d, nd.stock.nextDeadline())
+	}
 	if d == never {
 		return
 	}
@@ -502,6 +544,10 @@ func (n *Network) send(src int32, from, to netip.AddrPort, b []byte) {
 func (n *Network) classify(b []byte) (Traffic, *PathStats) {
 	var p scry.Packet
 	if err := p.Parse(b); err != nil {
+		var resp scry.STUNResponse
+		if scry.IsSTUN(b) || resp.Parse(b) == nil {
+			return TrafficKeepalive, nil // vere's STUN keepalive and its answer
+		}
 		return TrafficOther, nil
 	}
 	if ps, ok := n.tracked[string(p.Name.Path)]; ok {

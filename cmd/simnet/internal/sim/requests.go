@@ -76,6 +76,9 @@ func (n *Network) request(requester, rcvr int, path string, timeout time.Duratio
 	if !nd.born {
 		n.boot(id)
 	}
+	if nd.stock != nil {
+		return n.stockRequest(requester, rcvr, path, timeout, done)
+	}
 	// The requester resolves the receiver's galaxy, as a ship looks a
 	// galaxy up by DNS.
 	g := &n.ships[n.ships[rcvr].Galaxy]
