@@ -26,12 +26,13 @@ import (
 // section (issue 30, "the peer an operator would otherwise run"): off
 // unless -vere-forward is given (it is a measurement, not a test).
 var (
-	vereForward        = flag.Bool("vere-forward", false, "TestVereForwardCPU: measure the CPU vere (a galaxy forwarding for its sponsee) and the relay spend per forwarded round trip (BENCHMARKS.md)")
-	vereForwardTrips   = flag.Int("vere-forward-trips", 30000, "TestVereForwardCPU: round trips through each forwarder in each round")
-	vereForwardRounds  = flag.Int("vere-forward-rounds", 5, "TestVereForwardCPU: rounds, each measuring both forwarders in turn (which goes first alternates); medians are reported")
-	vereForwardSockets = flag.Int("vere-forward-sockets", 4, "TestVereForwardCPU: requester sockets")
-	vereForwardWindow  = flag.Int("vere-forward-window", 16, "TestVereForwardCPU: peeks in flight per requester socket")
-	vereForwardPage    = flag.Int("vere-forward-page", 1024, "TestVereForwardCPU: bytes of each page's fragment, 1 to 1024 (one fragment: vere's harness forwards no more)")
+	vereForward         = flag.Bool("vere-forward", false, "TestVereForwardCPU: measure the CPU vere (a galaxy forwarding for its sponsee) and the relay spend per forwarded round trip (BENCHMARKS.md)")
+	vereForwardTrips    = flag.Int("vere-forward-trips", 30000, "TestVereForwardCPU: round trips through each forwarder in each round")
+	vereForwardRounds   = flag.Int("vere-forward-rounds", 5, "TestVereForwardCPU: rounds, each measuring both forwarders in turn (which goes first alternates); medians are reported")
+	vereForwardSockets  = flag.Int("vere-forward-sockets", 4, "TestVereForwardCPU: requester sockets")
+	vereForwardWindow   = flag.Int("vere-forward-window", 16, "TestVereForwardCPU: peeks in flight per requester socket")
+	vereForwardPrinting = flag.Bool("vere-forward-printing", true, "TestVereForwardCPU: also measure a vere whose harness prints every datagram (as TestFrontSpeed runs it), beside the --quiet one")
+	vereForwardPage     = flag.Int("vere-forward-page", 1024, "TestVereForwardCPU: bytes of each page's fragment, 1 to 1024 (one fragment: vere's harness forwards no more)")
 )
 
 const (
@@ -85,9 +86,13 @@ const (
 // aggregates or caches) for exactly -vere-forward-trips round trips per
 // forwarder per round; the rounds alternate which forwarder goes first.
 // Each forwarder's CPU is its process's utime+stime from /proc/PID/stat over
-// its round. vtool's stdout (a line for every datagram vere reads and
-// sends) goes to /dev/null, as in TestFrontSpeed: its printing is in vere's
-// figure.
+// its round. vere's figure is that of `vtool ship --quiet` (FeatureQuiet:
+// the harness prints no line per datagram, so the process's CPU is vere's
+// drivers, libuv and the kernel's work for its socket); with
+// -vere-forward-printing (the default) a second vere that prints a line for
+// every datagram it reads and sends, to /dev/null as in TestFrontSpeed, is
+// measured beside it, which says what the harness's printing adds. With
+// ../shared/vere's prebuilt vtool (no --quiet) only the printing vere runs.
 //
 //	go test ./relay/interop -run TestVereForwardCPU -vere-forward -v
 func TestVereForwardCPU(t *testing.T) {
@@ -104,32 +109,51 @@ func TestVereForwardCPU(t *testing.T) {
 	}
 	pub := newVFPublisher(t, sponsee, *vereForwardPage)
 
-	// Both forwarders stay up through every round.
+	// Every forwarder stays up through every round.
 	limit := strconv.Itoa(int((time.Duration(*vereForwardRounds+2) * vfRoundTimeout).Seconds()) + 60)
-	verePort := vtool.FreeUDPPort(t)
-	var vereErr vtool.SyncBuffer
-	vere := exec.Command(bin, "ship", vfGalaxy, strconv.Itoa(verePort), "--lane", vfSponsee+"="+pub.addr.String(), "--time-limit", limit)
 	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	vere.Stdout, vere.Stderr = null, &vereErr
-	if err := vere.Start(); err != nil {
-		t.Fatalf("vtool ship: %v", err)
+	t.Cleanup(func() { null.Close() })
+	var vereErr vtool.SyncBuffer
+	// startVere runs vere's drivers as the galaxy, knowing the sponsee's
+	// lane as arvo would, and returns its pid and port.
+	startVere := func(extra ...string) (int, int) {
+		port := vtool.FreeUDPPort(t)
+		args := append([]string{"ship", vfGalaxy, strconv.Itoa(port), "--lane", vfSponsee + "=" + pub.addr.String(), "--time-limit", limit}, extra...)
+		cmd := exec.Command(bin, args...)
+		cmd.Stdout, cmd.Stderr = null, &vereErr
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("vtool %s: %v", strings.Join(args, " "), err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd.Process.Pid, port
 	}
-	t.Cleanup(func() { vere.Process.Kill(); vere.Wait(); null.Close() })
-	relay := vtool.StartRelay(t, "--ship", vfGalaxy, "--listen", "127.0.0.1:0", "--lane", vfSponsee+"="+pub.addr.String(),
-		"--hint-net", "127.0.0.0/8", "--metrics", "127.0.0.1:0")
+	loopback := netip.MustParseAddr("127.0.0.1")
 
 	type fwd struct {
 		name string
 		pid  int
 		lane netip.AddrPort
+		vere bool
 	}
-	fwds := []fwd{
-		{"vere (vtool ship " + vfGalaxy + ")", vere.Process.Pid, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(verePort))},
-		{"relay (default config)", relay.Pid(), relay.Listen},
+	var fwds []fwd
+	if vtool.Has(t, vtool.FeatureQuiet) {
+		pid, port := startVere("--quiet")
+		fwds = append(fwds, fwd{"vere (vtool ship " + vfGalaxy + " --quiet)", pid, netip.AddrPortFrom(loopback, uint16(port)), true})
+	} else {
+		t.Logf("vtool has no %q feature (../shared/vere's prebuilt): vere's figure includes the harness printing every datagram", vtool.FeatureQuiet)
 	}
+	if *vereForwardPrinting || len(fwds) == 0 {
+		pid, port := startVere()
+		fwds = append(fwds, fwd{"vere printing every datagram (as TestFrontSpeed)", pid, netip.AddrPortFrom(loopback, uint16(port)), true})
+	}
+	relay := vtool.StartRelay(t, "--ship", vfGalaxy, "--listen", "127.0.0.1:0", "--lane", vfSponsee+"="+pub.addr.String(),
+		"--hint-net", "127.0.0.0/8", "--metrics", "127.0.0.1:0")
+	fwds = append(fwds, fwd{"relay (default config)", relay.Pid(), relay.Listen, false})
+	rel := len(fwds) - 1
+
 	gen := newVFGen(t, sponsee, *vereForwardSockets, *vereForwardWindow)
 	for _, f := range fwds {
 		if !gen.ready(f.lane, vfReadyTimeout) {
@@ -145,13 +169,14 @@ func TestVereForwardCPU(t *testing.T) {
 		trips     uint64
 		lost      uint64
 		perTrip   []float64 // µs per round trip, per round
+		ratios    []float64 // this over the relay's CPU per round trip, per round
 	}
 	res := make([]tally, len(fwds))
-	var ratios, loads []float64
+	var loads []float64
 	for r := 0; r < *vereForwardRounds; r++ {
-		var got [2]float64
+		got := make([]float64, len(fwds))
 		for k := range fwds {
-			i := (k + r) % len(fwds) // alternate which goes first
+			i := (k + r) % len(fwds) // rotate which goes first
 			loads = append(loads, loadAvg(t))
 			u0, s0 := procCPU(t, fwds[i].pid)
 			trips, lost := gen.run(fwds[i].lane, uint64(*vereForwardTrips), vfRoundTimeout)
@@ -167,18 +192,29 @@ func TestVereForwardCPU(t *testing.T) {
 			res[i].perTrip = append(res[i].perTrip, got[i])
 		}
 		loads = append(loads, loadAvg(t))
-		ratios = append(ratios, got[0]/got[1])
-		t.Logf("round %d: vere %.2f µs, relay %.2f µs of CPU per round trip, vere/relay %.2f", r+1, got[0], got[1], got[0]/got[1])
+		line := fmt.Sprintf("round %d, CPU per round trip:", r+1)
+		for i, f := range fwds {
+			res[i].ratios = append(res[i].ratios, got[i]/got[rel])
+			line += fmt.Sprintf(" %s %.2fµs", f.name, got[i])
+			if f.vere {
+				line += fmt.Sprintf(" (%.2fx the relay)", got[i]/got[rel])
+			}
+			line += ";"
+		}
+		t.Log(line)
 	}
-	t.Logf("%d rounds of %d round trips each, %d-byte fragment, %d sockets x %d in flight, load average (1 min) %.1f to %.1f",
+	t.Logf("%d rounds of %d round trips per forwarder, %d-byte fragment, %d sockets x %d in flight, load average (1 min) %.1f to %.1f",
 		*vereForwardRounds, *vereForwardTrips, *vereForwardPage, *vereForwardSockets, *vereForwardWindow, slices.Min(loads), slices.Max(loads))
-	t.Logf("| forwarder | CPU per round trip, median | min-max | user + sys, all rounds | round trips | lost peeks |")
+	t.Logf("| forwarder | CPU per round trip, median | min-max | user + sys, all rounds | over the relay's, median of rounds (min-max) | round trips | lost peeks |")
 	for i, f := range fwds {
 		n := time.Duration(max(1, res[i].trips))
-		t.Logf("| %s | %.2fµs | %.2f-%.2fµs | %v + %v | %d | %d |", f.name, median(res[i].perTrip),
-			slices.Min(res[i].perTrip), slices.Max(res[i].perTrip), res[i].user/n, res[i].sys/n, res[i].trips, res[i].lost)
+		ratio := "-"
+		if f.vere {
+			ratio = fmt.Sprintf("%.2f (%.2f-%.2f)", median(res[i].ratios), slices.Min(res[i].ratios), slices.Max(res[i].ratios))
+		}
+		t.Logf("| %s | %.2fµs | %.2f-%.2fµs | %v + %v | %s | %d | %d |", f.name, median(res[i].perTrip),
+			slices.Min(res[i].perTrip), slices.Max(res[i].perTrip), res[i].user/n, res[i].sys/n, ratio, res[i].trips, res[i].lost)
 	}
-	t.Logf("vere/relay CPU per round trip, median of rounds: %.2f (min %.2f, max %.2f)", median(ratios), slices.Min(ratios), slices.Max(ratios))
 	t.Logf("publisher: %d peeks answered", pub.answered.Load())
 	t.Logf("relay: %v", vtool.Nonzero(relay.Metrics(t), "relay_drops_total"))
 }
