@@ -156,8 +156,15 @@ func TestVereForwardCPU(t *testing.T) {
 
 	gen := newVFGen(t, sponsee, *vereForwardSockets, *vereForwardWindow)
 	for _, f := range fwds {
-		if !gen.ready(f.lane, vfReadyTimeout) {
+		// A forwarded page: hop 1, the sponsee's lane as next-hop
+		// (vere's _mesa_hear_page writes the lane it heard the page
+		// from), so the forwarder did not answer by itself.
+		hops, next, ok := gen.ready(f.lane, vfReadyTimeout)
+		if !ok {
 			t.Fatalf("%s at %v: no page for %s within %v\nvere's stderr:\n%s", f.name, f.lane, vfSponsee, vfReadyTimeout, vereErr.String())
+		}
+		if hops != 1 || next != pub.addr {
+			t.Fatalf("%s: page at hop %d with next-hop %v, want hop 1 and %v (the sponsee)", f.name, hops, next, pub.addr)
 		}
 		if _, lost := gen.run(f.lane, vfWarmup, vfRoundTimeout); lost > 0 {
 			t.Logf("%s: warm-up lost %d peeks", f.name, lost)
@@ -370,15 +377,34 @@ func (g *vfGen) peek(buf []byte) []byte {
 	return p.Append(buf[:0])
 }
 
-// ready sends windows of peeks to to until a page comes back, or timeout.
-func (g *vfGen) ready(to netip.AddrPort, timeout time.Duration) bool {
+// ready sends a peek to to every vfRefill until a page for it comes back,
+// or timeout, and returns that page's hop count and next-hop.
+func (g *vfGen) ready(to netip.AddrPort, timeout time.Duration) (hops uint8, next netip.AddrPort, ok bool) {
+	c := g.conns[0]
+	buf := make([]byte, 2048)
+	var want, pkt scry.Packet
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		if pages, _ := g.run(to, uint64(len(g.conns)*g.window), 200*time.Millisecond); pages > 0 {
-			return true
+		peek := g.peek(nil)
+		if want.Parse(peek) != nil {
+			return 0, next, false
+		}
+		c.WriteToUDPAddrPort(peek, to)
+		c.SetReadDeadline(time.Now().Add(vfRefill))
+		for {
+			n, _, err := c.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				break
+			}
+			if pkt.Parse(buf[:n]) == nil && pkt.Header.Type == scry.TypePage && string(pkt.Name.Path) == string(want.Name.Path) {
+				c.SetReadDeadline(time.Time{})
+				next, _ = pkt.NextHopAddr()
+				return pkt.Header.Hops, next, true
+			}
 		}
 	}
-	return false
+	c.SetReadDeadline(time.Time{})
+	return 0, next, false
 }
 
 // run sends exactly trips peeks to to (more in place of any given up as
