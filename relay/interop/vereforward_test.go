@@ -26,13 +26,14 @@ import (
 // section (issue 30, "the peer an operator would otherwise run"): off
 // unless -vere-forward is given (it is a measurement, not a test).
 var (
-	vereForward         = flag.Bool("vere-forward", false, "TestVereForwardCPU: measure the CPU vere (a galaxy forwarding for its sponsee) and the relay spend per forwarded round trip (BENCHMARKS.md)")
-	vereForwardTrips    = flag.Int("vere-forward-trips", 30000, "TestVereForwardCPU: round trips through each forwarder in each round")
-	vereForwardRounds   = flag.Int("vere-forward-rounds", 5, "TestVereForwardCPU: rounds, each measuring both forwarders in turn (which goes first alternates); medians are reported")
-	vereForwardSockets  = flag.Int("vere-forward-sockets", 4, "TestVereForwardCPU: requester sockets")
-	vereForwardWindow   = flag.Int("vere-forward-window", 16, "TestVereForwardCPU: peeks in flight per requester socket")
-	vereForwardPrinting = flag.Bool("vere-forward-printing", true, "TestVereForwardCPU: also measure a vere whose harness prints every datagram (as TestFrontSpeed runs it), beside the --quiet one")
-	vereForwardPage     = flag.Int("vere-forward-page", 1024, "TestVereForwardCPU: bytes of each page's fragment, 1 to 1024 (one fragment: vere's harness forwards no more)")
+	vereForward            = flag.Bool("vere-forward", false, "TestVereForwardCPU: measure the CPU vere (a galaxy forwarding for its sponsee) and the relay spend per forwarded round trip (BENCHMARKS.md)")
+	vereForwardTrips       = flag.Int("vere-forward-trips", 30000, "TestVereForwardCPU: round trips through each forwarder in each round")
+	vereForwardRounds      = flag.Int("vere-forward-rounds", 5, "TestVereForwardCPU: rounds, each measuring both forwarders in turn (which goes first alternates); medians are reported")
+	vereForwardSockets     = flag.Int("vere-forward-sockets", 4, "TestVereForwardCPU: requester sockets")
+	vereForwardWindow      = flag.Int("vere-forward-window", 16, "TestVereForwardCPU: peeks in flight per requester socket")
+	vereForwardPrinting    = flag.Bool("vere-forward-printing", true, "TestVereForwardCPU: also measure a vere whose harness prints every datagram (as TestFrontSpeed runs it), beside the --quiet one")
+	vereForwardRelayConfig = flag.String("vere-forward-relay-config", "", "TestVereForwardCPU: a config file for the relay (`relay run --config FILE`), such as {\"io\": {\"gso\": false}}")
+	vereForwardPage        = flag.Int("vere-forward-page", 1024, "TestVereForwardCPU: bytes of each page's fragment, 1 to 1024 (one fragment: vere's harness forwards no more)")
 )
 
 const (
@@ -149,9 +150,15 @@ func TestVereForwardCPU(t *testing.T) {
 		pid, port := startVere()
 		fwds = append(fwds, fwd{"vere printing every datagram (as TestFrontSpeed)", pid, netip.AddrPortFrom(loopback, uint16(port)), true})
 	}
-	relay := vtool.StartRelay(t, "--ship", vfGalaxy, "--listen", "127.0.0.1:0", "--lane", vfSponsee+"="+pub.addr.String(),
-		"--hint-net", "127.0.0.0/8", "--metrics", "127.0.0.1:0")
-	fwds = append(fwds, fwd{"relay (default config)", relay.Pid(), relay.Listen, false})
+	relayArgs := []string{"--ship", vfGalaxy, "--listen", "127.0.0.1:0", "--lane", vfSponsee + "=" + pub.addr.String(),
+		"--hint-net", "127.0.0.0/8", "--metrics", "127.0.0.1:0"}
+	relayName := "relay (default config)"
+	if *vereForwardRelayConfig != "" {
+		relayArgs = append(relayArgs, "--config", *vereForwardRelayConfig)
+		relayName = "relay (--config " + *vereForwardRelayConfig + ")"
+	}
+	relay := vtool.StartRelay(t, relayArgs...)
+	fwds = append(fwds, fwd{relayName, relay.Pid(), relay.Listen, false})
 	rel := len(fwds) - 1
 
 	gen := newVFGen(t, sponsee, *vereForwardSockets, *vereForwardWindow)
