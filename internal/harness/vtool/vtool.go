@@ -142,6 +142,10 @@ const FeatureUnanswered = "unanswered"
 // periods --dead-ms, --retry-ms and --ping-ms.
 const FeatureArvoLanes = "arvo-lanes"
 
+// FeatureQuiet is ours too: `vtool ship ... --quiet` prints no RECV or SEND
+// line, so that the process's CPU is vere's own (TestVereForwardCPU).
+const FeatureQuiet = "quiet"
+
 var (
 	findOnce     sync.Once
 	findPath     string
@@ -199,6 +203,14 @@ func Require(t testing.TB, feature string) string {
 		t.Skipf("vtool at %s has no %q feature (%s): test skipped", p, feature, why)
 	}
 	return p
+}
+
+// Has is Find, reporting whether the vtool found has feature (for a test
+// that can run without it, differently).
+func Has(t testing.TB, feature string) bool {
+	t.Helper()
+	Find(t)
+	return findFeatures[feature]
 }
 
 // version runs `vtool version` and returns the features it lists.

@@ -48,6 +48,13 @@
 //  nail, push (with "lanes" and "rule"), answer, acked and ping.  `vtool
 //  version` lists "arvo-lanes".
 //
+//    vtool ship ... --quiet
+//
+//  With --quiet no RECV or SEND line is printed (nor the datagram parsed
+//  again to describe it), so that the process's CPU is vere's own: for
+//  measuring vere's forwarding (relay/interop TestVereForwardCPU).  Other
+//  lines are printed as before.  `vtool version` lists "quiet".
+//
 #include "vere.h"
 #include "noun.h"
 #include "io/mesa/mesa.h"
@@ -81,6 +88,7 @@ static c3_c*     pag_c = "hello";  //  --page / --data: page content
 static c3_w      evm_w = 0;        //  --event-ms: arvo's time per event
 static c3_c*     dom_c = "urbit.org";  //  --domain, the %turf
 static c3_c*     una_c = 0;        //  --unanswered: no page for paths with this prefix
+static c3_t      qui_t = 0;        //  --quiet: no RECV or SEND lines (a CPU measurement)
 
 //  galaxy DNS answers: 0 unknown (not found), else IPv4 (host order);
 //  gap_s: --galaxy G=IP:PORT, where datagrams vere sends to IP:13337+G go instead
@@ -890,12 +898,14 @@ __wrap_uv_udp_send(uv_udp_send_t* req_u, uv_udp_t* han_u, const uv_buf_t buf_u[]
     c3_w g = por_s - 13337;
     if ( gap_s[g] && gal_w[g] == pip_w ) { to_u.sin_port = htons(gap_s[g]); red_t = 1; }
   }
-  jbuf j; _jb_init(&j);
-  _jb_sock(&j, "to", (struct sockaddr*)&to_u);
-  if ( red_t ) _jb_lane(&j, "addressed", pip_w, por_s);
-  _jb_num(&j, "from_port", pir_u.por_s);
-  _describe(&j, (c3_y*)buf_u[0].base, buf_u[0].len);
-  _jb_emit("SEND", &j);
+  if ( !qui_t ) {
+    jbuf j; _jb_init(&j);
+    _jb_sock(&j, "to", (struct sockaddr*)&to_u);
+    if ( red_t ) _jb_lane(&j, "addressed", pip_w, por_s);
+    _jb_num(&j, "from_port", pir_u.por_s);
+    _describe(&j, (c3_y*)buf_u[0].base, buf_u[0].len);
+    _jb_emit("SEND", &j);
+  }
   c3_i ret_i = __real_uv_udp_send(req_u, han_u, buf_u, nbu_i, (struct sockaddr*)&to_u, cb_f);
   _check_until("send");
   return ret_i;
@@ -907,7 +917,7 @@ static uv_udp_recv_cb rec_f;
 static void
 _recv_cb(uv_udp_t* han_u, ssize_t nrd_i, const uv_buf_t* buf_u, const struct sockaddr* adr_u, unsigned flg_i)
 {
-  if ( nrd_i > 0 && adr_u ) {
+  if ( nrd_i > 0 && adr_u && !qui_t ) {
     jbuf j; _jb_init(&j);
     _jb_sock(&j, "from", adr_u);
     _describe(&j, (c3_y*)buf_u->base, nrd_i);
@@ -1530,7 +1540,7 @@ _usage_text(FILE* fil_u)
 "                       [--no-answer] [--event-ms MS] [--domain D] [--until WHAT] [--once]\n"
 "                       [--accept SHIP[@IP[:PORT]]]... [--unanswered PREFIX]\n"
 "                       [--arvo-lanes [--ping-sponsors] [--rounds N] [--round-gap-ms MS]\n"
-"                        [--dead-ms MS] [--retry-ms MS] [--ping-ms MS]]\n"
+"                        [--dead-ms MS] [--retry-ms MS] [--ping-ms MS]] [--quiet]\n"
 "  vtool peek SHIP PATH IP:PORT [--from PORT] [--bind IP] [--retry S] [--all]\n"
 "  vtool poke RCVR SNDR IP:PORT [--from PORT] [--bind IP] [--retry S] [--all] [--data TEXT]\n"
 "  vtool publish SHIP PORT [--bind IP] [--data TEXT] [--ping SPONSOR@IP:PORT] [--once]\n"
@@ -1644,6 +1654,7 @@ _ship_main(c3_i argc, c3_c** argv)
     c3_c* v = (i + 1 < argc) ? argv[i + 1] : 0;
     if ( !strcmp(a, "--once") ) { unt_c = "event"; continue; }
     if ( !strcmp(a, "--no-answer") ) { ans_o = c3n; continue; }
+    if ( !strcmp(a, "--quiet") ) { qui_t = 1; continue; }
     if ( !strcmp(a, "--arvo-lanes") ) { arl_t = 1; continue; }
     if ( !strcmp(a, "--ping-sponsors") ) { pis_t = 1; continue; }
     if ( !v ) _usage("option needs a value");
@@ -2102,7 +2113,7 @@ main(c3_i argc, c3_c** argv)
     return EXIT_OK;
   }
   if ( !strcmp(argv[1], "version") ) {
-    printf("VERSION {\"vere\":\"%s\",\"drivers\":[\"io/mesa.c\",\"io/ames.c\",\"io/ames/stun.c\",\"io/mesa/pact.c\"],\"features\":[\"accept\",\"unanswered\",\"arvo-lanes\"]}\n", VERE_COMMIT);
+    printf("VERSION {\"vere\":\"%s\",\"drivers\":[\"io/mesa.c\",\"io/ames.c\",\"io/ames/stun.c\",\"io/mesa/pact.c\"],\"features\":[\"accept\",\"unanswered\",\"arvo-lanes\",\"quiet\"]}\n", VERE_COMMIT);
     return EXIT_OK;
   }
   if ( strcmp(argv[1], "ship") && strcmp(argv[1], "peek") && strcmp(argv[1], "poke")
