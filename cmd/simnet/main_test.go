@@ -286,7 +286,7 @@ func TestRunWritesDocument(t *testing.T) {
 // public receivers directly after one round trip; relays at galaxies and
 // stars leave the galaxies' load where it was (stock arvo asks the galaxy
 // and STUNs it), where the endpoint moves the load to stars (the short run
-// is too short for star relays to forget their stock sponsees: see
+// is short, and star relays keep their stock sponsees' lanes anyway, pinned by the star's acks: see
 // sim.TestStockNetwork); the proposed
 // arvo changes take the requests off the galaxies and lose nothing.
 func TestStockExperiment(t *testing.T) {
