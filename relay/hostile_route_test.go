@@ -514,13 +514,24 @@ func TestBaitCountsNothingAgainstAProvenLane(t *testing.T) {
 // request answered from the lane keeps it (route.Table.KeepAlive). Twin:
 // the same planet silent, whose lane does expire, so the keepalive is what
 // keeps it.
-func TestSTUNKeepsALaneAlive(t *testing.T) {
+func TestSTUNKeepsALaneAlive(t *testing.T) { stunOnlyRows(t, "", nil) }
+
+// stunOnlyRows runs the STUN-only planet's row and its silent twin: P
+// (pinged once, proven) STUNs every 25 s for 3 minutes or stays silent;
+// then meanwhile (if set) runs, one poke names P from the attacker, and
+// alice peeks P 20 times a second apart. P STUNning must get all 20 and
+// the attacker at most its probes; P silent none (its lane expired).
+func stunOnlyRows(t *testing.T, what string, meanwhile func(f *fixture)) {
+	t.Helper()
 	for _, stun := range []bool{false, true} {
 		f := laneFixture(t)
 		for end := f.now + 3*time.Minute; f.now < end; f.now += 25 * time.Second {
 			if stun {
 				f.handle(stunRequest(byte(f.now/time.Second)), sponseeLn)
 			}
+		}
+		if meanwhile != nil {
+			meanwhile(f)
 		}
 		f.handle(pokeFrom(sponsee, ship(t, "~marzod"), "evil"), attacker)
 		reached, diverted := 0, 0
@@ -530,12 +541,12 @@ func TestSTUNKeepsALaneAlive(t *testing.T) {
 			diverted += sentTo(s, attacker)
 			f.now += time.Second
 		}
-		t.Logf("STUN %v: %d/20 peeks reached P, %d the attacker", stun, reached, diverted)
+		t.Logf("STUN %v%s: %d/20 peeks reached P, %d the attacker", stun, what, reached, diverted)
 		switch {
 		case stun && (reached != 20 || diverted > route.ChallengerFailures):
-			t.Errorf("STUNning: %d/20 peeks reached P, %d the attacker; want all, at most %d probes", reached, diverted, route.ChallengerFailures)
+			t.Errorf("STUNning%s: %d/20 peeks reached P, %d the attacker; want all, at most %d probes", what, reached, diverted, route.ChallengerFailures)
 		case !stun && reached != 0:
-			t.Errorf("silent for 3 minutes: %d peeks still went to P's expired lane", reached)
+			t.Errorf("silent for 3 minutes%s: %d peeks still went to P's expired lane", what, reached)
 		}
 	}
 }
