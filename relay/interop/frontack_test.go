@@ -1,9 +1,16 @@
 package interop
 
 import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"net"
+	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,7 +41,83 @@ const (
 	fackAttacker  = "10.88.0.9"
 	fackAttPort   = "41009"
 	fackRequester = "10.88.0.5"
+	// fackReplayPort is the replayer's port on fackAttacker, and
+	// fackReplayPeeks the honest peeks after its replay: few, so that they
+	// all go before P's next ping (fackPingMs) even when each is lost (1 s).
+	fackReplayPort  = "41010"
+	fackReplayPeeks = 2
 )
+
+// lastPing returns the bytes of the last hop-0 poke to ~nec that the
+// relay fronting f read from lane from (its debug log prints each
+// datagram's hex).
+func lastPing(t *testing.T, f *frontPair, from string) []byte {
+	t.Helper()
+	var last []byte
+	for _, l := range strings.Split(f.relay.Log(), "\n") {
+		var d struct{ Msg, Remote, Packet, Hex string }
+		if json.Unmarshal([]byte(l), &d) != nil || d.Msg != "datagram read" || d.Remote != from ||
+			!strings.HasPrefix(d.Packet, "mesa poke hops 0 ~nec ") {
+			continue
+		}
+		b, err := hex.DecodeString(d.Hex)
+		if err != nil {
+			t.Fatalf("relay log: %v: %s", err, l)
+		}
+		last = b
+	}
+	if last == nil {
+		t.Fatalf("the relay read no ping to ~nec from %s", from)
+	}
+	return last
+}
+
+// fackReplayer is the attacker's socket that replayed a ping: it counts the
+// peeks for P that reach it.
+type fackReplayer struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (r *fackReplayer) peeks() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n
+}
+
+// fackReplay sends b to the relay from lane from (in OUTSIDE) and keeps
+// the socket open until t ends, counting the peeks for P it receives.
+func fackReplay(t *testing.T, w *frontWorld, from string, b []byte) *fackReplayer {
+	t.Helper()
+	var c *net.UDPConn
+	if err := inNetns(w.outName, func() (err error) {
+		c, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort(from)))
+		return err
+	}); err != nil {
+		t.Fatalf("replayer: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.WriteToUDPAddrPort(b, netip.MustParseAddrPort(frontRelayLane)); err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	r := &fackReplayer{}
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, _, err := c.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			// a peek for one of the names fackPeek asks after the replay
+			if bytes.Contains(buf[:n], []byte("c/x/4/e")) {
+				r.mu.Lock()
+				r.n++
+				r.mu.Unlock()
+			}
+		}
+	}()
+	return r
+}
 
 // fackCount is where a run of honest peeks for P went.
 type fackCount struct{ p, attacker, none, n int }
@@ -211,6 +294,35 @@ func TestFrontedVouchPerMessageAcks(t *testing.T) {
 		if s.Str("to") == fackAttacker+":"+fackAttPort {
 			t.Errorf("~nec sent a page to the attacker's lane: %s", s)
 		}
+	}
+
+	// A replay: the attacker, having seen P's last ping on the wire, sends
+	// its bytes again from its own lane just after ~nec acked it. arvo acks
+	// a message it acked before again, from any lane (ames.hoon
+	// +sink:fo-call, "send dupe ack"; the stub's ARVO dupe), and vere sends
+	// that ack to the lane its pit took from the replay (_mesa_hear_poke):
+	// one ack name now went to two lanes, seconds apart. It vouches
+	// nothing: honest peeks still reach P, and nothing reaches the replayer.
+	vtool.Require(t, vtool.FeatureDupe)
+	mustNext(t, p, "ARVO", map[string]any{"kind": "acked", "ship": "~nec"}, 2*eventTimeout)
+	rb := fackScrape(t, w)
+	ra := len(fackAcks(p))
+	ping := lastPing(t, f, newLane)
+	replayer := fackReplay(t, w, fackAttacker+":"+fackReplayPort, ping)
+	dupe := mustNext(t, f.ship, "ARVO", map[string]any{"kind": "dupe", "ship": fackSponsee}, eventTimeout)
+	c = fackPeek(t, w, "e", 42400, fackReplayPeeks)
+	rm := fackScrape(t, w)
+	got := replayer.peeks()
+	t.Logf("replay of P's ping (%d bytes) from %s:%s: ~nec %s; honest peeks %v; the replayer got %d peeks for P; relay: vouched %v times meanwhile for P's %d acked pings, contested %v",
+		len(ping), fackAttacker, fackReplayPort, dupe, c, got, rm.vouched-rb.vouched, len(fackAcks(p))-ra, rm.contested-rb.contested)
+	if c.p != c.n || got != 0 {
+		t.Errorf("after a replay of P's ping: %v, %d peeks for P reached the replayer; want every honest peek to reach P", c, got)
+	}
+	if d := rm.vouched - rb.vouched; d > float64(len(fackAcks(p))-ra+1) {
+		t.Errorf("the replay's ack vouched: %v vouches for P's %d acked pings", d, len(fackAcks(p))-ra)
+	}
+	if d := rm.contested - rb.contested; d != 1 {
+		t.Errorf("contested %v times by the replay's ack; want once (one ack name, a second lane)", d)
 	}
 	t.Logf("P pinged %d times, %d acked; relay: %v", len(p.All("ARVO", map[string]any{"kind": "push", "what": "poke"})), len(fackAcks(p)), fackScrape(t, w))
 	t.Run("NoPrivateHints", func(t *testing.T) { checkNoPrivateHints(t, all) })

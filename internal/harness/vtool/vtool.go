@@ -146,6 +146,11 @@ const FeatureArvoLanes = "arvo-lanes"
 // line, so that the process's CPU is vere's own (TestVereForwardCPU).
 const FeatureQuiet = "quiet"
 
+// FeatureDupe is ours too: with --arvo-lanes, a poke for a name the stub
+// arvo acked before (a replayed message) is acked again from any lane, as
+// arvo acks a dupe (docs/arvo-lanes.md, A2).
+const FeatureDupe = "dupe"
+
 var (
 	findOnce     sync.Once
 	findPath     string

@@ -28,7 +28,11 @@
 //  payload's ship) is an accepted ship and it arrived from that entry's IP
 //  (and port, when given); any other poke is printed as ARVO {"kind":"refuse",
 //  "ship","lane","path"} and not acked, as real arvo drops a forged ping it
-//  cannot decrypt.  `vtool version` lists "accept" in "features".
+//  cannot decrypt.  `vtool version` lists "accept" in "features".  With
+//  --arvo-lanes too, a poke whose name arvo acked before is a copy of a
+//  message it decrypted (a replay, from any lane): it is acked again, as
+//  arvo acks a dupe, and printed as ARVO {"kind":"dupe","ship","lane","path"}
+//  (A2 in docs/arvo-lanes.md; "dupe" in `vtool version`'s features).
 //
 //    vtool ship ... --arvo-lanes [--ping-sponsors] [--rounds N] [--round-gap-ms MS]
 //                   [--dead-ms MS] [--retry-ms MS] [--ping-ms MS]
@@ -1019,6 +1023,36 @@ _push_page(u3_mesa_name* nam_u, const c3_c* dat_c)
   _arvo_kick(u3nt(c3__push, u3_nul, u3i_bytes(len_w, buf_y)));
 }
 
+//  A2 ames.hoon +sink:fo-call: a message at or below last-acked (and at
+//  most 10 behind it) is acked again ("send dupe ack", +fo-send-ack gives
+//  the ack page for its seq's name, which vere sends to every lane its
+//  pit holds for the name, _mesa_hear_poke having added the poker's).
+//  With --arvo-lanes the stub keeps the names of the last DUP_MAX pokes it
+//  acked; a poke for one of them is a dupe, acked from any lane.
+#define DUP_MAX 64
+static struct { c3_d her_d; c3_c pat_c[FINE_PATH_MAX + 2]; } dup_u[DUP_MAX];
+static c3_w dup_w;   //  pokes acked so far (dup_u is a ring)
+
+static c3_t
+_dupe(u3_mesa_name* nam_u)
+{
+  c3_c pat_c[FINE_PATH_MAX + 2];
+  snprintf(pat_c, sizeof(pat_c), "%.*s", (int)nam_u->pat_s, nam_u->pat_c);
+  for ( c3_w i = 0; i < c3_min(dup_w, DUP_MAX); i++ ) {
+    if ( dup_u[i].her_d == _ship64(nam_u->her_u) && !strcmp(dup_u[i].pat_c, pat_c) ) return 1;
+  }
+  return 0;
+}
+
+static void
+_dupe_add(u3_mesa_name* nam_u)
+{
+  if ( _dupe(nam_u) ) return;
+  c3_w i = dup_w++ % DUP_MAX;
+  dup_u[i].her_d = _ship64(nam_u->her_u);
+  snprintf(dup_u[i].pat_c, sizeof(dup_u[i].pat_c), "%.*s", (int)nam_u->pat_s, nam_u->pat_c);
+}
+
 //  whether arvo accepts a poke from sender snd_d that arrived from pip_w:por_s
 static c3_t
 _accepts(c3_d snd_d, c3_w pip_w, c3_s por_s)
@@ -1419,6 +1453,16 @@ _arvo_event(u3_noun cad)
       c3_s por_s = u3r_word(0, u3t(u3t(lan)));
       c3_d snd_d = _ship64(pac_u.pok_u.pay_u.her_u);
       if ( _accepts(snd_d, pip_w, por_s) ) {
+        if ( arl_t ) _dupe_add(&pac_u.pok_u.nam_u);
+        _push_page(&pac_u.pok_u.nam_u, "ack");
+      }
+      else if ( arl_t && _dupe(&pac_u.pok_u.nam_u) ) {
+        jbuf r; _jb_init(&r);
+        _jb_str(&r, "kind", "dupe");
+        _jb_str(&r, "ship", _ship_str(snd_d));
+        _jb_lane(&r, "lane", pip_w, por_s);
+        _jb_path(&r, "path", &pac_u.pok_u.nam_u);
+        _jb_emit("ARVO", &r);
         _push_page(&pac_u.pok_u.nam_u, "ack");
       }
       else {
@@ -2113,7 +2157,7 @@ main(c3_i argc, c3_c** argv)
     return EXIT_OK;
   }
   if ( !strcmp(argv[1], "version") ) {
-    printf("VERSION {\"vere\":\"%s\",\"drivers\":[\"io/mesa.c\",\"io/ames.c\",\"io/ames/stun.c\",\"io/mesa/pact.c\"],\"features\":[\"accept\",\"unanswered\",\"arvo-lanes\",\"quiet\"]}\n", VERE_COMMIT);
+    printf("VERSION {\"vere\":\"%s\",\"drivers\":[\"io/mesa.c\",\"io/ames.c\",\"io/ames/stun.c\",\"io/mesa/pact.c\"],\"features\":[\"accept\",\"unanswered\",\"arvo-lanes\",\"quiet\",\"dupe\"]}\n", VERE_COMMIT);
     return EXIT_OK;
   }
   if ( strcmp(argv[1], "ship") && strcmp(argv[1], "peek") && strcmp(argv[1], "poke")
