@@ -151,6 +151,11 @@ const FeatureQuiet = "quiet"
 // arvo acks a dupe (docs/arvo-lanes.md, A2).
 const FeatureDupe = "dupe"
 
+// FeaturePingSeq is ours too: `vtool publish ... --ping ... --ping-seq N`
+// pings with messages N, N+1, ..., each with a name of its own (ack
+// /a/x/1//ack/N), not message 1 every time.
+const FeaturePingSeq = "ping-seq"
+
 var (
 	findOnce     sync.Once
 	findPath     string
