@@ -111,8 +111,8 @@ func (v *vouch) ackedBefore(name uint64) bool {
 	return false
 }
 
-// remember adds name to v's last acked names.
-func (v *vouch) remember(name uint64) {
+// keepName adds name to v's last acked names.
+func (v *vouch) keepName(name uint64) {
 	if name == legacyPing || v.ackedBefore(name) {
 		return
 	}
@@ -222,7 +222,7 @@ func (t *vouchTable) acked(s lane.Ship, to lane.Key, name uint64, rcvr lane.Ship
 	}
 	t.pings[pingSlotOf(to)].acked = true
 	v.acks, v.ackLane, v.ackName, v.ackAt = true, to, name, now
-	v.remember(name)
+	v.keepName(name)
 	ch.move(v, s, to)
 	return true, false, ch
 }
