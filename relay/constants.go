@@ -67,6 +67,14 @@ const (
 	// reached through the ship, whose next forward to it pins it again.
 	VouchMaxShips = 1 << 16
 
+	// VouchAckNames is how many of a sponsee's acked ping names its vouch
+	// remembers, so that an ack of one of them to another lane (arvo acks a
+	// replayed message again, up to 10 behind the last it acked: ames.hoon
+	// +sink:fo-call) moves nothing (vouch.go). 16 covers a ping flow's 11
+	// with room for a few other pokes; 128 bytes a sponsee, 8 MiB at
+	// VouchMaxShips.
+	VouchAckNames = 16
+
 	// ShipSTUNSlots is how many of the fronted ship's STUN transactions are
 	// remembered (front mode), so that only responses to them reach it;
 	// vere's client has one in flight at a time.

@@ -47,6 +47,17 @@ import (
 // table sends a push to every lane that asked for the name, a forger's that
 // pinged with the same name included), it is not telling which is the
 // sponsee's: the pin goes back to where it was before (EventVouchContested).
+//
+// Nor is an ack of a name the ship acked for the sponsee before, sent to
+// a lane it is not pinned at: mesa names every message (its ack is
+// /a/x/1//flow/<bone>/ack/<dire>/~SNDR/<seq>, sealed; docs/arvo-lanes.md
+// A1), so a new ping has a name never acked, while arvo acks a message it
+// acked before again, from any lane (ames.hoon +sink:fo-call, "send dupe
+// ack", up to 10 messages behind; A2), and vere sends that ack to the lane
+// its pit took from the copy (urbit/vere mesa.c _mesa_hear_poke). Such an
+// ack is a replay's, or the sponsee's re-send of a message whose ack it
+// lost: it moves nothing (EventVouchContested), and the sponsee's next
+// ping, a new name, does. Each vouch keeps its last VouchAckNames names.
 
 // At a lane (ship-lane mode) the ship answers the relay, which passes its
 // pages on to the requesters of the pending entry: rule (a) holds for an
@@ -86,6 +97,27 @@ type vouch struct {
 	ackLane lane.Key // where the last ack went (invalid: its burst was contested)
 	ackName uint64   // its name key
 	ackAt   time.Duration
+	names   [VouchAckNames]uint64 // the name keys of the last acks that vouched (a ring; 0: none)
+	nameAt  int                   // the ring's next slot
+}
+
+// ackedBefore reports whether name is one of v's last acked names.
+func (v *vouch) ackedBefore(name uint64) bool {
+	for _, n := range v.names {
+		if n == name && n != legacyPing {
+			return true
+		}
+	}
+	return false
+}
+
+// keepName adds name to v's last acked names.
+func (v *vouch) keepName(name uint64) {
+	if name == legacyPing || v.ackedBefore(name) {
+		return
+	}
+	v.names[v.nameAt] = name
+	v.nameAt = (v.nameAt + 1) % VouchAckNames
 }
 
 // pinChange is what a vouch decided for the route table: pin Ship to Lane
@@ -181,11 +213,16 @@ func (t *vouchTable) acked(s lane.Ship, to lane.Key, name uint64, rcvr lane.Ship
 		}
 		return true, true, ch
 	}
+	if has && to != v.lane && v.ackedBefore(name) {
+		// A dupe ack (a replayed or re-sent message): not a new ping's.
+		return true, true, ch
+	}
 	if !has {
 		v, ch = t.addLocked(s)
 	}
 	t.pings[pingSlotOf(to)].acked = true
 	v.acks, v.ackLane, v.ackName, v.ackAt = true, to, name, now
+	v.keepName(name)
 	ch.move(v, s, to)
 	return true, false, ch
 }

@@ -1,7 +1,9 @@
 package relay_test
 
 import (
+	"fmt"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 
 	"github.com/urbit-relay/relay/relay"
@@ -15,22 +17,55 @@ var forger = netip.MustParseAddrPort("203.0.113.66:7000")
 
 // sponseePing is a hop-0 ping from the sponsee of ~marzod to ~marzod; its
 // ack is a page for the same name (sponseeAck).
-func sponseePing(t *testing.T) []byte {
-	t.Helper()
-	p := scry.NewPoke(scry.Name{Ship: ship(t, "~marzod"), Bloq: 13, Path: []byte("ping")},
-		scry.Name{Ship: sponseeOfMarzod, Bloq: 13, Path: []byte("ping")}, scry.Data{AuthKind: scry.AuthNone})
-	return p.Append(nil)
-}
+func sponseePing(t *testing.T) []byte { return sponseePingNamed(t, "ping") }
 
 func sponseeAck(t *testing.T) []byte { return page(t, "~marzod", "ping", 0, netip.AddrPort{}) }
 
-// pinnedAt pings from lane at and has the ship ack it there: the sponsee
-// is vouched for at that lane.
+// sponseePingNamed is sponseePing with the name path.
+func sponseePingNamed(t *testing.T, path string) []byte {
+	t.Helper()
+	p := scry.NewPoke(scry.Name{Ship: ship(t, "~marzod"), Bloq: 13, Path: []byte(path)},
+		scry.Name{Ship: sponseeOfMarzod, Bloq: 13, Path: []byte(path)}, scry.Data{AuthKind: scry.AuthNone})
+	return p.Append(nil)
+}
+
+// pingSeq numbers the sponsee's pings in pinnedAt: mesa names each
+// message (docs/arvo-lanes.md A1), so each ping has a name of its own.
+var pingSeq atomic.Int32
+
+// pinnedAt pings from lane at (a new message: a name never used before)
+// and has the ship ack it there: the sponsee is vouched for at that lane.
 func (f *fixture) pinnedAt(t *testing.T, at netip.AddrPort) {
 	t.Helper()
-	pb := sponseePing(t)
+	name := fmt.Sprintf("ping/%d", pingSeq.Add(1))
+	pb := sponseePingNamed(t, name)
 	wantToShip(t, f.handle(pb, at), at, pb)
-	oneSend(t, f.shipSends(sponseeAck(t), at), at)
+	oneSend(t, f.shipSends(page(t, "~marzod", name, 0, netip.AddrPort{}), at), at)
+}
+
+// TestFrontReplayedAckMovesNothing: arvo acks a message it acked before
+// again, from any lane (ames.hoon +sink:fo-call, "send dupe ack"), and
+// vere sends that ack to the lane its pit took from the copy. So a
+// replay of the sponsee's acked ping from a forger's lane, acked there
+// seconds later, vouches nothing: the sponsee stays where it was. The twin:
+// its next ping (a new name) from a new lane moves it.
+func TestFrontReplayedAckMovesNothing(t *testing.T) {
+	f := newFrontFixture(t)
+	pb := sponseePingNamed(t, "flow/0/ack/7")
+	ack := page(t, "~marzod", "flow/0/ack/7", 0, netip.AddrPort{})
+	wantToShip(t, f.handle(pb, sponseeLn), sponseeLn, pb)
+	oneSend(t, f.shipSends(ack, sponseeLn), sponseeLn)
+	f.now += 3e9 // past PingAnswerWindow: not one burst
+	wantToShip(t, f.handle(pb, forger), forger, pb)
+	oneSend(t, f.shipSends(ack, forger), forger) // the dupe ack reaches the forger
+	f.reachedAt(t, "replayed", sponseeLn)
+	if sn := f.snap(); sn.Events[relay.EventVouchContested] != 1 || sn.Events[relay.EventVouched] != 1 {
+		t.Fatalf("vouched %d, contested %d; want 1 and 1", sn.Events[relay.EventVouched], sn.Events[relay.EventVouchContested])
+	}
+	rebound := netip.MustParseAddrPort("203.0.113.20:6001")
+	f.now += 25e9
+	f.pinnedAt(t, rebound)
+	f.reachedAt(t, "next ping", rebound)
 }
 
 // reachedAt checks that a peek for the sponsee from bob goes to lane want.

@@ -74,35 +74,44 @@ func authFront(t *testing.T, all *outsideLog) (*frontWorld, *frontPair) {
 }
 
 // startP starts P on its host at port, pinging ~nec and answering every
-// peek with data, and waits for the ship's ack of its first ping.
-func startP(t *testing.T, w *frontWorld, port, data string) *vtool.Proc {
+// peek with data, and waits for the ship's ack of its first ping. With
+// seq > 0 its pings are messages seq, seq+1, ... (each named as its own, as
+// mesa names them); else each is message 1.
+func startP(t *testing.T, w *frontWorld, port, data string, seq int) *vtool.Proc {
 	t.Helper()
-	p := w.outsideT(t, "publish", authSponsee, port, "--bind", authPIP, "--ping", "~nec@"+frontRelayLane,
-		"--data", data, "--time-limit", "40")
+	args := []string{"publish", authSponsee, port, "--bind", authPIP, "--ping", "~nec@" + frontRelayLane,
+		"--data", data, "--time-limit", "40"}
+	first := "/a/x/1//ack/1"
+	if seq > 0 {
+		vtool.Require(t, vtool.FeaturePingSeq)
+		args = append(args, "--ping-seq", strconv.Itoa(seq))
+		first = fmt.Sprintf("/a/x/1//ack/%d", seq)
+	}
+	p := w.outsideT(t, args...)
 	p.MustNext("READY", nil, readyTimeout)
-	mustNext(t, p, "RECV", map[string]any{"type": "page", "path": "/a/x/1//ack/1"}, eventTimeout)
+	mustNext(t, p, "RECV", map[string]any{"type": "page", "path": first}, eventTimeout)
 	return p
 }
 
 // rebound is every row's honest twin: P's NAT rebinds (a new port on its
 // host) and it pings from there, every 25 s as a planet does; the ship's
 // ack of a ping of P's own from there vouches for the new lane, and every
-// honest peek reaches P there. The twin waits for P's second ping from the
-// new lane: its first may be contested (vere's pending table still holds
-// the forger's refused ping of the same name, and the test's forged ping
-// was less than PingAnswerWindow before; in life pings are 25 s apart),
-// which leaves P where it was, not with the forger.
+// honest peek reaches P there. P's pings from there are new messages
+// (100, 101), named as their own: an ack of a name acked before (message
+// 1) at another lane is a dupe, which moves nothing (relay/vouch.go).
+// The twin waits for P's second ping from the new lane, as it did when
+// the first could be contested.
 func rebound(t *testing.T, w *frontWorld, f *frontPair, old *vtool.Proc) {
 	t.Helper()
 	old.Stop()
-	p := startP(t, w, "40001", "from-P-rebound")
-	mustNext(t, p, "RECV", map[string]any{"type": "page", "path": "/a/x/1//ack/1"}, 30*time.Second)
+	p := startP(t, w, "40001", "from-P-rebound", 100)
+	mustNext(t, p, "RECV", map[string]any{"type": "page", "path": "/a/x/1//ack/101"}, 30*time.Second)
 	c := honestPeeks(t, w, "r", authPeeks, "from-P-rebound")
 	t.Logf("twin: after P's NAT rebinding (two pings from %s:40001, 25 s apart, acked there): %v", authPIP, c)
 	if c.p != c.n {
 		t.Errorf("twin: %v; want every peek to reach P at its new lane", c)
 	}
-	for _, l := range f.ship.All("SEND", map[string]any{"type": "page", "path": "/a/x/1//ack/1"}) {
+	for _, l := range f.ship.All("SEND", map[string]any{"type": "page"}) {
 		t.Logf("vere: %s", l)
 	}
 	if m, err := scrapeIn(w.name, "http://"+frontMetricsAddr+"/metrics"); err == nil {
@@ -129,7 +138,7 @@ func TestFrontedAuthority(t *testing.T) {
 	// and a page for the ship's own name vouches for nobody.
 	t.Run("ForgedPingThenOwnPage", func(t *testing.T) {
 		w, f := authFront(t, all)
-		p := startP(t, w, "40000", "from-P")
+		p := startP(t, w, "40000", "from-P", 0)
 		w.outsideT(t, "poke", "~nec", authSponsee, frontRelayLane, "--bind", authAttacker, "--from", authAttPort,
 			"--retry", "0", "--time-limit", "0").WaitTimeout(5 * time.Second)
 		own := w.outsideT(t, "peek", "~nec", "/c/x/4/hello", frontRelayLane, "--bind", authAttacker, "--from", authAttPort, "--time-limit", "2")
@@ -150,7 +159,7 @@ func TestFrontedAuthority(t *testing.T) {
 	// own pages are the ones forwarded.
 	t.Run("ForgedPokeAnsweredProbe", func(t *testing.T) {
 		w, f := authFront(t, all)
-		p := startP(t, w, "40000", "from-P")
+		p := startP(t, w, "40000", "from-P", 0)
 		att := w.outsideT(t, "publish", authSponsee, authAttPort, "--bind", authAttacker, "--ping", "~nec@"+frontRelayLane,
 			"--data", "from-attacker", "--time-limit", "30")
 		att.MustNext("READY", nil, readyTimeout)

@@ -146,6 +146,16 @@ const FeatureArvoLanes = "arvo-lanes"
 // line, so that the process's CPU is vere's own (TestVereForwardCPU).
 const FeatureQuiet = "quiet"
 
+// FeatureDupe is ours too: with --arvo-lanes, a poke for a name the stub
+// arvo acked before (a replayed message) is acked again from any lane, as
+// arvo acks a dupe (docs/arvo-lanes.md, A2).
+const FeatureDupe = "dupe"
+
+// FeaturePingSeq is ours too: `vtool publish ... --ping ... --ping-seq N`
+// pings with messages N, N+1, ..., each with a name of its own (ack
+// /a/x/1//ack/N), not message 1 every time.
+const FeaturePingSeq = "ping-seq"
+
 var (
 	findOnce     sync.Once
 	findPath     string

@@ -28,7 +28,11 @@
 //  payload's ship) is an accepted ship and it arrived from that entry's IP
 //  (and port, when given); any other poke is printed as ARVO {"kind":"refuse",
 //  "ship","lane","path"} and not acked, as real arvo drops a forged ping it
-//  cannot decrypt.  `vtool version` lists "accept" in "features".
+//  cannot decrypt.  `vtool version` lists "accept" in "features".  With
+//  --arvo-lanes too, a poke whose name arvo acked before is a copy of a
+//  message it decrypted (a replay, from any lane): it is acked again, as
+//  arvo acks a dupe, and printed as ARVO {"kind":"dupe","ship","lane","path"}
+//  (A2 in docs/arvo-lanes.md; "dupe" in `vtool version`'s features).
 //
 //    vtool ship ... --arvo-lanes [--ping-sponsors] [--rounds N] [--round-gap-ms MS]
 //                   [--dead-ms MS] [--retry-ms MS] [--ping-ms MS]
@@ -47,6 +51,12 @@
 //  as mesa's are (/chum/1/~us/1/0v...).  It prints ARVO lines of kind lane,
 //  nail, push (with "lanes" and "rule"), answer, acked and ping.  `vtool
 //  version` lists "arvo-lanes".
+//
+//    vtool publish ... --ping SPONSOR@IP:PORT --ping-seq N
+//
+//  With --ping-seq, publish's pings are messages N, N+1, ... (ack names
+//  /a/x/1//ack/N, ...), each its own name as mesa's are; without it every
+//  ping is message 1, as before.  `vtool version` lists "ping-seq".
 //
 //    vtool ship ... --quiet
 //
@@ -1019,6 +1029,36 @@ _push_page(u3_mesa_name* nam_u, const c3_c* dat_c)
   _arvo_kick(u3nt(c3__push, u3_nul, u3i_bytes(len_w, buf_y)));
 }
 
+//  A2 ames.hoon +sink:fo-call: a message at or below last-acked (and at
+//  most 10 behind it) is acked again ("send dupe ack", +fo-send-ack gives
+//  the ack page for its seq's name, which vere sends to every lane its
+//  pit holds for the name, _mesa_hear_poke having added the poker's).
+//  With --arvo-lanes the stub keeps the names of the last DUP_MAX pokes it
+//  acked; a poke for one of them is a dupe, acked from any lane.
+#define DUP_MAX 64
+static struct { c3_d her_d; c3_c pat_c[FINE_PATH_MAX + 2]; } dup_u[DUP_MAX];
+static c3_w dup_w;   //  pokes acked so far (dup_u is a ring)
+
+static c3_t
+_dupe(u3_mesa_name* nam_u)
+{
+  c3_c pat_c[FINE_PATH_MAX + 2];
+  snprintf(pat_c, sizeof(pat_c), "%.*s", (int)nam_u->pat_s, nam_u->pat_c);
+  for ( c3_w i = 0; i < c3_min(dup_w, DUP_MAX); i++ ) {
+    if ( dup_u[i].her_d == _ship64(nam_u->her_u) && !strcmp(dup_u[i].pat_c, pat_c) ) return 1;
+  }
+  return 0;
+}
+
+static void
+_dupe_add(u3_mesa_name* nam_u)
+{
+  if ( _dupe(nam_u) ) return;
+  c3_w i = dup_w++ % DUP_MAX;
+  dup_u[i].her_d = _ship64(nam_u->her_u);
+  snprintf(dup_u[i].pat_c, sizeof(dup_u[i].pat_c), "%.*s", (int)nam_u->pat_s, nam_u->pat_c);
+}
+
 //  whether arvo accepts a poke from sender snd_d that arrived from pip_w:por_s
 static c3_t
 _accepts(c3_d snd_d, c3_w pip_w, c3_s por_s)
@@ -1419,6 +1459,16 @@ _arvo_event(u3_noun cad)
       c3_s por_s = u3r_word(0, u3t(u3t(lan)));
       c3_d snd_d = _ship64(pac_u.pok_u.pay_u.her_u);
       if ( _accepts(snd_d, pip_w, por_s) ) {
+        if ( arl_t ) _dupe_add(&pac_u.pok_u.nam_u);
+        _push_page(&pac_u.pok_u.nam_u, "ack");
+      }
+      else if ( arl_t && _dupe(&pac_u.pok_u.nam_u) ) {
+        jbuf r; _jb_init(&r);
+        _jb_str(&r, "kind", "dupe");
+        _jb_str(&r, "ship", _ship_str(snd_d));
+        _jb_lane(&r, "lane", pip_w, por_s);
+        _jb_path(&r, "path", &pac_u.pok_u.nam_u);
+        _jb_emit("ARVO", &r);
         _push_page(&pac_u.pok_u.nam_u, "ack");
       }
       else {
@@ -1543,7 +1593,7 @@ _usage_text(FILE* fil_u)
 "                        [--dead-ms MS] [--retry-ms MS] [--ping-ms MS]] [--quiet]\n"
 "  vtool peek SHIP PATH IP:PORT [--from PORT] [--bind IP] [--retry S] [--all]\n"
 "  vtool poke RCVR SNDR IP:PORT [--from PORT] [--bind IP] [--retry S] [--all] [--data TEXT]\n"
-"  vtool publish SHIP PORT [--bind IP] [--data TEXT] [--ping SPONSOR@IP:PORT] [--once]\n"
+"  vtool publish SHIP PORT [--bind IP] [--data TEXT] [--ping SPONSOR@IP:PORT [--ping-seq N]] [--once]\n"
 "  vtool send IP:PORT HEX... [--from PORT] [--bind IP] [--once]\n"
 "  vtool version\n"
 "  every mode: [--time-limit S] (default 30); ships as @p or decimal\n"
@@ -1863,17 +1913,28 @@ _page(c3_y* buf_y, u3_mesa_name* nam_u, const c3_c* dat_c)
   return mesa_etch_pact_to_buf(buf_y, PACT_SIZE, &pag_u);
 }
 
+//  a poke from snd_d to rcv_d: message seq_w (its ack a/x/1//ack/SEQ)
 static c3_w
-_poke(c3_y* buf_y, c3_d rcv_d, c3_d snd_d, const c3_c* dat_c)
+_poke_seq(c3_y* buf_y, c3_d rcv_d, c3_d snd_d, const c3_c* dat_c, c3_w seq_w)
 {
+  c3_c ack_c[64], pok_c[64];
+  snprintf(ack_c, sizeof(ack_c), "a/x/1//ack/%u", seq_w);
+  snprintf(pok_c, sizeof(pok_c), "a/x/1//poke/%u", seq_w);
   u3_mesa_pact pac_u; memset(&pac_u, 0, sizeof(pac_u));
   pac_u.hed_u.nex_y = HOP_NONE; pac_u.hed_u.pro_y = MESA_VER;
   pac_u.hed_u.typ_y = PACT_POKE; pac_u.hed_u.hop_y = 0;
-  _name(&pac_u.pok_u.nam_u, rcv_d, "a/x/1//ack/1");
-  _name(&pac_u.pok_u.pay_u, snd_d, "a/x/1//poke/1");
+  _name(&pac_u.pok_u.nam_u, rcv_d, ack_c);
+  _name(&pac_u.pok_u.pay_u, snd_d, pok_c);
   pac_u.pok_u.dat_u.tob_d = strlen(dat_c); pac_u.pok_u.dat_u.aut_u.typ_e = AUTH_SIGN;
   pac_u.pok_u.dat_u.len_w = strlen(dat_c); pac_u.pok_u.dat_u.fra_y = (c3_y*)dat_c;
   return mesa_etch_pact_to_buf(buf_y, PACT_SIZE, &pac_u);
+}
+
+//  the one poke of `vtool poke` and `publish --ping`: message 1
+static c3_w
+_poke(c3_y* buf_y, c3_d rcv_d, c3_d snd_d, const c3_c* dat_c)
+{
+  return _poke_seq(buf_y, rcv_d, snd_d, dat_c, 1);
 }
 
 //  wait up to ms_d for a datagram; 0 on timeout or signal
@@ -1979,6 +2040,7 @@ _publish_main(c3_i argc, c3_c** argv)
   c3_w bnd_w = 0x7f000001, spi_w = 0;
   c3_s por_s, sps_s = 0;
   c3_t one_t = 0, pin_t = 0;
+  c3_w pse_w = 0;   //  --ping-seq: the first ping's message number (0: every ping message 1)
   c3_c* dat_c = "hello";
 
   if ( argc < 4 || !_ship_parse(argv[2], &who_d) ) _usage("publish: SHIP PORT");
@@ -1992,6 +2054,7 @@ _publish_main(c3_i argc, c3_c** argv)
     if ( !strcmp(a, "--time-limit") ) lim_w = _num(v, 86400, "--time-limit: seconds");
     else if ( !strcmp(a, "--bind") ) { if ( !_ip_parse(v, &bnd_w) ) _usage("--bind: bad IP"); }
     else if ( !strcmp(a, "--data") ) dat_c = v;
+    else if ( !strcmp(a, "--ping-seq") ) pse_w = _num(v, 1000000, "--ping-seq: a message number");
     else if ( !strcmp(a, "--ping") ) {
       c3_c nam_c[64]; c3_c* at_c = strchr(v, '@');
       if ( !at_c ) _usage("--ping: SPONSOR@IP:PORT");
@@ -2022,7 +2085,9 @@ _publish_main(c3_i argc, c3_c** argv)
     if ( now_d >= end_d ) break;
     if ( pin_t && now_d >= pin_d ) {   //  the %ping app: a poke to our sponsor every 25 s
       c3_y pok_y[PACT_SIZE];
-      c3_w len_w = _poke(pok_y, spo_d, who_d, "ping");
+      //  --ping-seq: each ping a new message with a name of its own, as
+      //  mesa names them (docs/arvo-lanes.md A1); else message 1 every time
+      c3_w len_w = pse_w ? _poke_seq(pok_y, spo_d, who_d, "ping", pse_w++) : _poke(pok_y, spo_d, who_d, "ping");
       _send_to(fd, pok_y, len_w, &spo_u);
       pin_d = now_d + 25000;
     }
@@ -2113,7 +2178,7 @@ main(c3_i argc, c3_c** argv)
     return EXIT_OK;
   }
   if ( !strcmp(argv[1], "version") ) {
-    printf("VERSION {\"vere\":\"%s\",\"drivers\":[\"io/mesa.c\",\"io/ames.c\",\"io/ames/stun.c\",\"io/mesa/pact.c\"],\"features\":[\"accept\",\"unanswered\",\"arvo-lanes\",\"quiet\"]}\n", VERE_COMMIT);
+    printf("VERSION {\"vere\":\"%s\",\"drivers\":[\"io/mesa.c\",\"io/ames.c\",\"io/ames/stun.c\",\"io/mesa/pact.c\"],\"features\":[\"accept\",\"unanswered\",\"arvo-lanes\",\"quiet\",\"dupe\",\"ping-seq\"]}\n", VERE_COMMIT);
     return EXIT_OK;
   }
   if ( strcmp(argv[1], "ship") && strcmp(argv[1], "peek") && strcmp(argv[1], "poke")
