@@ -59,11 +59,11 @@ import (
 // A proof is also what the pending table counts as showing a requester
 // receives (issue 28; pit's "Who has shown it receives"): a full entry's
 // refused newcomer is probed as a refused page's lane is, and when proven
-// it asks again through pit.Table.AddProven. The proof table is two-way
-// set-associative (a lane takes either of two adjacent slots of one
-// stripe), so that two lanes hashing to one slot, such as two ships behind
-// one NAT, are both proven: direct-mapped, 1 to 3 of 200 NAT lanes could
-// not be for ProofLifetime.
+// it asks again through pit.Table.AddProven. The proof table is
+// proofWays-way set-associative (a lane takes any of four adjacent slots
+// of one stripe), so that lanes hashing to one slot, such as ships behind
+// one NAT, are all proven: direct-mapped, 1 to 3 of 200 NAT lanes could
+// not be for ProofLifetime; two-way, one in about twenty runs of 200.
 //
 // Addresses, networks and proofs are tracked in fixed tables of slots
 // (Slots, NetSlots, ProofSlots) indexed by a seeded hash of all 16 bytes
@@ -541,26 +541,30 @@ func newProofTable(cfg AmpConfig) (*proofTable, error) {
 	}, nil
 }
 
-// ways returns k's slots and their lock: two adjacent slots of one
-// stripe (two-way set-associative, so that two lanes sharing a slot,
-// such as two ships behind one NAT, are both proven; issue 28), or one
-// when a stripe holds one slot. A lane is in at most one of them.
-func (t *proofTable) ways(k lane.Key) (a, b *proofSlot, mu *sync.Mutex) {
+// proofWays is how many adjacent slots of one stripe a lane may take in
+// the proof table (set-associative, so that lanes sharing a slot, such as
+// ships behind one NAT, are all proven; issue 28): with two, one of 200
+// NAT ships found both its slots held by others' 2-minute proofs in about
+// one run in twenty; with four, the chance is squared again.
+const proofWays = 4
+
+// ways returns k's slots (proofWays adjacent slots of one stripe, fewer
+// when a stripe holds fewer) and their lock. A lane is in at most one of
+// them.
+func (t *proofTable) ways(k lane.Key) (set []proofSlot, mu *sync.Mutex) {
 	i := lane.Mix64(hash16(t.seed, k.IP)^uint64(k.Port)) & uint64(len(t.slots)-1)
 	mu = &t.stripes[(i>>t.shift)%ampStripes].mu
-	if t.shift == 0 {
-		return &t.slots[i], nil, mu
-	}
-	return &t.slots[i], &t.slots[i^1], mu
+	n := uint64(min(proofWays, 1<<t.shift))
+	base := i &^ (n - 1)
+	return t.slots[base : base+n], mu
 }
 
-// holding returns the way of a, b holding k, or nil. Its lock must be held.
-func holding(k lane.Key, a, b *proofSlot) *proofSlot {
-	if a.lane == k {
-		return a
-	}
-	if b != nil && b.lane == k {
-		return b
+// holding returns the slot of set holding k, or nil. Its lock must be held.
+func holding(k lane.Key, set []proofSlot) *proofSlot {
+	for i := range set {
+		if set[i].lane == k {
+			return &set[i]
+		}
 	}
 	return nil
 }
@@ -569,9 +573,9 @@ func holding(k lane.Key, a, b *proofSlot) *proofSlot {
 // whether the proof is in its last quarter (renew: k should be probed
 // again, so that a busy lane stays proven).
 func (t *proofTable) proven(k lane.Key, now time.Duration) (ok, renew bool) {
-	a, b, mu := t.ways(k)
+	set, mu := t.ways(k)
 	mu.Lock()
-	if s := holding(k, a, b); s != nil {
+	if s := holding(k, set); s != nil {
 		ok = s.until > now
 		renew = ok && s.until-now < t.lifetime/4
 	}
@@ -579,21 +583,21 @@ func (t *proofTable) proven(k lane.Key, now time.Duration) (ok, renew bool) {
 	return ok, renew
 }
 
-// startable returns the way k's probe may take at now: the one holding k,
-// unless k was probed within ProbeInterval; else one holding no live
-// proof and no probe within ProbeInterval (which k must not take: it would
-// cancel an honest lane's probe or proof), the first if both; else nil.
-// Its lock must be held.
-func (t *proofTable) startable(k lane.Key, a, b *proofSlot, now time.Duration) *proofSlot {
+// startable returns the slot of set k's probe may take at now: the one
+// holding k, unless k was probed within ProbeInterval; else the first one
+// holding no live proof and no probe within ProbeInterval (k must not take
+// another: it would cancel an honest lane's probe or proof); else nil. Its
+// lock must be held.
+func (t *proofTable) startable(k lane.Key, set []proofSlot, now time.Duration) *proofSlot {
 	free := func(s *proofSlot) bool { return s.probed == 0 || now-s.probed >= t.interval }
-	if s := holding(k, a, b); s != nil {
+	if s := holding(k, set); s != nil {
 		if free(s) {
 			return s
 		}
 		return nil
 	}
-	for _, s := range [2]*proofSlot{a, b} {
-		if s != nil && free(s) && s.until <= now {
+	for i := range set {
+		if s := &set[i]; free(s) && s.until <= now {
 			return s
 		}
 	}
@@ -601,12 +605,12 @@ func (t *proofTable) startable(k lane.Key, a, b *proofSlot, now time.Duration) *
 }
 
 // start records a probe of k at now and returns its transaction id, or
-// false: k was probed within ProbeInterval, or both its ways hold another
+// false: k was probed within ProbeInterval, or every one of its ways holds another
 // lane's proof or a probe still within ProbeInterval.
 func (t *proofTable) start(k lane.Key, now time.Duration) ([12]byte, bool) {
-	a, b, mu := t.ways(k)
+	set, mu := t.ways(k)
 	mu.Lock()
-	ok := t.startable(k, a, b, now) != nil
+	ok := t.startable(k, set, now) != nil
 	mu.Unlock()
 	if !ok {
 		return [12]byte{}, false
@@ -618,7 +622,7 @@ func (t *proofTable) start(k lane.Key, now time.Duration) ([12]byte, bool) {
 	mu.Lock()
 	defer mu.Unlock()
 	// Chosen again: another reader may have probed k meanwhile.
-	s := t.startable(k, a, b, now)
+	s := t.startable(k, set, now)
 	if s == nil {
 		return [12]byte{}, false
 	}
@@ -634,10 +638,10 @@ func (t *proofTable) start(k lane.Key, now time.Duration) ([12]byte, bool) {
 // ProofLifetime from now, and answer returns until when. An id is taken
 // once.
 func (t *proofTable) answer(k lane.Key, tx [12]byte, now time.Duration) (time.Duration, bool) {
-	a, b, mu := t.ways(k)
+	set, mu := t.ways(k)
 	mu.Lock()
 	defer mu.Unlock()
-	s := holding(k, a, b)
+	s := holding(k, set)
 	if s == nil || s.probed == 0 || now-s.probed > ProbeAnswerWindow || s.tx != tx || tx == ([12]byte{}) {
 		return 0, false
 	}
