@@ -50,10 +50,23 @@ func TestFrontSetupStoresDevice(t *testing.T) {
 	if code := run(append([]string{"front", "setup"}, args...), nil, &stdout, &stderr); code != 0 {
 		t.Fatalf("relay front setup: exit %d: %s", code, stderr.String())
 	}
+	// The notify socket's reader delivers the messages on its own
+	// goroutine: wait for the barrier, the last of them, rather than
+	// taking what has arrived when setup returns.
 	got := map[string]int{}
 	barrier := false
-	for len(msgs) > 0 {
-		m := <-msgs
+	deadline := time.After(10 * time.Second)
+	for !barrier {
+		var m vtool.NotifyMsg
+		var open bool
+		select {
+		case m, open = <-msgs:
+			if !open {
+				t.Fatalf("the notify socket closed before the barrier; stored %v", got)
+			}
+		case <-deadline:
+			t.Fatalf("no barrier within 10 s; stored %v", got)
+		}
 		fields := m.Fields
 		switch {
 		case fields["FDSTORE"] == "1" && len(m.FDs) == 1 && fields["FDPOLL"] == "0":
