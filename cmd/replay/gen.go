@@ -774,7 +774,7 @@ func (w *world) hostile() error {
 	for i := range 6 {
 		at := startDelay + w.cfg.Window*time.Duration(i+1)/8
 		v := w.publishers[i%len(w.publishers)]
-		wire := endpoint.PingWire(v.id, v.id.Sponsor())
+		wire := endpoint.PingWire(v.id, v.id.Sponsor(), uint64(i+1))
 		send(at, from(), wire)
 		for j := range 3 {
 			q := w.requesters[s.rng.IntN(len(w.requesters))]

@@ -310,7 +310,7 @@ func (r *strategiesResult) notes() []string {
 		}
 	}
 	d := find(r.fast, strategyDesign().Name)
-	return []string{fmt.Sprintf("**Keepalive pings have a name per sponsee** (fixed): an endpoint pings its sponsor at `ping/<its @p>`, so a relay in front of the sponsor keeps a pending entry per pinger and passes every ping's ack back, where a shared `ping` name had every sponsee's ping aggregated under one entry capped at %d requesters. Over the strategies runs relays refused %d requests for a full pending entry (%d more past the cap were forwarded to refresh an entry upstream) and dropped %d for an unknown sponsee; keepalives are %s of the %s pkt/s stars receive under the design.",
+	return []string{fmt.Sprintf("**Keepalive pings have a name per sponsee** (fixed): an endpoint pings its sponsor at `ping/<its @p>/<message number>` (each ping a message of its own, as real mesa names each ack apart), so a relay in front of the sponsor keeps a pending entry per pinger and passes every ping's ack back, where a shared `ping` name had every sponsee's ping aggregated under one entry capped at %d requesters. Over the strategies runs relays refused %d requests for a full pending entry (%d more past the cap were forwarded to refresh an entry upstream) and dropped %d for an unknown sponsee; keepalives are %s of the %s pkt/s stars receive under the design.",
 		pit.DefaultMaxRequestersPerEntry, full, capped, unknown, f(d.ppsOf(lane.Star, sim.TrafficKeepalive), 0), f(d.pps(lane.Star), 0))}
 }
 

@@ -9,6 +9,7 @@ import (
 	mrand "math/rand/v2"
 	"net/netip"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/urbit-relay/relay/internal/eventq"
@@ -40,7 +41,7 @@ type Core struct {
 	pending   map[string]*request // request name bytes → request
 	nextPing  time.Duration
 	seq       uint64
-	pingWire  []byte
+	pingSeq   uint64     // the last ping's message number (PingWire)
 	reqSeq    uint64     // numbers requests in the order made: Tick sends what is due in that order
 	due       []*request // Tick's scratch
 
@@ -222,11 +223,15 @@ func (c *Core) Cancel(rcvr lane.Ship, path string) {
 }
 
 // PingWire is the keepalive a ship sends its sponsor (Core's ping): a
-// hop-0 poke of sponsor whose payload names ship, at path ping/<ship>, so
-// that a relay in front of the sponsor keeps a pending entry per pinger
-// rather than aggregating every sponsee's ping under one capped entry.
-func PingWire(ship, sponsor lane.Ship) []byte {
-	pkt := pokePacket(ship, sponsor, pingPath+"/"+ship.String(), nil)
+// hop-0 poke of sponsor whose payload names ship, at path
+// ping/<ship>/<seq>: the pinger's @p, so that a relay in front of the
+// sponsor keeps a pending entry per pinger rather than aggregating every
+// sponsee's ping under one capped entry, and the message's number, since
+// every ping is a message of its own and real mesa names each message's
+// ack apart (docs/arvo-lanes.md A1): a relay takes an ack of a name it saw
+// acked before, sent to another lane, for a replay's (relay/vouch.go).
+func PingWire(ship, sponsor lane.Ship, seq uint64) []byte {
+	pkt := pokePacket(ship, sponsor, pingPath+"/"+ship.String()+"/"+strconv.FormatUint(seq, 10), nil)
 	return pkt.Append(nil)
 }
 
@@ -352,13 +357,12 @@ func (c *Core) Tick(now time.Duration, out []Datagram) []Datagram {
 func (c *Core) ping(now time.Duration, out []Datagram) []Datagram {
 	c.nextPing = now + c.cfg.PingInterval
 	sp := c.cfg.Sponsors.Sponsor(c.cfg.Ship)
-	wire := c.pingWire
-	switch {
-	case c.cfg.Legacy:
+	var wire []byte
+	if c.cfg.Legacy {
 		wire = c.legacyPing(sp) // fresh filler each time, as a real one is
-	case wire == nil:
-		wire = PingWire(c.cfg.Ship, sp)
-		c.pingWire = wire
+	} else {
+		c.pingSeq++
+		wire = PingWire(c.cfg.Ship, sp, c.pingSeq)
 	}
 	t := c.routes.Select(sp, lane.Key{}, now)
 	for i := 0; i < t.N; i++ {

@@ -126,6 +126,7 @@ type stockShip struct {
 	galOf   func(lane.Ship) lane.Ship
 	peers   map[lane.Ship]*stockPeer
 	reqs    map[string]*stockReq
+	pingSeq map[lane.Ship]uint64 // the last ping's message number, per sponsor
 	booted  bool
 	stunOK  bool          // a STUN response came: the %ping app is stopped
 	nextPng time.Duration // next %nat round of pings, while !stunOK
@@ -140,7 +141,7 @@ type stockShip struct {
 
 func newStockShip(self lane.Ship, laneOf func(lane.Ship) netip.AddrPort, galOf func(lane.Ship) lane.Ship, retryPhase time.Duration) *stockShip {
 	s := &stockShip{self: self, laneOf: laneOf, galOf: galOf,
-		peers: map[lane.Ship]*stockPeer{}, reqs: map[string]*stockReq{}, nextRet: retryPhase}
+		peers: map[lane.Ship]*stockPeer{}, reqs: map[string]*stockReq{}, pingSeq: map[lane.Ship]uint64{}, nextRet: retryPhase}
 	for sp := self.Sponsor(); ; sp = sp.Sponsor() {
 		s.chain = append(s.chain, sp)
 		if sp.Class() == lane.Galaxy {
@@ -365,14 +366,20 @@ func (s *stockShip) pingChain(now time.Duration, out []endpoint.Datagram) []endp
 // arvo re-pushes it until its ack (a page) comes (the request rules
 // above); a ping still unacked is not sent again (one message in flight
 // on a flow: +fo-send's send-window, and ++nat waits for the ack).
+//
+// Each ping is a message of its own, named apart (its ack name carries the
+// message number: docs/arvo-lanes.md A1); the one in flight keeps its name
+// until acked.
 func (s *stockShip) ping(sp lane.Ship, now time.Duration, out []endpoint.Datagram) []endpoint.Datagram {
-	wire := endpoint.PingWire(s.self, sp)
-	var p scry.Packet
-	if p.Parse(wire) != nil {
-		return out
+	if seq := s.pingSeq[sp]; seq != 0 {
+		if _, ok := s.reqs[s.pingKey(sp, seq)]; ok {
+			return out
+		}
 	}
-	key := string(p.NameBytes())
-	if _, ok := s.reqs[key]; ok {
+	s.pingSeq[sp]++
+	wire := endpoint.PingWire(s.self, sp, s.pingSeq[sp])
+	key := s.pingKey(sp, s.pingSeq[sp])
+	if key == "" {
 		return out
 	}
 	r := &stockReq{rcvr: sp, key: key, wire: wire, ping: true}
@@ -381,6 +388,15 @@ func (s *stockShip) ping(sp lane.Ship, now time.Duration, out []endpoint.Datagra
 	r.left = VereResends
 	r.next = now + VereResendInterval
 	return s.send(r, out)
+}
+
+// pingKey is the request key of s's ping of sp numbered seq.
+func (s *stockShip) pingKey(sp lane.Ship, seq uint64) string {
+	var p scry.Packet
+	if p.Parse(endpoint.PingWire(s.self, sp, seq)) != nil {
+		return ""
+	}
+	return string(p.NameBytes())
 }
 
 func (s *stockShip) nextDeadline() time.Duration {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
@@ -257,8 +258,9 @@ func TestStockKeepalive(t *testing.T) {
 	chain := []netip.AddrPort{tLanes[tStar2], tLanes[tGal2]}
 	slices.SortFunc(chain, netip.AddrPort.Compare)
 	galaxy := []netip.AddrPort{tLanes[tGal2]}
-	ack := func(sp lane.Ship, at time.Duration) {
-		s.handle(page(t, sp, "ping/"+tPlanet2.String(), 0, netip.AddrPort{}), tLanes[sp], at, nil)
+	// Each round of pings is a new message, its ack named by its number.
+	ack := func(sp lane.Ship, at time.Duration, seq int) {
+		s.handle(page(t, sp, fmt.Sprintf("ping/%s/%d", tPlanet2, seq), 0, netip.AddrPort{}), tLanes[sp], at, nil)
 	}
 	pings, stuns := kinds(s.tick(0, nil))
 	if !slices.Equal(pings, chain) || !slices.Equal(stuns, galaxy) {
@@ -268,8 +270,8 @@ func TestStockKeepalive(t *testing.T) {
 	if pings, _ := kinds(s.tick(time.Second, nil)); !slices.Equal(pings, chain) {
 		t.Errorf("unacked pings re-sent to %v, want the chain", pings)
 	}
-	ack(tStar2, 1100*time.Millisecond)
-	ack(tGal2, 1100*time.Millisecond)
+	ack(tStar2, 1100*time.Millisecond, 1)
+	ack(tGal2, 1100*time.Millisecond, 1)
 	if pings, _ := kinds(s.tick(2*time.Second, nil)); len(pings) != 0 {
 		t.Errorf("acked pings re-sent to %v", pings)
 	}
@@ -278,8 +280,8 @@ func TestStockKeepalive(t *testing.T) {
 	if !slices.Equal(pings, chain) {
 		t.Errorf("pings at 25 s without STUN: %v, want the chain", pings)
 	}
-	ack(tStar2, STUNInterval+100*time.Millisecond)
-	ack(tGal2, STUNInterval+100*time.Millisecond)
+	ack(tStar2, STUNInterval+100*time.Millisecond, 2)
+	ack(tGal2, STUNInterval+100*time.Millisecond, 2)
 	resp := scry.STUNResponse{Mapped: tLanes[tPlanet2]}
 	s.handle(resp.Append(nil), tLanes[tGal2], STUNInterval+time.Second, nil)
 	pings, stuns = kinds(s.tick(2*STUNInterval, nil))
@@ -313,7 +315,7 @@ func TestStockProposed(t *testing.T) {
 	// Once STUN works, it pings its own sponsor every 25 s.
 	s.tick(0, nil)
 	for _, sp := range []lane.Ship{tStar2, tGal2} {
-		s.handle(page(t, sp, "ping/"+tPlanet2.String(), 0, netip.AddrPort{}), tLanes[sp], 100*time.Millisecond, nil)
+		s.handle(page(t, sp, "ping/"+tPlanet2.String()+"/1", 0, netip.AddrPort{}), tLanes[sp], 100*time.Millisecond, nil)
 	}
 	resp := scry.STUNResponse{Mapped: tLanes[tPlanet2]}
 	s.handle(resp.Append(nil), tLanes[tGal2], time.Second, nil)
@@ -340,7 +342,7 @@ func TestVereGalaxyForwards(t *testing.T) {
 		t.Errorf("peek for a sponsee of unknown lane: %d sends, handled %v; want dropped", len(out), handled)
 	}
 	// The planet's hop-0 ping teaches its lane (and goes on to the core).
-	if _, handled := g.handle(endpoint.PingWire(tPlanet, tGal), tLanes[tPlanet], 0, nil); handled {
+	if _, handled := g.handle(endpoint.PingWire(tPlanet, tGal, 1), tLanes[tPlanet], 0, nil); handled {
 		t.Error("a ping was kept from the galaxy's core")
 	}
 	out, _ := g.handle(peek(tPlanet, "a"), requester, time.Second, nil)
@@ -352,7 +354,7 @@ func TestVereGalaxyForwards(t *testing.T) {
 		t.Errorf("forwarded peek hops %d, want 1", fw.Header.Hops)
 	}
 	// Another galaxy's ship: not forwarded, even with a lane.
-	g.handle(endpoint.PingWire(tPlanet2, tGal), tLanes[tPlanet2], 0, nil)
+	g.handle(endpoint.PingWire(tPlanet2, tGal, 1), tLanes[tPlanet2], 0, nil)
 	if out, _ := g.handle(peek(tPlanet2, "b"), requester, time.Second, nil); len(out) != 0 {
 		t.Error("forwarded a peek for another galaxy's ship")
 	}
