@@ -501,6 +501,19 @@ func TestKeepAliveHeldOnTheRoute(t *testing.T) {
 	if k, ok := rt.DirectLane(planet, now); !ok || k != planetKey {
 		t.Fatalf("kept alive through a flushed clock: direct %v %v", k.AddrPort(), ok)
 	}
+	// A poke naming another ship from the planet's lane (anyone can send
+	// one) does not take the planet's keepalives.
+	rt3, _ := New(self, nil, Config{Seed: 1, LaneClockSlots: 1, SourceDivisor: -1})
+	rt3.Contacted(planet, planetKey, sec)
+	rt3.Contacted(marnec, planetKey, sec)
+	n3 := sec
+	for end := n3 + 2*DefaultDirectLaneExpiry; n3 < end; n3 += 25 * sec {
+		rt3.KeepAlive(planetKey, n3)
+		rt3.Arrived(otherKey, n3+1)
+	}
+	if k, ok := rt3.DirectLane(planet, n3); !ok || k != planetKey {
+		t.Fatalf("a forged claim of the planet's lane took its keepalives: direct %v %v", k.AddrPort(), ok)
+	}
 	// The challenger's keepalives keep nothing: once the direct lane is
 	// silent past expiry the route has no fresh direct lane... unless the
 	// challenger moves in, which is settle's rule, not KeepAlive's.

@@ -526,7 +526,15 @@ func (r *Table) indexLocked(s lane.Ship, k lane.Key) {
 			}
 		}
 	}
-	r.lanes[r.clock.laneHash(k)] = s
+	h := r.clock.laneHash(k)
+	if t, ok := r.lanes[h]; ok && t != s {
+		if v, ok := r.table.Peek(t); ok && v.direct.lane == k {
+			// k is another ship's direct lane: a claim naming s from
+			// there (anyone can send one) does not take its keepalives.
+			return
+		}
+	}
+	r.lanes[h] = s
 }
 
 // lanesCap is how many lanes the KeepAlive index holds before it is made
@@ -755,7 +763,12 @@ func (r *Table) heardLocked(s lane.Ship, k lane.Key, now time.Duration, kept, si
 	if rt == nil {
 		return
 	}
-	r.indexLocked(s, k)
+	if rt.direct.lane != k {
+		// A new direct lane or challenger; the direct lane is indexed
+		// already (from when it was one of these), so the common case,
+		// a ship heard again at its lane, writes no map.
+		r.indexLocked(s, k)
+	}
 	r.changes += r.advanceLocked(s, rt, now)
 	ev := EvAnswer
 	switch {
@@ -1060,9 +1073,10 @@ func (r *Table) LateAnswer(o PageObs, now time.Duration) bool {
 // direct lane works: the relay then keeps the request pending, so that the
 // page from the direct lane, sent the same request, reaches the requester
 // too (the known-good lane's answer is never lost to a challenger's
-// faster one). placed is where the table places the publisher once the
-// page is taken, for the next-hop a relay writes on it: its pinned lane,
-// or its direct lane while proven and fresh; invalid otherwise.
+// faster one). placed, for a relayed page (o.Relayed), is where the table
+// places the publisher once the page is taken, for the next-hop a relay
+// writes on it: its pinned lane, or its direct lane while proven and
+// fresh; invalid otherwise.
 func (r *Table) PageArrived(o PageObs, now time.Duration, ships []lane.Ship, dst []lane.Key) (_ []lane.Key, contested bool, placed lane.Key) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -1078,10 +1092,12 @@ func (r *Table) PageArrived(o PageObs, now time.Duration, ships []lane.Ship, dst
 		}
 		r.answeredLocked(o, now)
 	}
-	if k, ok := r.pinnedLocked(s); ok {
-		placed = k
-	} else if rt, ok := r.table.Peek(s); ok && rt.direct.proven && r.directFreshLocked(rt, now) {
-		placed = rt.direct.lane
+	if o.Relayed { // only a relayed page's next-hop is chosen from it
+		if k, ok := r.pinnedLocked(s); ok {
+			placed = k
+		} else if rt, ok := r.table.Peek(s); ok && rt.direct.proven && r.directFreshLocked(rt, now) {
+			placed = rt.direct.lane
+		}
 	}
 	return r.appendLanesOfLocked(dst, ships), contested, placed
 }
