@@ -6,16 +6,20 @@ import (
 
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/scry"
 )
 
-// TestPageToAnySponsorUpOurChainCarriesNoNextHop: the no-next-hop rule
-// covers the fronted ship's whole sponsorship chain, not only its
-// immediate sponsor. A relay fronting a planet gets a request from the
-// planet's galaxy (two steps up), and one fronting a moon gets requests
-// from the moon's star and galaxy (two and three steps up): each gets the
-// page with no next-hop, while a stranger asking for the same name gets
-// one. It guards against applying the rule to the immediate sponsor only
-// (relay.New setting r.ourChain = chain[1:2] instead of chain[1:]).
+// TestPageToAnySponsorUpOurChainCarriesNoNextHop: the rule that a sponsor
+// is never given a forwarder's lane as next-hop covers the fronted ship's
+// whole sponsorship chain, not only its immediate sponsor. A relay
+// fronting a planet gets a request from the planet's galaxy (two steps
+// up), and one fronting a moon gets requests from the moon's star and
+// galaxy (two and three steps up): for a page that came through a
+// forwarder and names no lane of its publisher's, each gets the page with
+// no next-hop, while a stranger asking for the same name gets the
+// forwarder's lane. It guards against applying the rule to the immediate
+// sponsor only (relay.New setting r.ourChain = chain[1:2] instead of
+// chain[1:]).
 func TestPageToAnySponsorUpOurChainCarriesNoNextHop(t *testing.T) {
 	planet := ship(t, "~nidsut-tomdun") // under ~marzod, under ~zod
 	moon := lane.ShipFromUint64(1<<32 | planet.Lo)
@@ -38,10 +42,12 @@ func TestPageToAnySponsorUpOurChainCarriesNoNextHop(t *testing.T) {
 				t.Fatalf("chain of %s is %v", tc.fronted, got)
 			}
 			for _, q := range tc.above {
-				f.handle(peek(t, "~nec", "a", 1), q)
+				p := scry.NewPeek(scry.Name{Ship: planetUnderNec, Bloq: scry.DefaultBloq, Path: []byte("a")})
+				p.Header.Hops = 1
+				f.handle(p.Append(nil), q)
 			}
-			f.handle(peek(t, "~nec", "a", 0), alice)
-			sends := f.handle(page(t, "~nec", "a", 0, netip.AddrPort{}), necLane)
+			f.handle(peekOf(planetUnderNec, "a"), alice)
+			sends := f.handle(hopPage(t, planetUnderNec, "a", 1, netip.AddrPort{}), necLane)
 			if len(sends) != len(tc.above)+1 {
 				t.Fatalf("sends %v, want one to each of %v and %v", sendsTo(sends), tc.above, alice)
 			}

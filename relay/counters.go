@@ -152,6 +152,7 @@ const (
 	EventVouchRefused                        // the ship forwarded a sponsee's traffic to a lane an unacked ping naming it came from
 	EventHintsScrubbed                       // private next-hops and origins rewritten or removed
 	EventNextHopUnencodable                  // pages whose next-hop could not be written (IPv6 lane)
+	EventNextHopUnknown                      // relayed pages sent on without a next-hop: the publisher's own lane unknown here, and the page not relayed exactly once
 	EventLateAnswers                         // unsolicited pages that answered a probe outstanding on their lane (counted in drops too)
 	EventProbesSent                          // STUN binding requests the relay sent a lane to prove it answers (AmpConfig)
 	EventLanesProven                         // probes answered from their lane: the lane is exempt from the amplification budget
@@ -181,6 +182,7 @@ var eventNames = [numEvents]string{
 	EventVouchRefused:           "vouch_refused",
 	EventHintsScrubbed:          "hints_scrubbed",
 	EventNextHopUnencodable:     "next_hop_unencodable",
+	EventNextHopUnknown:         "next_hop_unknown",
 	EventLateAnswers:            "late_answers",
 	EventProbesSent:             "lane_probes_sent",
 	EventLanesProven:            "lanes_proven",

@@ -358,14 +358,20 @@ func TestShipLaneVouchNeedsOneLane(t *testing.T) {
 
 // TestRelayedPageNamesThePublishersOwnLane: a stock requester takes a
 // relayed page's next-hop as the publisher's lane, replacing even a
-// direct lane it holds that differs (ames.hoon +ev-update-lane,
-// docs/arvo-lanes.md L3), and never moves from one relay to a tighter
-// one; so for a page that came through another relay the relay writes the
-// publisher's own lane where it places the publisher there (proven and
-// fresh, or pinned), not the lane the page came through. Twin: with no
-// such lane, the lane the page came from, as vere's galaxy writes.
+// direct lane it holds that differs (ames.hoon +ev-update-lane at
+// 000ecc3f, line 9099; docs/arvo-lanes.md L3), and never moves from one
+// relay to a tighter one: so the relay names the publisher's own lane,
+// never a forwarder's, wherever one is known. Cases: the route table
+// places the publisher (proven and fresh); the page carries the
+// publisher's lane, written by the forwarder that heard it at hop 0 (as
+// vere's _mesa_hear_page writes the lane it heard a page from); a hop-0
+// page from a lane that is not the publisher's own (here its galaxy's: a
+// forwarder bumps hops, so the page is forged or replayed) names nothing.
+// Twin: a relayed page that carries none, its publisher unknown here, names
+// the forwarder it came through (the seed's step): the publisher's lane
+// is then unknown below too (private, or withheld from a sponsor).
 func TestRelayedPageNamesThePublishersOwnLane(t *testing.T) {
-	nextHopOf := func(t *testing.T, s []send) netip.AddrPort {
+	nextHopOf := func(t *testing.T, s []send) (netip.AddrPort, bool) {
 		t.Helper()
 		if len(s) != 1 {
 			t.Fatalf("page sent %d times, want 1", len(s))
@@ -374,19 +380,31 @@ func TestRelayedPageNamesThePublishersOwnLane(t *testing.T) {
 		if err := p.Parse(s[0].Buf); err != nil {
 			t.Fatal(err)
 		}
-		ap, _ := p.NextHopAddr()
-		return ap
+		return p.NextHopAddr()
 	}
 	f := newFixture(t, nil)
 	provenDirectLane(t, f)
 	f.handle(peekOf(planetUnderNec, "third"), alice)
 	f.now += time.Millisecond
-	if got := nextHopOf(t, f.handle(hopPage(t, planetUnderNec, "third", 1, netip.AddrPort{}), necLane)); got != planetLane {
+	if got, _ := nextHopOf(t, f.handle(hopPage(t, planetUnderNec, "third", 1, netip.AddrPort{}), necLane)); got != planetLane {
 		t.Errorf("a relayed page for a publisher proven at %v carried next-hop %v", planetLane, got)
+	}
+	carried := netip.MustParseAddrPort("203.0.113.41:8001")
+	for _, hops := range []int{1, 2} {
+		c := newFixture(t, nil)
+		oneSend(t, c.handle(peekOf(planetUnderNec, "first"), alice), necLane)
+		if got, _ := nextHopOf(t, c.handle(hopPage(t, planetUnderNec, "first", hops, carried), necLane)); got != carried {
+			t.Errorf("a page relayed %d times carrying the publisher's lane %v: next-hop %v", hops, carried, got)
+		}
+	}
+	h := newFixture(t, nil)
+	oneSend(t, h.handle(peekOf(planetUnderNec, "first"), alice), necLane)
+	if got, has := nextHopOf(t, h.handle(hopPage(t, planetUnderNec, "first", 0, netip.AddrPort{}), necLane)); has {
+		t.Errorf("a hop-0 page from the publisher's galaxy's lane named %v", got)
 	}
 	g := newFixture(t, nil)
 	oneSend(t, g.handle(peekOf(planetUnderNec, "first"), alice), necLane)
-	if got := nextHopOf(t, g.handle(hopPage(t, planetUnderNec, "first", 1, netip.AddrPort{}), necLane)); got != necLane {
-		t.Errorf("with no lane for the publisher, next-hop %v, want the lane the page came from %v", got, necLane)
+	if got, _ := nextHopOf(t, g.handle(hopPage(t, planetUnderNec, "first", 1, netip.AddrPort{}), necLane)); got != necLane {
+		t.Errorf("with no lane for the publisher known anywhere, next-hop %v, want the lane the page came from %v", got, necLane)
 	}
 }

@@ -871,22 +871,32 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	var bare []byte
 	var hopShort [6]byte
 	canShort := false
+	// own: the next-hop names the publisher's own lane, which our sponsors
+	// may be given too; a forwarder's lane is never given to them (the
+	// seed's rule: no fraternizing).
+	own := false
 	if !fromShip {
-		// The next-hop is the tightest lane known for the publisher: the
-		// lane the page came from, or, for a page that came through
-		// another relay, the publisher's own lane when the route table
-		// places it there (pinned, or proven and fresh). A stock
-		// requester takes a relayed page's next-hop as the publisher's
-		// lane, replacing even a direct lane it holds that differs
-		// (ames.hoon +ev-update-lane, docs/arvo-lanes.md L3), and has no
-		// rule that moves it from one relay to the next-tightest: so it
-		// is given the publisher itself wherever that is known.
-		hop := from
-		if obs.Relayed && placed.IsValid() && placed != fromKey {
-			hop = placed.AddrPort()
+		// The next-hop names the publisher's own lane, never a
+		// forwarder's: a stock requester stores a relayed page's next-hop
+		// as the publisher's lane, replacing even a direct lane it holds
+		// that differs (ames.hoon +ev-update-lane, docs/arvo-lanes.md
+		// L3), and has no rule that moves it from one relay to the next:
+		// a forwarder's lane there un-tightens it. So: where the route
+		// table places the publisher (pinned; the lane a hop-0 page came
+		// from as the publisher's own; a proven, fresh direct lane), that
+		// lane; else, for a page relayed once, the next-hop it carries,
+		// which the forwarder that heard it at hop 0 wrote as the lane it
+		// heard it from (vere's _mesa_hear_page, and this function); else
+		// none, and the requester keeps the lane it holds (L2).
+		var hop netip.AddrPort
+		var named bool
+		hop, named, own = nextHopFor(p, from, obs.Next, placed)
+		if named {
+			hopShort, canShort = lane.EncodeShort(hop)
 		}
-		hopShort, canShort = lane.EncodeShort(hop)
-		if !canShort {
+		if !named {
+			out.c.add(EventNextHopUnknown, 1)
+		} else if !canShort {
 			out.c.add(EventNextHopUnencodable, 1)
 		} else if !r.hintOK(hop) {
 			// Never point a requester at a private lane: no next-hop,
@@ -902,7 +912,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	// Through a device the ship gets the page as it came, from where it came.
 	var orig []byte
 	for _, q := range reqs {
-		if bare == nil && r.bareFor(q, sponsors) {
+		if bare == nil && r.bareFor(q, sponsors, own) {
 			bare = out.scratchCopy(b)
 			bare = r.editPage(bare, p, hops, [6]byte{}, false)
 		}
@@ -929,7 +939,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 			continue
 		}
 		buf := main
-		if bare != nil && r.bareFor(q, sponsors) {
+		if bare != nil && r.bareFor(q, sponsors, own) {
 			buf = bare
 		}
 		if q != r.link.key {
@@ -968,6 +978,28 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	}
 }
 
+// nextHopFor returns the next-hop a relay writes on page p, which came from
+// lane from (see page), and whether it names the publisher's own lane
+// (own): where the route table places the publisher (placed); else, for a
+// relayed page, the next-hop it carries, which every forwarder writes as
+// the publisher's own lane when it knows one (this function; vere's
+// _mesa_hear_page names the lane a page came from, and vere forwards only
+// to a sponsee's direct lane, so a page reaches it at hop 0); else, for a
+// relayed page that carries none (its forwarder knew no public lane of
+// the publisher's, or withheld it from us as its sponsor), the forwarder's
+// lane from, the seed's step; else none (named false).
+func nextHopFor(p *scry.Packet, from netip.AddrPort, carried, placed lane.Key) (hop netip.AddrPort, named, own bool) {
+	switch {
+	case placed.IsValid():
+		return placed.AddrPort(), true, true
+	case p.Header.Hops == 0:
+		return netip.AddrPort{}, false, false
+	case carried.IsValid():
+		return carried.AddrPort(), true, true
+	}
+	return from, true, false
+}
+
 // nextHopKey returns page p's next-hop, invalid when it has none.
 func nextHopKey(p *scry.Packet) lane.Key {
 	if ap, has := p.NextHopAddr(); has {
@@ -977,10 +1009,13 @@ func nextHopKey(p *scry.Packet) lane.Key {
 }
 
 // bareFor reports whether requester q gets a page with no next-hop: one of
-// our own sponsors (the seed's rule), or the ship behind us in ship-lane
-// mode, which must not learn lanes that bypass the relay it sits behind.
-func (r *Relay) bareFor(q lane.Key, sponsors []lane.Key) bool {
-	return slices.Contains(sponsors, q) || r.link.mustNotLearnBypasses(q)
+// our own sponsors when the next-hop names a forwarder (!own: the seed's
+// rule against fraternizing; the publisher's own lane they are given, to
+// pass on to a stock requester, docs/arvo-lanes.md L3), or the ship behind
+// us in ship-lane mode, which must not learn lanes that bypass the relay it
+// sits behind.
+func (r *Relay) bareFor(q lane.Key, sponsors []lane.Key, own bool) bool {
+	return (!own && slices.Contains(sponsors, q)) || r.link.mustNotLearnBypasses(q)
 }
 
 // editPage sets a page's hop count and next-hop (cleared when !set), with

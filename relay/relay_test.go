@@ -269,34 +269,55 @@ func TestPageFollowsPendingEntryAndRewritesNext(t *testing.T) {
 	f.wantDrop(relay.DropUnsolicited, 2)
 }
 
-func TestPageToOurSponsorCarriesNoNextHop(t *testing.T) {
-	f := newFixture(t, nil)
-	// Our sponsor ~zod and a stranger both ask for the same name.
-	f.handle(peek(t, "~nec", "a", 1), zodLane)
-	f.now += 5 * time.Second // past the suppression window, so alice's is forwarded too
-	f.handle(peek(t, "~nec", "a", 0), alice)
-	sends := f.handle(page(t, "~nec", "a", 0, netip.MustParseAddrPort("192.0.2.1:1")), necLane)
-	if len(sends) != 2 {
-		t.Fatalf("sends %v", sendsTo(sends))
-	}
-	for _, s := range sends {
-		p := parse(t, s.Buf)
-		next, has := p.NextHopAddr()
-		switch s.To {
-		case zodLane:
-			if has {
-				t.Errorf("page to our sponsor has next-hop %v", next)
+// TestPageToOurSponsorNamesOnlyThePublisher: our sponsor ~zod and a
+// stranger ask for the same names. A page whose next-hop names the
+// publisher's own lane goes to both with it (the sponsor passes it on to
+// a stock requester, who stores it as the publisher's lane: ames.hoon
+// +ev-update-lane, docs/arvo-lanes.md L3); a page whose next-hop could only
+// name the forwarder it came through goes to the stranger with it (the
+// seed's step) and to our sponsor with none (the seed's rule against
+// fraternizing).
+func TestPageToOurSponsorNamesOnlyThePublisher(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		pub      lane.Ship
+		hops     int
+		sponsorN bool // the sponsor's copy carries the next-hop
+	}{
+		{"publisher's own lane", ship(t, "~nec"), 0, true},
+		{"forwarder's lane", planetUnderNec, 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			p := scry.NewPeek(scry.Name{Ship: tc.pub, Bloq: scry.DefaultBloq, Path: []byte("a")})
+			p.Header.Hops = 1
+			f.handle(p.Append(nil), zodLane)
+			f.now += 5 * time.Second // past the suppression window, so alice's is forwarded too
+			f.handle(peekOf(tc.pub, "a"), alice)
+			sends := f.handle(hopPage(t, tc.pub, "a", tc.hops, netip.AddrPort{}), necLane)
+			if len(sends) != 2 {
+				t.Fatalf("sends %v", sendsTo(sends))
 			}
-		case alice:
-			if !has || next != necLane {
-				t.Errorf("page to alice has next-hop %v %v", next, has)
+			for _, s := range sends {
+				p := parse(t, s.Buf)
+				next, has := p.NextHopAddr()
+				switch s.To {
+				case zodLane:
+					if has != tc.sponsorN || (has && next != necLane) {
+						t.Errorf("page to our sponsor has next-hop %v %v, want %v", next, has, tc.sponsorN)
+					}
+				case alice:
+					if !has || next != necLane {
+						t.Errorf("page to alice has next-hop %v %v", next, has)
+					}
+				default:
+					t.Errorf("page sent to %v", s.To)
+				}
+				if int(p.Header.Hops) != tc.hops+1 {
+					t.Errorf("hops %d", p.Header.Hops)
+				}
 			}
-		default:
-			t.Errorf("page sent to %v", s.To)
-		}
-		if p.Header.Hops != 1 {
-			t.Errorf("hops %d", p.Header.Hops)
-		}
+		})
 	}
 }
 

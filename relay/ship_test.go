@@ -256,8 +256,10 @@ func TestPrivateLaneNeverBecomesNextHop(t *testing.T) {
 				c.HintNets = []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16")}
 			}
 		})
-		oneSend(t, f.handle(peek(t, "~nec", "lan", 0), alice), necLane)
-		s := oneSend(t, f.handle(page(t, "~nec", "lan", 0, netip.AddrPort{}), lan), alice)
+		// ~nec's forwarder heard the page from its publisher at a LAN
+		// lane and named it.
+		oneSend(t, f.handle(peekOf(planetUnderNec, "lan"), alice), necLane)
+		s := oneSend(t, f.handle(hopPage(t, planetUnderNec, "lan", 1, lan), necLane), alice)
 		sp := parse(t, s)
 		next, ok := sp.NextHopAddr()
 		if declared != ok || (ok && next != lan) {

@@ -268,8 +268,9 @@ func stepTightening(ctx context.Context, n *demoNet) error {
 		return fmt.Errorf("the moon's ping did not reach %s: %w", n.Ritpub.Name, err)
 	}
 	fmt.Fprintf(n.out, "\n%s pinged its sponsor: %s's relay has learned the moon's lane.\n", n.Moon.Name, n.Ritpub.Name)
-	fmt.Fprintf(n.out, "%s peeks a new path on %s each round. Each answer's next-hop names the\n", n.Rovnys.Name, n.Moon.Name)
-	fmt.Fprintf(n.out, "lane one step closer to the moon, which the next request tries beside the known-good one:\n\n")
+	fmt.Fprintf(n.out, "%s peeks a new path on %s each round. A relayed answer's next-hop names the\n", n.Rovnys.Name, n.Moon.Name)
+	fmt.Fprintf(n.out, "moon's own lane, as the relay nearest the moon heard it (never a relay's: arvo stores a\n")
+	fmt.Fprintf(n.out, "next-hop as the peer's lane); the next request tries it beside the known-good one:\n\n")
 	w := n.targetsWidth()
 	for i := 1; i <= demoRounds; i++ {
 		path := fmt.Sprintf("demo/tighten/%d", i)

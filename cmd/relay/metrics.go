@@ -135,6 +135,7 @@ var eventHelp = map[relay.Event]string{
 	relay.EventVouchRefused:           "Forwards of a sponsee's traffic by the fronted ship to a lane an unacked ping naming the sponsee came from, not taken as vouching (fronting mode).",
 	relay.EventHintsScrubbed:          "Private next-hops and origins rewritten to the public lane or removed.",
 	relay.EventNextHopUnencodable:     "Pages sent without a next-hop because the lane has no 6-byte form (IPv6).",
+	relay.EventNextHopUnknown:         "Pages sent without a next-hop because the publisher's own lane is not known here (a next-hop never names a forwarder: a stock requester would store it as the publisher's lane).",
 	relay.EventLateAnswers:            "Unsolicited pages (late copies) that answered a probe outstanding on the lane they came from; also counted as dropped unsolicited.",
 	relay.EventProbesSent:             "STUN binding requests sent to busy lanes to prove they answer (every vere ship does); answered ones are exempt from the amplification budget.",
 	relay.EventLanesProven:            "Lane probes answered from the lane probed, with the probe's transaction id: lanes exempt from the amplification budget.",

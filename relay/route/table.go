@@ -1073,10 +1073,15 @@ func (r *Table) LateAnswer(o PageObs, now time.Duration) bool {
 // direct lane works: the relay then keeps the request pending, so that the
 // page from the direct lane, sent the same request, reaches the requester
 // too (the known-good lane's answer is never lost to a challenger's
-// faster one). placed, for a relayed page (o.Relayed), is where the table
-// places the publisher once the page is taken, for the next-hop a relay
-// writes on it: its pinned lane, or its direct lane while proven and
-// fresh; invalid otherwise.
+// faster one). placed is the publisher's own lane as the table places it
+// once the page is taken, for the next-hop a relay writes on the page: its
+// pinned lane; else, for a hop-0 page that came from one of its own lanes
+// (ownLaneLocked: not a challenger's, not a sponsor's), that lane; else its
+// direct lane while proven and fresh; invalid otherwise. It is never a
+// forwarder's lane: a stock requester takes a relayed page's next-hop as
+// the publisher's lane, replacing a direct lane it holds that differs
+// (ames.hoon +ev-update-lane, docs/arvo-lanes.md L3), so only the
+// publisher's own lane is safe to name.
 func (r *Table) PageArrived(o PageObs, now time.Duration, ships []lane.Ship, dst []lane.Key) (_ []lane.Key, contested bool, placed lane.Key) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -1092,12 +1097,13 @@ func (r *Table) PageArrived(o PageObs, now time.Duration, ships []lane.Ship, dst
 		}
 		r.answeredLocked(o, now)
 	}
-	if o.Relayed { // only a relayed page's next-hop is chosen from it
-		if k, ok := r.pinnedLocked(s); ok {
-			placed = k
-		} else if rt, ok := r.table.Peek(s); ok && rt.direct.proven && r.directFreshLocked(rt, now) {
-			placed = rt.direct.lane
-		}
+	rt, _ = r.table.Peek(s)
+	if k, ok := r.pinnedLocked(s); ok {
+		placed = k
+	} else if o.Hop0 && !contested && r.ownLaneLocked(s, rt, from) {
+		placed = from
+	} else if rt != nil && rt.direct.proven && r.directFreshLocked(rt, now) {
+		placed = rt.direct.lane
 	}
 	return r.appendLanesOfLocked(dst, ships), contested, placed
 }
@@ -1111,8 +1117,13 @@ func (r *Table) answeredLocked(o PageObs, now time.Duration) {
 		return
 	}
 	// A next-hop is worth a route only from a page that came the way the
-	// request went, and only if it may be a target.
-	hint := !r.sim.NoHints && next.IsValid() && next != from && r.HintAllowed(next)
+	// request went, and only if it may be a target; and never for a ship
+	// we sponsor from further up its chain (the seed's rule: no
+	// fraternizing from a galaxy straight to a planet or moon; a relay
+	// below passes us its publisher's own lane only to hand on to stock
+	// requesters, see relay's nextHopFor).
+	hint := !r.sim.NoHints && next.IsValid() && next != from && r.HintAllowed(next) &&
+		!r.sponsorOfLocked(s)
 	rt := r.getLocked(s, false, from)
 	hint = hint && r.onRouteLocked(s, rt, from, now)
 	if rt == nil && hint {
@@ -1173,6 +1184,16 @@ func (r *Table) answeredLocked(o PageObs, now time.Duration) {
 		return
 	}
 	r.changes++
+}
+
+// sponsorOfLocked reports whether this table's ship is one of s's
+// sponsors further up than s's own sponsor (its galaxy above a star's
+// planet, say): the seed's no-fraternizing rule keeps such a relay
+// forwarding to s's sponsor, not to s.
+func (r *Table) sponsorOfLocked(s lane.Ship) bool {
+	var chainBuf [8]lane.Ship
+	chain := r.sponsors.AppendChain(chainBuf[:0], s)
+	return len(chain) > 2 && slices.Contains(chain[2:], r.self)
 }
 
 // onRouteLocked reports whether lane from is one that requests for s are

@@ -118,6 +118,31 @@ func TestHintTightensAndFailsBack(t *testing.T) {
 	wantLanes(t, "hint proven", rt.Select(planet, alice, now), hintKey)
 }
 
+// TestNoHintsForShipsWeSponsorFromAbove is the seed's rule against
+// fraternizing: a galaxy's relay is handed its descendant planet's own lane
+// as next-hop by the star's relay (to pass on to stock requesters, who
+// store it as the planet's lane), but keeps forwarding the planet's
+// requests to the star, not to the planet. Twin: the planet of another
+// galaxy tightens on the same next-hop.
+func TestNoHintsForShipsWeSponsorFromAbove(t *testing.T) {
+	rt, err := New(nec, nil, Config{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.SetStatic(map[lane.Ship]lane.Key{marnec: marnecKey})
+	now := sec
+	wantLanes(t, "through the star", rt.Select(planet, alice, now), marnecKey)
+	rt.Answered(planet, marnecKey, planetKey, true, now)
+	wantLanes(t, "our descendant, after its star's next-hop", rt.Select(planet, alice, now), marnecKey)
+
+	other := lane.Ship{Lo: 0x0005_0102} // a planet under ~marbud, under ~bud
+	budKey := key("198.51.100.9:13338")
+	rt.SetStatic(map[lane.Ship]lane.Key{marnec: marnecKey, lane.Ship{Lo: 2}: budKey})
+	wantLanes(t, "another galaxy's planet", rt.Select(other, alice, now), budKey)
+	rt.Answered(other, budKey, hintKey, true, now)
+	wantLanes(t, "another galaxy's planet, after the next-hop", rt.Select(other, alice, now), hintKey, budKey)
+}
+
 // TestPlanCommit: a plan changes nothing; committing it starts probes, and
 // a committed probe unanswered for ProvenFailures timeouts, with the lane
 // silent, demotes it; a lane heard from meanwhile is kept.

@@ -127,11 +127,14 @@ func conversation(t *testing.T, n *Network, requester, rcvr, k int) []Result {
 	return out
 }
 
-// TestMoonRouteTightensOneRelayPerRoundTrip is the seed's example: a moon
+// TestMoonRouteTightensToTheMoonsOwnLane is the seed's example: a moon
 // behind its planet's relay, reached from another galaxy's planet, is
-// answered through galaxy, star and planet relays, then one relay fewer per
-// round trip, then directly, and no request is lost on the way.
-func TestMoonRouteTightensOneRelayPerRoundTrip(t *testing.T) {
+// answered through galaxy, star and planet relays, whose page names the
+// moon's own lane (the planet relay heard it at hop 0 and every relay above
+// passes it on: a next-hop never names a relay, since stock arvo stores it
+// as the peer's lane, docs/arvo-lanes.md L3), then directly, and no request
+// is lost on the way.
+func TestMoonRouteTightensToTheMoonsOwnLane(t *testing.T) {
 	n := newNet(t, Config{})
 	ships := n.Ships()
 	moon := pick(t, n, func(_ int, s *Ship) bool { return s.Class == lane.Moon && !s.NAT })
@@ -140,7 +143,7 @@ func TestMoonRouteTightensOneRelayPerRoundTrip(t *testing.T) {
 	})
 	n.RunUntil(30 * time.Second)
 	res := conversation(t, n, req, moon, 6)
-	wantHops := []int{3, 2, 1, 0, 0, 0}
+	wantHops := []int{3, 0, 0, 0, 0, 0}
 	for i, r := range res {
 		if r.Lost || r.Tries != 1 {
 			t.Errorf("request %d: lost %v, tries %d; tightening must lose nothing", i, r.Lost, r.Tries)
