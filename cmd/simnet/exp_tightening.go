@@ -332,8 +332,8 @@ func (r *tighteningResult) findings() []string {
 	settled = append(settled, design.cats[planetNAT].settledHops...)
 	settled = append(settled, design.cats[moonNAT].settledHops...)
 	var out []string
-	out = append(out, fmt.Sprintf("Routes tighten one relay per round trip, as the seed describes: requests to public stars, planets and moons go direct after %s, %s and %s round trips on average under the design; "+
-		"galaxy-only gets there in %s, %s and %s, because a galaxy already knows the lane of every ship under it. Ships behind a NAT never go direct: their routes settle on the sponsor's relay (%s hops on arrival).",
+	out = append(out, fmt.Sprintf("Routes tighten straight to the receiver, not one relay per round trip as the seed describes: a relay's next-hop names the receiver's own lane, as the relay nearest it heard it, never a relay's, because stock arvo stores a next-hop as the peer's lane (docs/arvo-lanes.md L3). Requests to public stars, planets and moons go direct after %s, %s and %s round trips on average under the design; "+
+		"galaxy-only gets there in %s, %s and %s, because a galaxy already knows the lane of every ship under it. Ships behind a NAT never go direct: once settled, their requests arrive after %s hops on average (through the relays the requester held before the receiver's lane was named).",
 		rt(design, star), rt(design, planet), rt(design, moon), rt(today, star), rt(today, planet), rt(today, moon), f(mean(settled), 1)))
 	var reqs, bad int
 	for _, c := range design.cats {

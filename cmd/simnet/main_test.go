@@ -30,7 +30,9 @@ const (
 )
 
 // TestTighteningLosesNothing checks the seed's claims on a short run: routes
-// to public ships go direct, one relay per round trip; ships behind a NAT
+// to public ships go direct, within one round trip per relay on the way
+// (in fact after the first: a relay's next-hop names the receiver's own
+// lane, docs/arvo-lanes.md L3); ships behind a NAT
 // stay behind their sponsor; and no request is lost or retransmitted while
 // routes tighten, without link loss. With a single route (SingleRoute: the
 // tightest candidate alone) routes tighten as fast, and a dead hint (a
@@ -66,11 +68,10 @@ func TestTighteningLosesNothing(t *testing.T) {
 		case !c.nat && d.wentDirect != d.pairs:
 			t.Errorf("%s: %d of %d pairs went direct; every public receiver should", c.name, d.wentDirect, d.pairs)
 		}
-		// The chain tightens one relay per round trip: a receiver at depth
-		// d is reached directly after at most d round trips (fewer when
-		// the requester already knows a relay on the way), even when the
-		// looser route's copy of a page wins the race: the endpoint takes
-		// the next-hop from the tighter route's late duplicate.
+		// A receiver at depth d is reached directly after at most d round
+		// trips (the first relayed page names its own lane), even when
+		// the looser route's copy of a page wins the race: the endpoint
+		// takes the next-hop from the tighter route's late duplicate.
 		if !c.nat && maxOf(d.roundTrips) > float64(c.class) {
 			t.Errorf("%s: %v round trips to direct on average, up to %v; want at most %d", c.name, mean(d.roundTrips), maxOf(d.roundTrips), c.class)
 		}
