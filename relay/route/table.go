@@ -1097,7 +1097,9 @@ func (r *Table) PageArrived(o PageObs, now time.Duration, ships []lane.Ship, dst
 		}
 		r.answeredLocked(o, now)
 	}
-	rt, _ = r.table.Peek(s)
+	if rt == nil { // heardLocked may have made it
+		rt, _ = r.table.Peek(s)
+	}
 	if k, ok := r.pinnedLocked(s); ok {
 		placed = k
 	} else if o.Hop0 && !contested && r.ownLaneLocked(s, rt, from) {
