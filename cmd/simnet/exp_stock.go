@@ -132,9 +132,9 @@ func (r *stockResult) section() section {
 	fmt.Fprintf(&b, "\n**Next-hops and stock arvo.** Stock arvo stores a page's next-hop as the peer's lane (`+ev-update-lane`), and over a direct lane it holds it keeps the direct one only if the next-hop is that same lane: any other next-hop replaces it (\"otherwise accept and update indirect route\"). "+
 		"So a relay writes as next-hop only the publisher's own lane (`relay.nextHopFor`): where its route table places the publisher (pinned, the lane a hop-0 page came from, or proven and fresh), else the next-hop a relayed page carries (the forwarder below heard the page at hop 0 and named that lane, as vere's `_mesa_hear_page` does), and a forwarder's lane only for a relayed page that carries none (the publisher's lane unknown below: private); a star relay gives the galaxy relay above it the publisher's lane to hand on. "+
 		"A stock requester receives such a page while it holds a direct lane only when it has also asked the galaxy: when the peer was silent for %v (`+make-lanes`: is-peer-dead), or its lane is indirect. vere hands arvo only the first copy of an answer (`_mesa_hear_page` deletes the request with it), so the relayed copy un-tightens the requester only when it beats the direct one, which in these runs it does only if the direct copy is lost. "+
-		"The pairs below ask %d times, %v apart (past %v, so every request after the first goes to the direct lane and the galaxy), with %.0f %% loss on every link: *late relayed copies* are the relayed copies vere dropped, *would un-tighten* those of them whose next-hop differs from the direct lane arvo then held, *un-tightened* the pages that did replace a direct lane.\n\n",
+		"The pairs below ask %d times, %v apart (past %v, so every request after the first goes to the direct lane and the galaxy), with %.0f %% loss on every link: *late relayed copies* are the relayed copies vere dropped, *would un-tighten* those of them whose next-hop differs from the direct lane arvo then held, *un-tightened* the pages that did replace a direct lane; *second copies* every copy vere dropped (relayed or not), the second answer that a request arvo sent to two lanes brings back.\n\n",
 		prose(sim.ArvoDeadAfter), IdleRequests, prose(IdleGap), prose(sim.ArvoDeadAfter), 100*TightenLoss)
-	nt := table{head: []string{"deployment", "requester model", "requests", "late relayed copies", "would un-tighten", "un-tightened", "lost"}}
+	nt := table{head: []string{"deployment", "requester model", "requests", "second copies", "late relayed copies", "would un-tighten", "un-tightened", "lost"}}
 	for i, d := range r.deps {
 		if d.st.Requester == sim.RequesterEndpoint {
 			continue
@@ -145,7 +145,7 @@ func (r *stockResult) section() section {
 			reqs += c.requests
 			lost += c.lost
 		}
-		nt.add(d.where, d.st.Name, fmt.Sprint(reqs), fmt.Sprint(ir.stock.LateRelayed), fmt.Sprint(ir.stock.LateWouldUntighten), fmt.Sprint(ir.stock.Untightened), fmt.Sprint(lost))
+		nt.add(d.where, d.st.Name, fmt.Sprint(reqs), fmt.Sprint(ir.stock.LateCopies), fmt.Sprint(ir.stock.LateRelayed), fmt.Sprint(ir.stock.LateWouldUntighten), fmt.Sprint(ir.stock.Untightened), fmt.Sprint(lost))
 	}
 	b.WriteString(nt.String())
 	b.WriteString("\n" + stockRules)

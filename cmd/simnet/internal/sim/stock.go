@@ -115,6 +115,10 @@ type StockStats struct {
 	// differs from it): how often the race alone keeps a wrong next-hop
 	// from un-tightening a requester.
 	LateRelayed, LateWouldUntighten uint64
+	// LateCopies counts every copy of a page vere dropped because an
+	// earlier copy had answered the request, relayed or not: the second
+	// answer a request sent to two lanes (+make-lanes) brings back.
+	LateCopies uint64
 }
 
 // stockShip is the requester and keepalive of one stock ship.
@@ -447,6 +451,7 @@ func (s *stockShip) handle(b []byte, from netip.AddrPort, now time.Duration, out
 	case scry.TypePage:
 		r, ok := s.reqs[string(p.NameBytes())]
 		if !ok || r.left == 0 {
+			s.stats.LateCopies++
 			if p.Header.Hops > 0 {
 				s.stats.LateRelayed++
 				next, hasNext := p.NextHopAddr()
@@ -635,6 +640,7 @@ func (n *Network) StockStats() StockStats {
 			t.ArvoRetries += s.stats.ArvoRetries
 			t.LateRelayed += s.stats.LateRelayed
 			t.LateWouldUntighten += s.stats.LateWouldUntighten
+			t.LateCopies += s.stats.LateCopies
 		}
 	}
 	return t

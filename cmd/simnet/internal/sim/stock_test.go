@@ -227,8 +227,8 @@ func TestStockFirstCopyOnly(t *testing.T) {
 	if p := s.peer(tPlanet); p.hop != 2 || p.lane != tRelay {
 		t.Errorf("lane %+v, want the first copy's next-hop", *p)
 	}
-	if s.stats.LateRelayed != 0 {
-		t.Errorf("LateRelayed %d for a hop-0 copy", s.stats.LateRelayed)
+	if s.stats.LateRelayed != 0 || s.stats.LateCopies != 1 {
+		t.Errorf("LateRelayed %d, LateCopies %d for a hop-0 late copy; want 0 and 1", s.stats.LateRelayed, s.stats.LateCopies)
 	}
 	// A late relayed copy naming another lane than a direct one held is
 	// counted as one that would have un-tightened.
@@ -237,7 +237,7 @@ func TestStockFirstCopyOnly(t *testing.T) {
 	s.peek(tPlanet, "w", 0, nil, nil)
 	s.handle(page(t, tPlanet, "w", 0, netip.AddrPort{}), tLanes[tPlanet], time.Second, nil)
 	s.handle(page(t, tPlanet, "w", 2, tRelay), tLanes[tGal], 2*time.Second, nil)
-	if s.stats.LateRelayed != 1 || s.stats.LateWouldUntighten != 1 || !s.direct(tPlanet) {
+	if s.stats.LateRelayed != 1 || s.stats.LateWouldUntighten != 1 || s.stats.LateCopies != 1 || !s.direct(tPlanet) {
 		t.Errorf("stats %+v, direct %v; want the late copy counted and the lane kept", s.stats, s.direct(tPlanet))
 	}
 }
