@@ -22,6 +22,7 @@ import (
 	"github.com/urbit-relay/relay/relay/endpoint"
 	"github.com/urbit-relay/relay/relay/front"
 	"github.com/urbit-relay/relay/relay/transport"
+	"github.com/urbit-relay/relay/relay/transport/transporttest"
 	"github.com/urbit-relay/relay/scry"
 )
 
@@ -78,7 +79,7 @@ type memRelay struct {
 
 func newMemRelay(t *testing.T) *memRelay {
 	t.Helper()
-	mem := transport.NewMemNetwork()
+	mem := transporttest.NewMemNetwork()
 	listen := func(s string) transport.Conn {
 		c, err := mem.Listen(netip.MustParseAddrPort(s))
 		if err != nil {
