@@ -50,8 +50,9 @@ func TestLayering(t *testing.T) {
 // so they import nothing of this module but each other: nothing the relay
 // imports may import the relay. Those under internal/harness/ (seednet,
 // vtool, dissector) drive the relay, so only tests and cmd/ import them.
-// The test doubles (transporttest's MemNetwork and NewPipe) are imported by
-// tests alone: no package's non-test files import them.
+// The test doubles (transporttest's MemNetwork and NewPipe, pkitest's
+// NewSignedPage) are imported by tests alone: no package's non-test files
+// import them.
 func TestInternalSplit(t *testing.T) {
 	const mod = "github.com/urbit-relay/relay"
 	out := goList(t, "-f", "{{.ImportPath}}\t{{join .Imports \" \"}}", mod+"/...")
@@ -62,7 +63,7 @@ func TestInternalSplit(t *testing.T) {
 	}
 	isHarness := func(p string) bool { return strings.HasPrefix(p, mod+"/internal/harness/") }
 	isLib := func(p string) bool { return strings.HasPrefix(p, mod+"/internal/") && !isHarness(p) }
-	testOnly := []string{mod + "/relay/transport/transporttest"}
+	testOnly := []string{mod + "/relay/transport/transporttest", mod + "/relay/pki/pkitest"}
 	for _, want := range append([]string{mod + "/relay", mod + "/internal/hist", mod + "/internal/harness/seednet"}, testOnly...) {
 		if _, ok := imports[want]; !ok {
 			t.Fatalf("go list did not list %s:\n%s", want, out)
