@@ -28,8 +28,8 @@ func goList(t *testing.T, args ...string) string {
 // wire build on this package, not on each other.
 func TestLayering(t *testing.T) {
 	for pkg, forbidden := range map[string][]string{
-		"github.com/urbit-relay/relay/relay/route":    {"github.com/urbit-relay/relay/relay", "github.com/urbit-relay/relay/relay/endpoint"},
-		"github.com/urbit-relay/relay/relay/endpoint": {"github.com/urbit-relay/relay/relay"},
+		"github.com/urbit-relay/relay/relay/route": {"github.com/urbit-relay/relay/relay", "github.com/urbit-relay/relay/endpoint"},
+		"github.com/urbit-relay/relay/endpoint":    {"github.com/urbit-relay/relay/relay"},
 	} {
 		deps := strings.Fields(goList(t, "-deps", pkg))
 		if !slices.Contains(deps, pkg) {

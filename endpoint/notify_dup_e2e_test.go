@@ -7,7 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/urbit-relay/relay/relay/endpoint"
+	"github.com/urbit-relay/relay/endpoint"
 	"github.com/urbit-relay/relay/relay/transport/transporttest"
 	"github.com/urbit-relay/relay/session"
 )
