@@ -11,6 +11,7 @@ import (
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/transport"
+	"github.com/urbit-relay/relay/relay/transport/transporttest"
 )
 
 // decisionRecord is a copy of a relay.Decision, its sends as their lanes.
@@ -85,7 +86,7 @@ func (r *recordDecisions) Log(d *relay.Decision) {
 // dropped with its reason; one not wanted is not told.
 func TestServerDecisions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := transport.NewMemNetwork()
+		mem := transporttest.NewMemNetwork()
 		listen := func(s string) transport.Conn {
 			c, err := mem.Listen(netip.MustParseAddrPort(s))
 			if err != nil {
@@ -171,7 +172,7 @@ func TestActionNames(t *testing.T) {
 // that lane is the relay's own.
 func TestServerDecisionsFronting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := transport.NewMemNetwork()
+		mem := transporttest.NewMemNetwork()
 		srvConn, err := mem.Listen(netip.MustParseAddrPort("203.0.113.1:13337"))
 		if err != nil {
 			t.Fatal(err)
@@ -181,7 +182,7 @@ func TestServerDecisionsFronting(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer alice.Close()
-		relaySide, shipSide := transport.NewPipe(frontShipLane, 0)
+		relaySide, shipSide := transporttest.NewPipe(frontShipLane, 0)
 		defer shipSide.Close()
 		r, err := relay.New(relay.Config{
 			Ship: ship(t, "~marzod"), Self: []netip.AddrPort{srvConn.LocalAddr()},

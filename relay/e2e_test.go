@@ -9,10 +9,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/urbit-relay/relay/endpoint"
 	"github.com/urbit-relay/relay/internal/harness/seednet"
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
-	"github.com/urbit-relay/relay/relay/endpoint"
 	"github.com/urbit-relay/relay/relay/pit"
 	"github.com/urbit-relay/relay/relay/transport"
 	"github.com/urbit-relay/relay/relay/transport/transporttest"
@@ -30,7 +30,7 @@ func ship(t testing.TB, s string) lane.Ship {
 
 // netw abstracts the two networks every end-to-end test runs on.
 type netw struct {
-	mem *transport.MemNetwork // nil for real UDP on 127.0.0.1
+	mem *transporttest.MemNetwork // nil for real UDP on 127.0.0.1
 }
 
 func (n netw) listen(t testing.TB) transport.Conn {
@@ -117,7 +117,7 @@ func (s *seedNet) close() { s.net.Close() }
 func TestSeedExampleTightening(t *testing.T) {
 	t.Run("mem", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			mem := transport.NewMemNetwork()
+			mem := transporttest.NewMemNetwork()
 			mem.SetDelay(5 * time.Millisecond)
 			testSeedExample(t, netw{mem: mem}, mem)
 		})
@@ -128,7 +128,7 @@ func TestSeedExampleTightening(t *testing.T) {
 	})
 }
 
-func testSeedExample(t *testing.T, n netw, mem *transport.MemNetwork) {
+func testSeedExample(t *testing.T, n netw, mem *transporttest.MemNetwork) {
 	s := newSeedNet(t, n, 500*time.Millisecond)
 	defer s.close()
 	misterAddr := s.mister.Addr()
@@ -215,7 +215,7 @@ func testSeedExample(t *testing.T, n netw, mem *transport.MemNetwork) {
 
 // waitFor waits until cond holds: in a synctest bubble by letting fake time
 // pass, over real sockets by polling.
-func waitFor(t *testing.T, mem *transport.MemNetwork, cond func() bool) {
+func waitFor(t *testing.T, mem *transporttest.MemNetwork, cond func() bool) {
 	t.Helper()
 	for i := 0; i < 200; i++ {
 		if cond() {
@@ -228,7 +228,7 @@ func waitFor(t *testing.T, mem *transport.MemNetwork, cond func() bool) {
 
 // settle lets in-flight duplicates land before the next round, so that each
 // round starts from the routes the previous one taught.
-func settle(mem *transport.MemNetwork) {
+func settle(mem *transporttest.MemNetwork) {
 	if mem != nil {
 		time.Sleep(100 * time.Millisecond)
 		synctest.Wait()
@@ -243,7 +243,7 @@ func settle(mem *transport.MemNetwork) {
 func TestAggregationManyRequesters(t *testing.T) {
 	t.Run("mem", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			mem := transport.NewMemNetwork()
+			mem := transporttest.NewMemNetwork()
 			mem.SetDelay(5 * time.Millisecond)
 			testAggregation(t, netw{mem: mem})
 		})

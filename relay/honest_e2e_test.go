@@ -25,7 +25,7 @@ import (
 func TestHonestDownloadEndToEnd(t *testing.T) {
 	t.Run("mem", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			mem := transport.NewMemNetwork()
+			mem := transporttest.NewMemNetwork()
 			mem.SetDelay(time.Millisecond)
 			testHonestDownload(t, netw{mem: mem})
 		})

@@ -12,6 +12,7 @@ import (
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/transport"
+	"github.com/urbit-relay/relay/relay/transport/transporttest"
 	"github.com/urbit-relay/relay/scry"
 )
 
@@ -31,7 +32,7 @@ func legacy(t testing.TB, sndr, rcvr string, n int, tag int) []byte {
 // relayCycle starts three relays on mem, fronting the galaxies ~zod, ~nec
 // and ~bud, each with target's lane pinned at the next: a forwarding
 // cycle for target. mod, if set, changes each relay's config.
-func relayCycle(t *testing.T, mem *transport.MemNetwork, target lane.Ship, mod func(*relay.Config)) ([]transport.Conn, []*relay.Relay) {
+func relayCycle(t *testing.T, mem *transporttest.MemNetwork, target lane.Ship, mod func(*relay.Config)) ([]transport.Conn, []*relay.Relay) {
 	var conns []transport.Conn
 	for i := 0; i < 3; i++ {
 		c, err := mem.Listen(netip.MustParseAddrPort(fmt.Sprintf("10.0.0.%d:13337", i+1)))
@@ -90,7 +91,7 @@ func TestLegacyLoopCostsAtMostEight(t *testing.T) {
 	}{{"planet sender", "~dapnep-ronmyl", true}, {"galaxy sender", "~wes", true}, {"no filter", "~dapnep-ronmyl", false}} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				mem := transport.NewMemNetwork()
+				mem := transporttest.NewMemNetwork()
 				mem.SetDelay(time.Millisecond)
 				conns, cores := relayCycle(t, mem, ship(t, "~sampel-palnet"), func(cfg *relay.Config) {
 					if !c.dups {
@@ -142,7 +143,7 @@ func TestLegacyLoopCostsAtMostEight(t *testing.T) {
 // afterwards finds no route (galaxy lanes come from configuration).
 func TestLegacyLearnedCycleDoesNotOutliveTheAttacker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := transport.NewMemNetwork()
+		mem := transporttest.NewMemNetwork()
 		mem.SetDelay(time.Millisecond)
 		conns, cores := relayCycle(t, mem, ship(t, "~sampel-palnet"), nil)
 		attacker, err := mem.Listen(netip.MustParseAddrPort("10.0.0.99:5000"))
@@ -504,7 +505,7 @@ func TestDatagramOverReadBufferIsTooLarge(t *testing.T) {
 // network: 599 bytes are forwarded, 600 and 601 are not.
 func TestServerDropsFullBuffer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := transport.NewMemNetwork()
+		mem := transporttest.NewMemNetwork()
 		rc, _ := mem.Listen(netip.MustParseAddrPort("10.0.0.1:13337"))
 		recv, _ := mem.Listen(netip.MustParseAddrPort("10.0.0.2:13337"))
 		sender, _ := mem.Listen(netip.MustParseAddrPort("10.0.0.3:5000"))

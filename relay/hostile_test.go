@@ -13,6 +13,7 @@ import (
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/transport"
+	"github.com/urbit-relay/relay/relay/transport/transporttest"
 )
 
 // TestForwardingLoopCostIsBounded: three relays misconfigured so that each
@@ -21,7 +22,7 @@ import (
 // when it comes round again, and the hop limit stops it in any case.
 func TestForwardingLoopCostIsBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := transport.NewMemNetwork()
+		mem := transporttest.NewMemNetwork()
 		mem.SetDelay(time.Millisecond)
 		target := ship(t, "~sampel-palnet")
 		var conns []transport.Conn

@@ -7,6 +7,7 @@ import (
 
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay/pki"
+	"github.com/urbit-relay/relay/relay/pki/pkitest"
 	"github.com/urbit-relay/relay/scry"
 )
 
@@ -16,7 +17,7 @@ import (
 func TestPageSigned(t *testing.T) {
 	pub := lane.ShipFromUint64(0x0101_0203)
 	priv := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
-	p, err := pki.NewSignedPage(priv, scry.Name{Ship: pub, Path: []byte("publ/1/g/x/0/hood//ping")}, []byte("hi"))
+	p, err := pkitest.NewSignedPage(priv, scry.Name{Ship: pub, Path: []byte("publ/1/g/x/0/hood//ping")}, []byte("hi"))
 	if err != nil {
 		t.Fatal(err)
 	}

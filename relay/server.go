@@ -51,7 +51,7 @@ type ServerConfig struct {
 	// are read).
 	Decisions DecisionLog
 	// Ship, in fronting mode (Config.Front), is the fronted ship's device
-	// (relay/front's TUN, or a transport pipe in tests): a Conn whose reads
+	// (relay/front's TUN, or transporttest.NewPipe in tests): a Conn whose reads
 	// are what the ship sent, Addr the lane it addressed, and whose writes
 	// reach the ship from Addr. Out's PortShip sends are written there as they are;
 	// what the ship sends leaves by the first socket.

@@ -11,6 +11,7 @@ import (
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/transport"
+	"github.com/urbit-relay/relay/relay/transport/transporttest"
 )
 
 // steppingClock advances by step at every reading.
@@ -25,7 +26,7 @@ func (c *steppingClock) Now() time.Duration { return time.Duration(c.now.Add(int
 // the time from the read to the batch's last write.
 func TestServerServiceTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := transport.NewMemNetwork()
+		mem := transporttest.NewMemNetwork()
 		srvConn, err := mem.Listen(netip.MustParseAddrPort("10.0.0.1:1"))
 		if err != nil {
 			t.Fatal(err)

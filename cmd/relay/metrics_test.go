@@ -17,11 +17,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/urbit-relay/relay/endpoint"
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
-	"github.com/urbit-relay/relay/relay/endpoint"
 	"github.com/urbit-relay/relay/relay/front"
 	"github.com/urbit-relay/relay/relay/transport"
+	"github.com/urbit-relay/relay/relay/transport/transporttest"
 	"github.com/urbit-relay/relay/scry"
 )
 
@@ -78,7 +79,7 @@ type memRelay struct {
 
 func newMemRelay(t *testing.T) *memRelay {
 	t.Helper()
-	mem := transport.NewMemNetwork()
+	mem := transporttest.NewMemNetwork()
 	listen := func(s string) transport.Conn {
 		c, err := mem.Listen(netip.MustParseAddrPort(s))
 		if err != nil {

@@ -30,8 +30,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/urbit-relay/relay/endpoint"
 	"github.com/urbit-relay/relay/lane"
-	"github.com/urbit-relay/relay/relay/endpoint"
 )
 
 const (

@@ -17,6 +17,7 @@ import (
 
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay/pki"
+	"github.com/urbit-relay/relay/relay/pki/pkitest"
 	"github.com/urbit-relay/relay/scry"
 )
 
@@ -201,7 +202,7 @@ func TestPKIFetch(t *testing.T) {
 				t.Fatalf("load: %v", err)
 			}
 			seed, _ := hex.DecodeString(fetchSeed)
-			p, err := pki.NewSignedPage(ed25519.NewKeyFromSeed(seed), scry.Name{Ship: lane.ShipFromUint64(0), Rift: 2, Path: []byte("publ/4/g/x/0/hood//ping")}, []byte("hi"))
+			p, err := pkitest.NewSignedPage(ed25519.NewKeyFromSeed(seed), scry.Name{Ship: lane.ShipFromUint64(0), Rift: 2, Path: []byte("publ/4/g/x/0/hood//ping")}, []byte("hi"))
 			if err != nil {
 				t.Fatal(err)
 			}

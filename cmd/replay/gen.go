@@ -17,10 +17,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/urbit-relay/relay/endpoint"
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/capture"
-	"github.com/urbit-relay/relay/relay/endpoint"
 	"github.com/urbit-relay/relay/scry"
 )
 

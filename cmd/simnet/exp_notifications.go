@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/urbit-relay/relay/cmd/simnet/internal/sim"
+	"github.com/urbit-relay/relay/endpoint"
 	"github.com/urbit-relay/relay/internal/svgchart"
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
-	"github.com/urbit-relay/relay/relay/endpoint"
 	"github.com/urbit-relay/relay/relay/pit"
 	"github.com/urbit-relay/relay/session"
 )

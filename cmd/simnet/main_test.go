@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/urbit-relay/relay/cmd/simnet/internal/sim"
+	"github.com/urbit-relay/relay/endpoint"
 	"github.com/urbit-relay/relay/lane"
-	"github.com/urbit-relay/relay/relay/endpoint"
 )
 
 // shortParams are the CI run's settings: -short, with ships ships.

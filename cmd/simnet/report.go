@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/urbit-relay/relay/cmd/simnet/internal/sim"
-	"github.com/urbit-relay/relay/relay/endpoint"
+	"github.com/urbit-relay/relay/endpoint"
 	"github.com/urbit-relay/relay/relay/pit"
 )
 

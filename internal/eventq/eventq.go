@@ -1,6 +1,6 @@
 // Package eventq is the tree's one time-ordered queue: a binary min-heap of
 // values keyed by a virtual time, used by the simulators' event loops
-// (cmd/simnet/internal/sim, cmd/replay, relay/endpoint's test network) and by
+// (cmd/simnet/internal/sim, cmd/replay, endpoint's test network) and by
 // the timers of session.Publisher and cmd/replay's request deadlines.
 //
 // Values come out in order of (time, tie, push order). The tie is the

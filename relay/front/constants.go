@@ -49,7 +49,7 @@ const (
 	// DefaultTxQueueLen is the TUN's transmit queue length: the packets
 	// the ship's kernel holds for the relay to read before dropping them
 	// (counted in Conn.Drops). The kernel's default for a TUN is 500; 1024
-	// matches transport.DefaultMemQueueLen and a default socket buffer of
+	// matches transporttest.DefaultMemQueueLen and a default socket buffer of
 	// small datagrams.
 	DefaultTxQueueLen = 1024
 

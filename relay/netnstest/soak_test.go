@@ -19,9 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/urbit-relay/relay/endpoint"
 	"github.com/urbit-relay/relay/internal/harness/vtool"
 	"github.com/urbit-relay/relay/lane"
-	"github.com/urbit-relay/relay/relay/endpoint"
 	"github.com/urbit-relay/relay/relay/route"
 	"github.com/urbit-relay/relay/relay/transport"
 	"github.com/urbit-relay/relay/relay/transport/transporttest"

@@ -7,6 +7,8 @@ import (
 
 	"lukechampine.com/blake3"
 	"lukechampine.com/blake3/guts"
+
+	"github.com/urbit-relay/relay/relay/pki/pkitest"
 )
 
 // blakeVectors are BLAKE3-256 hashes of the official test input (byte i is
@@ -95,36 +97,6 @@ func indParent(l, r hash) hash {
 	return gutsHash(guts.ChainingValue(guts.ParentNode(gutsWords(&l), gutsWords(&r), &guts.IV, 0)))
 }
 
-// indSubtree is the chaining value of the leaves of msg from leaf first,
-// split left-heavy as BLAKE3 splits, every compression by guts.
-func indSubtree(msg []byte, first uint64) hash {
-	if len(msg) <= chunkLen {
-		return indLeaf(msg, first)
-	}
-	leaves := (len(msg) + chunkLen - 1) / chunkLen
-	mid := 1
-	for mid*2 < leaves {
-		mid *= 2
-	}
-	return indParent(indSubtree(msg[:mid*chunkLen], first), indSubtree(msg[mid*chunkLen:], first+uint64(mid)))
-}
-
-// indProof is the proof zuse's +build:lss makes for msg (two or more
-// leaves): leaf 0, then the subtrees [2^(i-1), 2^i) cut at the end, each
-// hash computed by guts. tests/lib/lss.hoon pins the shape (see
-// TestUrbitLssVectors); the fold's result is held to BLAKE3 itself.
-func indProof(msg []byte) []byte {
-	leaves := uint64((len(msg) + chunkLen - 1) / chunkLen)
-	l0 := indLeaf(msg[:chunkLen], 0)
-	proof := append([]byte(nil), l0[:]...)
-	for lo := uint64(1); lo < leaves; lo *= 2 {
-		hi := min(2*lo, leaves)
-		h := indSubtree(msg[lo*chunkLen:min(uint64(len(msg)), hi*chunkLen)], lo)
-		proof = append(proof, h[:]...)
-	}
-	return proof
-}
-
 // TestChainingValues holds chunkCV and parentCV without ROOT, the hashes a
 // proof is made of, to lukechampine.com/blake3/guts: chunks of every
 // block boundary, counters past 2^32.
@@ -148,7 +120,7 @@ func TestChainingValues(t *testing.T) {
 // (leafRoot) and for a proof's fold (proofRoot, zuse's +recover-root),
 // every leaf count up to 70 and lengths that end mid-leaf; the proof
 // appendProof makes has proofLen hashes and each equals the independent
-// one. vere's lss_root fold (no ROOT) is checked to differ: it is not the
+// one (pkitest.Proof). vere's lss_root fold (no ROOT) is checked to differ: it is not the
 // value signed.
 func TestMesaRootIsBlake3(t *testing.T) {
 	for _, n := range []int{0, 1, 5, 64, 1000, 1023, 1024} {
@@ -168,7 +140,7 @@ func TestMesaRootIsBlake3(t *testing.T) {
 			if got, want := len(proof)/HashLen, proofLen(uint64(leaves)); got != want {
 				t.Fatalf("%d leaves: proof has %d hashes, proofLen says %d", leaves, got, want)
 			}
-			if ind := indProof(msg); string(proof) != string(ind) {
+			if ind := pkitest.Proof(msg); string(proof) != string(ind) {
 				t.Fatalf("%d bytes: proof %x\nguts       %x", n, proof, ind)
 			}
 			want := hash(blake3.Sum256(msg))

@@ -7,6 +7,7 @@ import (
 	"lukechampine.com/blake3"
 
 	"github.com/urbit-relay/relay/lane"
+	"github.com/urbit-relay/relay/relay/pki/pkitest"
 	"github.com/urbit-relay/relay/scry"
 )
 
@@ -51,7 +52,7 @@ func snapshotOf(t testing.TB, ships ...testShip) *Snapshot {
 // as mesa signs it, and returns the datagram.
 func (s testShip) signedPage(path string, msg []byte) []byte {
 	name := scry.Name{Ship: s.entry.Ship, Rift: s.entry.Rift, Path: []byte(path)}
-	p, err := NewSignedPage(s.priv, name, msg)
+	p, err := pkitest.NewSignedPage(s.priv, name, msg)
 	if err != nil {
 		panic(err)
 	}
@@ -63,7 +64,7 @@ func (s testShip) signedPage(path string, msg []byte) []byte {
 // them.
 func (s testShip) trimmedPage(path string, msg []byte) []byte {
 	name := scry.Name{Ship: s.entry.Ship, Rift: s.entry.Rift, Path: []byte(path)}
-	p, err := NewSignedPage(s.priv, name, msg)
+	p, err := pkitest.NewSignedPage(s.priv, name, msg)
 	if err != nil {
 		panic(err)
 	}
@@ -75,8 +76,8 @@ func (s testShip) trimmedPage(path string, msg []byte) []byte {
 // and +peek-mess make it, independently of this package's hashing and
 // signing: the signed bytes are "/" patp "//1/" path then BLAKE3(msg)
 // (lukechampine.com/blake3), signed with crypto/ed25519; a one-leaf
-// message goes whole on the page, a longer one's proof (indProof, every
-// hash by lukechampine.com/blake3/guts) instead. patp is the ship as
+// message goes whole on the page, a longer one's proof (pkitest.Proof,
+// every hash by lukechampine.com/blake3/guts) instead. patp is the ship as
 // Urbit writes it, given literally.
 func arvoPage(t testing.TB, priv ed25519.PrivateKey, patp string, name scry.Name, msg []byte) []byte {
 	t.Helper()
@@ -84,7 +85,7 @@ func arvoPage(t testing.TB, priv ed25519.PrivateKey, patp string, name scry.Name
 	signed := append([]byte("/"+patp+"//1/"+string(name.Path)), root[:]...)
 	data := scry.Data{Total: uint64(len(msg)), AuthKind: scry.AuthSign, Auth: ed25519.Sign(priv, signed), Frag: msg}
 	if len(msg) > chunkLen {
-		data.Frag = indProof(msg)
+		data.Frag = pkitest.Proof(msg)
 	}
 	name.Init, name.Bloq = true, scry.DefaultBloq
 	p := scry.NewPage(name, data)

@@ -243,16 +243,3 @@ func ExampleVerifier_VerifyBytes() {
 	fmt.Println(v.VerifyBytes([]byte("not a mesa packet")))
 	// Output: malformed
 }
-
-// TestNewSignedPageTooLong: a first page that cannot be a datagram is an
-// error, not a packet vere would drop.
-func TestNewSignedPageTooLong(t *testing.T) {
-	alice := newTestShip(t, palnet, 1)
-	name := scry.Name{Ship: palnet, Path: make([]byte, scry.MesaMaxPacket-100)}
-	if _, err := NewSignedPage(alice.priv, name, make([]byte, 200)); err != ErrPageTooLong {
-		t.Fatalf("long page: %v", err)
-	}
-	if _, err := NewSignedPage(alice.priv, scry.Name{Ship: palnet, Path: []byte("publ/1/x")}, make([]byte, 1<<20)); err != nil {
-		t.Fatalf("1 MiB message (a 21-hash proof): %v", err)
-	}
-}

@@ -28,8 +28,8 @@ func goList(t *testing.T, args ...string) string {
 // wire build on this package, not on each other.
 func TestLayering(t *testing.T) {
 	for pkg, forbidden := range map[string][]string{
-		"github.com/urbit-relay/relay/relay/route":    {"github.com/urbit-relay/relay/relay", "github.com/urbit-relay/relay/relay/endpoint"},
-		"github.com/urbit-relay/relay/relay/endpoint": {"github.com/urbit-relay/relay/relay"},
+		"github.com/urbit-relay/relay/relay/route": {"github.com/urbit-relay/relay/relay", "github.com/urbit-relay/relay/endpoint"},
+		"github.com/urbit-relay/relay/endpoint":    {"github.com/urbit-relay/relay/relay"},
 	} {
 		deps := strings.Fields(goList(t, "-deps", pkg))
 		if !slices.Contains(deps, pkg) {
@@ -50,6 +50,9 @@ func TestLayering(t *testing.T) {
 // so they import nothing of this module but each other: nothing the relay
 // imports may import the relay. Those under internal/harness/ (seednet,
 // vtool, dissector) drive the relay, so only tests and cmd/ import them.
+// The test doubles (transporttest's MemNetwork and NewPipe, pkitest's
+// NewSignedPage) are imported by tests alone: no package's non-test files
+// import them.
 func TestInternalSplit(t *testing.T) {
 	const mod = "github.com/urbit-relay/relay"
 	out := goList(t, "-f", "{{.ImportPath}}\t{{join .Imports \" \"}}", mod+"/...")
@@ -60,7 +63,8 @@ func TestInternalSplit(t *testing.T) {
 	}
 	isHarness := func(p string) bool { return strings.HasPrefix(p, mod+"/internal/harness/") }
 	isLib := func(p string) bool { return strings.HasPrefix(p, mod+"/internal/") && !isHarness(p) }
-	for _, want := range []string{mod + "/relay", mod + "/internal/hist", mod + "/internal/harness/seednet"} {
+	testOnly := []string{mod + "/relay/transport/transporttest", mod + "/relay/pki/pkitest"}
+	for _, want := range append([]string{mod + "/relay", mod + "/internal/hist", mod + "/internal/harness/seednet"}, testOnly...) {
 		if _, ok := imports[want]; !ok {
 			t.Fatalf("go list did not list %s:\n%s", want, out)
 		}
@@ -75,6 +79,9 @@ func TestInternalSplit(t *testing.T) {
 			}
 			if isHarness(d) && !isHarness(pkg) && !strings.HasPrefix(pkg, mod+"/cmd/") {
 				t.Errorf("%s imports the harness %s outside a test (only tests and cmd/ may)", pkg, d)
+			}
+			if slices.Contains(testOnly, d) {
+				t.Errorf("%s imports the test doubles %s outside a test (only tests may)", pkg, d)
 			}
 		}
 	}

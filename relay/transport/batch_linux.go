@@ -299,7 +299,7 @@ func (c *batchConn) packTx(msgs []Message, plain int) (h int, err error) {
 	k := 0
 	for h < len(s.hdrs) && k < len(s.iovs) && k < len(msgs) {
 		m := &msgs[k]
-		if err := checkWrite(m); err != nil {
+		if err := CheckWrite(m); err != nil {
 			return h, err
 		}
 		namelen, ok := c.putSockaddr(&s.names[h], m.Addr)

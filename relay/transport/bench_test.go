@@ -6,57 +6,6 @@ import (
 	"time"
 )
 
-// benchPingPong bounces batches of k datagrams between two conns: each op
-// is k datagrams a→b then k back b→a, so one op moves 2k datagrams and
-// costs at least two write and two read calls.
-func benchPingPong(b *testing.B, be backend, k int) {
-	mem := NewMemNetwork()
-	defer mem.Close()
-	opts := Options{BatchSize: k}
-	x := listenOn(b, be, mem, loopback4, opts)
-	y := listenOn(b, be, mem, loopback4, opts)
-	toY, toX := msgsTo(y.LocalAddr(), k), msgsTo(x.LocalAddr(), k)
-	in := newReadMsgs(k, testDatagramCap)
-	readAll := func(c Conn) {
-		for got := 0; got < k; {
-			n, err := c.ReadBatch(in[got:])
-			if err != nil {
-				b.Fatal(err)
-			}
-			got += n
-		}
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if n, err := x.WriteBatch(toY); n != k || err != nil {
-			b.Fatalf("WriteBatch = %d, %v", n, err)
-		}
-		readAll(y)
-		if n, err := y.WriteBatch(toX); n != k || err != nil {
-			b.Fatalf("WriteBatch = %d, %v", n, err)
-		}
-		readAll(x)
-	}
-	b.ReportMetric(float64(2*k*b.N)/b.Elapsed().Seconds(), "pkts/s")
-}
-
-// BenchmarkLoopback is round-trip throughput over 127.0.0.1 with batches
-// of 1 and 64, for the platform socket (udp) and the portable path.
-func BenchmarkLoopback(b *testing.B) {
-	for _, be := range []backend{udpBackend, portableBackend} {
-		for _, k := range []int{1, 64} {
-			b.Run(fmt.Sprintf("%v/batch=%d", be, k), func(b *testing.B) { benchPingPong(b, be, k) })
-		}
-	}
-}
-
-// BenchmarkMemNetwork is the same round trip over a MemNetwork.
-func BenchmarkMemNetwork(b *testing.B) {
-	for _, k := range []int{1, 64} {
-		b.Run(fmt.Sprintf("batch=%d", k), func(b *testing.B) { benchPingPong(b, memBackend, k) })
-	}
-}
-
 // BenchmarkGSO is the cost of WriteBatch for 64 datagrams of 1030 bytes
 // over 127.0.0.1, with UDP GSO on and off: to one destination (one run),
 // and to two destinations interleaved and put in order by GroupByAddr
@@ -75,13 +24,13 @@ func BenchmarkGSO(b *testing.B) {
 	for _, dests := range []int{1, 2} {
 		for _, gso := range []bool{true, false} {
 			b.Run(fmt.Sprintf("dests=%d/gso=%v", dests, gso), func(b *testing.B) {
-				tx := listenOn(b, udpBackend, nil, loopback4, Options{DisableGSO: !gso})
+				tx := listenUDP(b, loopback4, Options{DisableGSO: !gso})
 				if g, ok := tx.(GSOer); !ok || g.GSO() != gso {
 					b.Skip("UDP GSO unavailable")
 				}
 				rx := make([]Conn, dests)
 				for i := range rx {
-					rx[i] = listenOn(b, udpBackend, nil, loopback4, Options{})
+					rx[i] = listenUDP(b, loopback4, Options{})
 				}
 				orig := make([]Message, k)
 				for i := range orig {
@@ -132,8 +81,8 @@ func BenchmarkGRO(b *testing.B) {
 	)
 	for _, gro := range []bool{true, false} {
 		b.Run(fmt.Sprintf("gro=%v", gro), func(b *testing.B) {
-			tx := listenOn(b, udpBackend, nil, loopback4, Options{})
-			rx := listenOn(b, udpBackend, nil, loopback4, Options{DisableGRO: !gro})
+			tx := listenUDP(b, loopback4, Options{})
+			rx := listenUDP(b, loopback4, Options{DisableGRO: !gro})
 			if g, ok := tx.(GSOer); !ok || !g.GSO() {
 				b.Skip("UDP GSO unavailable")
 			}

@@ -1,7 +1,7 @@
 // Package transport is the relay's socket layer: one interface, [Conn], over
-// real UDP sockets ([ListenUDP]), over an in-memory network for tests
-// ([MemNetwork]), and over an in-memory fronted ship ([NewPipe]), the test
-// double of relay/front's TUN.
+// real UDP sockets ([ListenUDP]), and, in the transporttest subpackage, over
+// an in-memory network for tests (transporttest.MemNetwork) and an in-memory
+// fronted ship (transporttest.NewPipe), the test double of relay/front's TUN.
 //
 // # Datagrams
 //
@@ -19,14 +19,14 @@
 // the caller needs to care about once it returns. A datagram longer than
 // len(Buf) is truncated to len(Buf), and msgs[i].Trunc is set where the Conn
 // can tell (Linux sockets from the recvmmsg msg_flags, the portable socket
-// from its read's flags where the platform reports MSG_TRUNC, MemNetwork and
-// pipe conns always). To catch truncation on any Conn, size Buf one byte
+// from its read's flags where the platform reports MSG_TRUNC, transporttest's
+// MemNetwork and pipe conns always). To catch truncation on any Conn, size Buf one byte
 // larger than the largest datagram you accept and treat Trunc or
 // N == len(Buf) as "too large".
 //
 // Writes: WriteBatch sends msgs[i].Buf[:msgs[i].N] to msgs[i].Addr. The
 // caller may reuse or overwrite the buffers as soon as WriteBatch returns
-// (MemNetwork copies; real sockets hand the bytes to the kernel inside the
+// (transporttest's MemNetwork copies; real sockets hand the bytes to the kernel inside the
 // call).
 //
 // # Errors and close
@@ -114,10 +114,12 @@
 //
 // # Testing
 //
-// [MemNetwork] is a deterministic in-memory network implementing the same
-// contract, with loss, one-way delay (synctest-friendly), NAT-style
-// firewalls and bounded receive queues. The transporttest subpackage holds
-// CheckGoroutineLeaks for tests of packages built on Conn.
+// The transporttest subpackage holds the test doubles, which only tests
+// import: MemNetwork, a deterministic in-memory network implementing the same
+// contract, with loss, one-way delay (synctest-friendly), NAT-style firewalls
+// and bounded receive queues; NewPipe, the fronted ship; and
+// CheckGoroutineLeaks for tests of packages built on Conn. Its fakes check
+// writes with [CheckWrite], as the sockets here do.
 //
 // # Optional interfaces
 //

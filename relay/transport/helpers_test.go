@@ -22,71 +22,15 @@ const testDatagramCap = 2048
 
 var loopback4 = netip.MustParseAddrPort("127.0.0.1:0")
 
-// backend is one implementation of Conn under test.
-type backend int
-
-const (
-	memBackend      backend = iota // MemNetwork
-	udpBackend                     // ListenUDP: recvmmsg/sendmmsg on Linux
-	portableBackend                // the portable one-datagram path
-)
-
-var allBackends = []backend{memBackend, udpBackend, portableBackend}
-
-func (b backend) String() string {
-	switch b {
-	case memBackend:
-		return "mem"
-	case udpBackend:
-		return "udp"
-	default:
-		return "portable"
-	}
-}
-
-// batched reports whether one ReadBatch returns every datagram already
-// queued (up to the batch size), rather than one.
-func (b backend) batched() bool {
-	return b == memBackend || (b == udpBackend && runtime.GOOS == "linux")
-}
-
-func forEachBackend(t *testing.T, f func(t *testing.T, b backend)) {
-	for _, b := range allBackends {
-		t.Run(b.String(), func(t *testing.T) { f(t, b) })
-	}
-}
-
-// listenOn opens one Conn on backend b (all mem conns of one test share
-// mem), closed at cleanup.
-func listenOn(t testing.TB, b backend, mem *MemNetwork, addr netip.AddrPort, opts Options) Conn {
+// listenUDP opens a real socket closed at cleanup.
+func listenUDP(t testing.TB, addr netip.AddrPort, opts Options) Conn {
 	t.Helper()
-	var c Conn
-	var err error
-	switch b {
-	case memBackend:
-		c, err = mem.Listen(addr)
-	case udpBackend:
-		c, err = ListenUDP(addr, opts)
-	default:
-		var o Options
-		if o, err = opts.withDefaults(); err == nil {
-			c, err = listenPortable(addr, o)
-		}
-	}
+	c, err := ListenUDP(addr, opts)
 	if err != nil {
-		t.Fatalf("listen %v on %v: %v", addr, b, err)
+		t.Fatalf("ListenUDP(%v): %v", addr, err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
-}
-
-// pair returns two Conns on 127.0.0.1 that can reach each other, the
-// same test body running over MemNetwork and real sockets (after
-// wireguard-go's genTestPair).
-func pair(t testing.TB, b backend) (Conn, Conn) {
-	t.Helper()
-	mem := NewMemNetwork()
-	return listenOn(t, b, mem, loopback4, Options{}), listenOn(t, b, mem, loopback4, Options{})
 }
 
 // newReadMsgs returns n read messages with testDatagramCap buffers.
@@ -151,8 +95,9 @@ func isClosedErr(err error) bool { return errors.Is(err, net.ErrClosed) }
 const blockedPollInterval = time.Millisecond
 
 // waitReaderBlocked waits until some goroutine is parked (not running or
-// runnable) inside a ReadBatch of this package, so a test can act on a
-// reader that is really blocked rather than sleeping and hoping.
+// runnable) inside a ReadBatch of this package or of transporttest's
+// fakes, so a test can act on a reader that is really blocked rather than
+// sleeping and hoping.
 func waitReaderBlocked(t testing.TB) {
 	t.Helper()
 	deadline := time.Now().Add(testReadTimeout)
@@ -162,7 +107,8 @@ func waitReaderBlocked(t testing.TB) {
 		for _, g := range bytes.Split(buf[:n], []byte("\n\n")) {
 			header, _, _ := strings.Cut(string(g), "\n")
 			parked := !strings.Contains(header, "[running") && !strings.Contains(header, "[runnable")
-			if parked && bytes.Contains(g, []byte("transport.(*")) && bytes.Contains(g, []byte(").ReadBatch(")) {
+			ours := bytes.Contains(g, []byte("transport.(*")) || bytes.Contains(g, []byte("transporttest.(*"))
+			if parked && ours && bytes.Contains(g, []byte(").ReadBatch(")) {
 				return
 			}
 		}

@@ -52,7 +52,7 @@ func (c *portableConn) WriteBatch(msgs []Message) (int, error) {
 	}
 	for i := range msgs {
 		m := &msgs[i]
-		if err := checkWrite(m); err != nil {
+		if err := CheckWrite(m); err != nil {
 			return i, err
 		}
 		if _, err := c.uc.WriteToUDPAddrPort(m.Buf[:m.N], m.Addr); err != nil {

@@ -39,7 +39,7 @@ type Conn interface {
 
 // DropCounter is implemented by a Conn that can report datagrams discarded
 // because its receive queue was full (the kernel socket receive buffer for
-// real sockets, the bounded queue for MemNetwork conns).
+// real sockets, the bounded queue for transporttest's MemNetwork conns).
 type DropCounter interface {
 	// Drops returns the number of inbound datagrams dropped so far for lack
 	// of receive-queue space. It is monotonic and cheap enough to call from
@@ -185,8 +185,10 @@ var (
 	errReusePortUnsupported = errors.New("transport: SO_REUSEPORT is supported only on Linux")
 )
 
-// checkWrite validates one outbound message.
-func checkWrite(m *Message) error {
+// CheckWrite validates one outbound message: ErrInvalidMessage or
+// ErrInvalidAddr, as every Conn's WriteBatch reports them (the test
+// networks in transporttest check writes with it too).
+func CheckWrite(m *Message) error {
 	if m.N < 0 || m.N > len(m.Buf) {
 		return ErrInvalidMessage
 	}

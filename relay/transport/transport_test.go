@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/urbit-relay/relay/relay/transport"
 	"github.com/urbit-relay/relay/relay/transport/transporttest"
 )
 
@@ -60,7 +61,7 @@ func TestWriteBufferReuse(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		a, c := pair(t, b)
 		buf := []byte("original")
-		writeAll(t, a, []Message{{Buf: buf, N: len(buf), Addr: c.LocalAddr()}})
+		writeAll(t, a, []transport.Message{{Buf: buf, N: len(buf), Addr: c.LocalAddr()}})
 		copy(buf, "CLOBBERD") // allowed as soon as WriteBatch returns
 		got, _ := readN(t, c, 1)
 		if s := string(got[0].Buf[:got[0].N]); s != "original" {
@@ -73,7 +74,7 @@ func TestReadTruncates(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		a, c := pair(t, b)
 		big := bytes.Repeat([]byte("0123456789"), 10)
-		writeAll(t, a, []Message{{Buf: big, N: len(big), Addr: c.LocalAddr()}})
+		writeAll(t, a, []transport.Message{{Buf: big, N: len(big), Addr: c.LocalAddr()}})
 		msgs := newReadMsgs(1, 10)
 		n, err := c.ReadBatch(msgs)
 		if err != nil || n != 1 {
@@ -87,7 +88,7 @@ func TestReadTruncates(t *testing.T) {
 		}
 		// The flag is per read: a datagram that fits, read into the same
 		// message, clears it.
-		writeAll(t, a, []Message{{Buf: big[:10], N: 10, Addr: c.LocalAddr()}})
+		writeAll(t, a, []transport.Message{{Buf: big[:10], N: 10, Addr: c.LocalAddr()}})
 		if n, err := c.ReadBatch(msgs); err != nil || n != 1 {
 			t.Fatalf("ReadBatch = %d, %v", n, err)
 		}
@@ -103,16 +104,16 @@ func TestWriteInvalidMessage(t *testing.T) {
 		ok := payload(1)
 		cases := []struct {
 			name string
-			bad  Message
+			bad  transport.Message
 			want error
 		}{
-			{"N past Buf", Message{Buf: ok, N: len(ok) + 1, Addr: c.LocalAddr()}, ErrInvalidMessage},
-			{"negative N", Message{Buf: ok, N: -1, Addr: c.LocalAddr()}, ErrInvalidMessage},
-			{"zero Addr", Message{Buf: ok, N: len(ok)}, ErrInvalidAddr},
-			{"port 0", Message{Buf: ok, N: len(ok), Addr: netip.AddrPortFrom(c.LocalAddr().Addr(), 0)}, ErrInvalidAddr},
+			{"N past Buf", transport.Message{Buf: ok, N: len(ok) + 1, Addr: c.LocalAddr()}, transport.ErrInvalidMessage},
+			{"negative N", transport.Message{Buf: ok, N: -1, Addr: c.LocalAddr()}, transport.ErrInvalidMessage},
+			{"zero Addr", transport.Message{Buf: ok, N: len(ok)}, transport.ErrInvalidAddr},
+			{"port 0", transport.Message{Buf: ok, N: len(ok), Addr: netip.AddrPortFrom(c.LocalAddr().Addr(), 0)}, transport.ErrInvalidAddr},
 		}
 		for _, tc := range cases {
-			msgs := []Message{{Buf: ok, N: len(ok), Addr: c.LocalAddr()}, tc.bad, {Buf: ok, N: len(ok), Addr: c.LocalAddr()}}
+			msgs := []transport.Message{{Buf: ok, N: len(ok), Addr: c.LocalAddr()}, tc.bad, {Buf: ok, N: len(ok), Addr: c.LocalAddr()}}
 			n, err := a.WriteBatch(msgs)
 			if n != 1 || !errors.Is(err, tc.want) {
 				t.Errorf("%s: WriteBatch = %d, %v; want 1, %v", tc.name, n, err, tc.want)
@@ -190,7 +191,7 @@ func TestConcurrentWritersAndClose(t *testing.T) {
 			wg.Go(func() {
 				for i := range perWriter {
 					body := []byte{byte(w), byte(i)}
-					if _, err := a.WriteBatch([]Message{{Buf: body, N: 2, Addr: c.LocalAddr()}}); err != nil {
+					if _, err := a.WriteBatch([]transport.Message{{Buf: body, N: 2, Addr: c.LocalAddr()}}); err != nil {
 						t.Errorf("writer %d: %v", w, err)
 						return
 					}
@@ -214,7 +215,7 @@ func TestConcurrentWritersAndClose(t *testing.T) {
 			wg.Go(func() {
 				body := []byte{byte(w)}
 				for {
-					_, err := a.WriteBatch([]Message{{Buf: body, N: 1, Addr: c.LocalAddr()}})
+					_, err := a.WriteBatch([]transport.Message{{Buf: body, N: 1, Addr: c.LocalAddr()}})
 					if isClosedErr(err) {
 						return
 					}
@@ -245,24 +246,4 @@ func TestConcurrentWritersAndClose(t *testing.T) {
 		c.Close()
 		wg.Wait()
 	})
-}
-
-func TestListenNetwork(t *testing.T) {
-	cases := []struct{ addr, network, address string }{
-		{"127.0.0.1:80", "udp4", "127.0.0.1:80"},
-		{"[::ffff:10.0.0.1]:80", "udp4", "10.0.0.1:80"},
-		{"0.0.0.0:0", "udp4", "0.0.0.0:0"},
-		{"[::]:9", "udp", "[::]:9"},
-		{"[::1]:9", "udp6", "[::1]:9"},
-		{"", "udp", ":0"},
-	}
-	for _, tc := range cases {
-		var ap netip.AddrPort
-		if tc.addr != "" {
-			ap = netip.MustParseAddrPort(tc.addr)
-		}
-		if network, address := listenNetwork(ap); network != tc.network || address != tc.address {
-			t.Errorf("listenNetwork(%q) = %s %s, want %s %s", tc.addr, network, address, tc.network, tc.address)
-		}
-	}
 }

@@ -22,9 +22,9 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/urbit-relay/relay/endpoint"
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
-	"github.com/urbit-relay/relay/relay/endpoint"
 	"github.com/urbit-relay/relay/relay/transport"
 )
 
@@ -77,8 +77,8 @@ func MoonKey() ed25519.PrivateKey {
 
 // Options say how to run the example.
 type Options struct {
-	// Listen opens a node's socket, as 127.0.0.1:0 on a MemNetwork or
-	// real UDP.
+	// Listen opens a node's socket, as 127.0.0.1:0 on a
+	// transporttest.MemNetwork or real UDP.
 	Listen func() (transport.Conn, error)
 	// Retry is the endpoints' retry interval (endpoint.Config.RetryInterval).
 	Retry time.Duration

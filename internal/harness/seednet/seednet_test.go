@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/urbit-relay/relay/relay/transport"
+	"github.com/urbit-relay/relay/relay/transport/transporttest"
 )
 
 // TestChain checks the example's data: with its escapes, the moon's
@@ -58,7 +59,7 @@ func TestChain(t *testing.T) {
 // a synctest bubble, and closes it.
 func synctestStart(t *testing.T, f func(*Net)) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := transport.NewMemNetwork()
+		mem := transporttest.NewMemNetwork()
 		mem.SetDelay(5 * time.Millisecond)
 		n, err := Start(Options{
 			Listen:   func() (transport.Conn, error) { return mem.Listen(netip.MustParseAddrPort("127.0.0.1:0")) },

@@ -1,4 +1,8 @@
-// Package transporttest holds test helpers shared by the relay's packages.
+// Package transporttest holds the transport's test doubles and test helpers
+// shared by the relay's packages: MemNetwork, an in-memory network of
+// transport.Conns with loss, delay, firewalls and pinholes; NewPipe, a
+// fronted ship's device; and CheckGoroutineLeaks. Only tests import it
+// (relay/route's TestInternalSplit checks that no other package does).
 package transporttest
 
 import (

@@ -6,7 +6,7 @@ import (
 	"github.com/urbit-relay/relay/relay/route"
 	"time"
 
-	"github.com/urbit-relay/relay/relay/endpoint"
+	"github.com/urbit-relay/relay/endpoint"
 )
 
 const (

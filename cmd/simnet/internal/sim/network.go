@@ -12,10 +12,10 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/urbit-relay/relay/endpoint"
 	"github.com/urbit-relay/relay/internal/eventq"
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
-	"github.com/urbit-relay/relay/relay/endpoint"
 	"github.com/urbit-relay/relay/relay/pit"
 	"github.com/urbit-relay/relay/relay/route"
 	"github.com/urbit-relay/relay/scry"

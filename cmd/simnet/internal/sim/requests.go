@@ -7,9 +7,9 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/urbit-relay/relay/endpoint"
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
-	"github.com/urbit-relay/relay/relay/endpoint"
 )
 
 // Result is the outcome of one request made with Peek.

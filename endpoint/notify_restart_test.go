@@ -8,9 +8,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/urbit-relay/relay/endpoint"
 	"github.com/urbit-relay/relay/lane"
-	"github.com/urbit-relay/relay/relay/endpoint"
-	"github.com/urbit-relay/relay/relay/transport"
+	"github.com/urbit-relay/relay/relay/transport/transporttest"
 	"github.com/urbit-relay/relay/session"
 )
 
@@ -50,7 +50,7 @@ func TestNotifySubscriberRestartWithinSessionTimeout(t *testing.T) {
 // subscriberRestartRun runs one restart with the two processes' seeds and
 // returns how long the value took to arrive after it grew.
 func subscriberRestartRun(t *testing.T, seed1, seed2 uint64) time.Duration {
-	mem := transport.NewMemNetwork()
+	mem := transporttest.NewMemNetwork()
 	mem.SetDelay(5 * time.Millisecond)
 	n := newNotifyNet(t, mem)
 	defer n.close()

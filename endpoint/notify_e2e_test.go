@@ -13,9 +13,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/urbit-relay/relay/endpoint"
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
-	"github.com/urbit-relay/relay/relay/endpoint"
 	"github.com/urbit-relay/relay/relay/transport"
 	"github.com/urbit-relay/relay/relay/transport/transporttest"
 	"github.com/urbit-relay/relay/session"
@@ -23,7 +23,7 @@ import (
 
 // The scry-notification tests run subscriber and publisher Endpoints
 // through a real relay of this project (relay.New + relay.NewServer): on a
-// transport.MemNetwork inside a testing/synctest bubble (virtual time, so
+// transporttest.MemNetwork inside a testing/synctest bubble (virtual time, so
 // minutes of heartbeats take milliseconds), and the first also on real UDP.
 //
 // The network: one relay fronting the star ~marzod; publishers are planets
@@ -34,7 +34,7 @@ import (
 // notifyNet is the test network.
 type notifyNet struct {
 	t       *testing.T
-	mem     *transport.MemNetwork // nil for real UDP
+	mem     *transporttest.MemNetwork // nil for real UDP
 	star    lane.Ship
 	relayAt netip.AddrPort
 	server  *relay.Server
@@ -94,7 +94,7 @@ func key(n int) ed25519.PrivateKey {
 	return ed25519.NewKeyFromSeed(seed)
 }
 
-func newNotifyNet(t *testing.T, mem *transport.MemNetwork) *notifyNet {
+func newNotifyNet(t *testing.T, mem *transporttest.MemNetwork) *notifyNet {
 	n := &notifyNet{t: t, mem: mem, star: shipOf(t, "~marzod"), pubKeys: map[lane.Ship]ed25519.PublicKey{}}
 	c := n.listen(netip.MustParseAddrPort("127.0.0.1:0"))
 	n.relayAt = c.LocalAddr()
@@ -318,7 +318,7 @@ func (n *notifyNet) waitAcked(atLeast int, limit time.Duration) {
 func TestNotifySubscribeBeforeGrow(t *testing.T) {
 	t.Run("mem", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			mem := transport.NewMemNetwork()
+			mem := transporttest.NewMemNetwork()
 			mem.SetDelay(5 * time.Millisecond)
 			testSubscribeBeforeGrow(t, mem, 5*time.Minute)
 		})
@@ -329,7 +329,7 @@ func TestNotifySubscribeBeforeGrow(t *testing.T) {
 	})
 }
 
-func testSubscribeBeforeGrow(t *testing.T, mem *transport.MemNetwork, idle time.Duration) {
+func testSubscribeBeforeGrow(t *testing.T, mem *transporttest.MemNetwork, idle time.Duration) {
 	n := newNotifyNet(t, mem)
 	defer n.close()
 	pub := n.addPublisher(0, netip.MustParseAddrPort("127.0.0.1:0"), true)
@@ -389,7 +389,7 @@ func testSubscribeBeforeGrow(t *testing.T, mem *transport.MemNetwork, idle time.
 func TestNotifyThousandSubscribersLossy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const subscribers, bursts, perBurst = 1000, 2, 3
-		mem := transport.NewMemNetwork()
+		mem := transporttest.NewMemNetwork()
 		mem.SetDelay(5 * time.Millisecond)
 		mem.SetQueueLen(1 << 14)
 		n := newNotifyNet(t, mem)
@@ -441,7 +441,7 @@ func TestNotifyThousandSubscribersLossy(t *testing.T) {
 // once.
 func TestNotifyPublisherRestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := transport.NewMemNetwork()
+		mem := transporttest.NewMemNetwork()
 		mem.SetDelay(5 * time.Millisecond)
 		n := newNotifyNet(t, mem)
 		defer n.close()
@@ -479,7 +479,7 @@ func TestNotifyPublisherRestart(t *testing.T) {
 // is gone) is forgotten by the publisher after the session timeout.
 func TestNotifySubscriberSilent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := transport.NewMemNetwork()
+		mem := transporttest.NewMemNetwork()
 		mem.SetDelay(5 * time.Millisecond)
 		n := newNotifyNet(t, mem)
 		defer n.close()
@@ -512,7 +512,7 @@ func TestNotifySubscriberSilent(t *testing.T) {
 // grow while it is down and after: nothing is lost.
 func TestNotifyRelayRestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := transport.NewMemNetwork()
+		mem := transporttest.NewMemNetwork()
 		mem.SetDelay(5 * time.Millisecond)
 		n := newNotifyNet(t, mem)
 		defer n.close()
@@ -552,7 +552,7 @@ func TestNotifyRelayRestart(t *testing.T) {
 // value.
 func TestNotifyPublisherWithoutProtocol(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := transport.NewMemNetwork()
+		mem := transporttest.NewMemNetwork()
 		mem.SetDelay(5 * time.Millisecond)
 		n := newNotifyNet(t, mem)
 		defer n.close()
@@ -596,7 +596,7 @@ var loopbackNets = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 // MaxTries sends.
 func TestEndpointDownloadsAndGivesUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := transport.NewMemNetwork()
+		mem := transporttest.NewMemNetwork()
 		mem.SetDelay(20 * time.Millisecond)
 		defer mem.Close()
 		pubShip, err := lane.ParseShip("~nec")

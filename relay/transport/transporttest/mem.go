@@ -1,4 +1,4 @@
-package transport
+package transporttest
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/urbit-relay/relay/relay/transport"
 )
 
 const (
@@ -239,7 +241,7 @@ func (n *MemNetwork) LinkStats(from, to netip.AddrPort) MemStats {
 // Listen returns a Conn bound to addr. Port 0 picks a free port in the
 // dynamic range. It fails if addr is taken, is not a specific address,
 // or the network is closed.
-func (n *MemNetwork) Listen(addr netip.AddrPort) (Conn, error) {
+func (n *MemNetwork) Listen(addr netip.AddrPort) (transport.Conn, error) {
 	addr = unmapAddrPort(addr)
 	if !addr.Addr().IsValid() || addr.Addr().IsUnspecified() {
 		return nil, fmt.Errorf("transport: MemNetwork listen %v: need a specific address", addr)
@@ -457,14 +459,14 @@ func isDone(done <-chan struct{}) bool {
 	}
 }
 
-func (c *memConn) ReadBatch(msgs []Message) (int, error) {
+func (c *memConn) ReadBatch(msgs []transport.Message) (int, error) {
 	return readQueue(c.done, c.queue, msgs)
 }
 
 // readQueue is ReadBatch over a bounded queue of datagrams, for a conn
 // whose Close closes done: it blocks for the first datagram, then takes
 // what is queued without blocking.
-func readQueue(done <-chan struct{}, queue <-chan memPacket, msgs []Message) (int, error) {
+func readQueue(done <-chan struct{}, queue <-chan memPacket, msgs []transport.Message) (int, error) {
 	if isDone(done) {
 		return 0, net.ErrClosed
 	}
@@ -475,12 +477,12 @@ func readQueue(done <-chan struct{}, queue <-chan memPacket, msgs []Message) (in
 	case <-done:
 		return 0, net.ErrClosed
 	case p := <-queue:
-		msgs[0].fill(p)
+		fill(&msgs[0], p)
 	}
 	for i := 1; i < len(msgs); i++ {
 		select {
 		case p := <-queue:
-			msgs[i].fill(p)
+			fill(&msgs[i], p)
 		default:
 			return i, nil
 		}
@@ -490,19 +492,19 @@ func readQueue(done <-chan struct{}, queue <-chan memPacket, msgs []Message) (in
 
 // fill reads p into m as a socket would: truncated to len(m.Buf), with
 // Trunc set when it was.
-func (m *Message) fill(p memPacket) {
+func fill(m *transport.Message, p memPacket) {
 	m.N = copy(m.Buf, p.b)
 	m.Trunc = m.N < len(p.b)
 	m.Addr = p.from
 }
 
-func (c *memConn) WriteBatch(msgs []Message) (int, error) {
+func (c *memConn) WriteBatch(msgs []transport.Message) (int, error) {
 	for i := range msgs {
 		if c.isClosed() {
 			return i, net.ErrClosed
 		}
 		m := &msgs[i]
-		if err := checkWrite(m); err != nil {
+		if err := transport.CheckWrite(m); err != nil {
 			return i, err
 		}
 		c.net.send(c.local, unmapAddrPort(m.Addr), m.Buf[:m.N])
@@ -512,7 +514,7 @@ func (c *memConn) WriteBatch(msgs []Message) (int, error) {
 
 func (c *memConn) LocalAddr() netip.AddrPort { return c.local }
 
-// Drops implements DropCounter: datagrams dropped because this conn's
+// Drops implements transport.DropCounter: datagrams dropped because this conn's
 // queue was full.
 func (c *memConn) Drops() uint64 { return c.drops.Load() }
 

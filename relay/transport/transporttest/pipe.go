@@ -1,4 +1,4 @@
-package transport
+package transporttest
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+
+	"github.com/urbit-relay/relay/relay/transport"
 )
 
 // NewPipe returns the two ends of an in-memory fronted ship, for testing
@@ -29,7 +31,7 @@ import (
 // WriteBatch return net.ErrClosed (a blocked ReadBatch returns at once),
 // and datagrams written to it by the other end, which stays open, are
 // discarded.
-func NewPipe(shipLane netip.AddrPort, queue int) (relaySide, shipSide Conn) {
+func NewPipe(shipLane netip.AddrPort, queue int) (relaySide, shipSide transport.Conn) {
 	if queue < 1 {
 		queue = DefaultMemQueueLen
 	}
@@ -56,22 +58,22 @@ func newPipeEnd(local netip.AddrPort, queue int) *pipeEnd {
 
 func (p *pipeEnd) closed() bool { return isDone(p.done) }
 
-func (p *pipeEnd) ReadBatch(msgs []Message) (int, error) {
+func (p *pipeEnd) ReadBatch(msgs []transport.Message) (int, error) {
 	return readQueue(p.done, p.queue, msgs)
 }
 
-func (p *pipeEnd) WriteBatch(msgs []Message) (int, error) {
+func (p *pipeEnd) WriteBatch(msgs []transport.Message) (int, error) {
 	for i := range msgs {
 		if p.closed() {
 			return i, net.ErrClosed
 		}
 		m := &msgs[i]
-		if err := checkWrite(m); err != nil {
+		if err := transport.CheckWrite(m); err != nil {
 			return i, err
 		}
 		addr := unmapAddrPort(m.Addr)
 		if addr.Addr().Is4() != p.local.Addr().Is4() {
-			return i, ErrInvalidAddr
+			return i, transport.ErrInvalidAddr
 		}
 		p.peer.deliver(memPacket{from: addr, b: bytes.Clone(m.Buf[:m.N])})
 	}
@@ -92,7 +94,7 @@ func (p *pipeEnd) deliver(pkt memPacket) {
 
 func (p *pipeEnd) LocalAddr() netip.AddrPort { return p.local }
 
-// Drops implements DropCounter: datagrams dropped because this end's queue
+// Drops implements transport.DropCounter: datagrams dropped because this end's queue
 // was full.
 func (p *pipeEnd) Drops() uint64 { return p.drops.Load() }
 

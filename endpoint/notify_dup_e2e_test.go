@@ -7,8 +7,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/urbit-relay/relay/relay/endpoint"
-	"github.com/urbit-relay/relay/relay/transport"
+	"github.com/urbit-relay/relay/endpoint"
+	"github.com/urbit-relay/relay/relay/transport/transporttest"
 	"github.com/urbit-relay/relay/session"
 )
 
@@ -27,7 +27,7 @@ import (
 // repeated subscription request on a new session.
 func TestNotifyDuplicateAcksChangeNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := transport.NewMemNetwork()
+		mem := transporttest.NewMemNetwork()
 		mem.SetDelay(time.Second)
 		n := newNotifyNet(t, mem)
 		defer n.close()

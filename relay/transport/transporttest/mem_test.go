@@ -1,4 +1,4 @@
-package transport
+package transporttest
 
 import (
 	"net/netip"
@@ -6,7 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/urbit-relay/relay/relay/transport/transporttest"
+	"github.com/urbit-relay/relay/relay/transport"
 )
 
 var (
@@ -16,21 +16,21 @@ var (
 )
 
 // memTrio returns a network with conns at memA, memB and memC.
-func memTrio(t testing.TB) (*MemNetwork, Conn, Conn, Conn) {
+func memTrio(t testing.TB) (*MemNetwork, transport.Conn, transport.Conn, transport.Conn) {
 	t.Helper()
 	n := NewMemNetwork()
 	t.Cleanup(func() { n.Close() })
-	return n, listenOn(t, memBackend, n, memA, Options{}),
-		listenOn(t, memBackend, n, memB, Options{}),
-		listenOn(t, memBackend, n, memC, Options{})
+	return n, listen(t, n, memA),
+		listen(t, n, memB),
+		listen(t, n, memC)
 }
 
 // drain reads every datagram queued at c without blocking (MemNetwork
 // deliveries without delay are queued by the time WriteBatch returns).
-func drain(t testing.TB, c Conn) []Message {
+func drain(t testing.TB, c transport.Conn) []transport.Message {
 	t.Helper()
 	mc := c.(*memConn)
-	var out []Message
+	var out []transport.Message
 	for len(mc.queue) > 0 {
 		msgs := newReadMsgs(len(mc.queue), testDatagramCap)
 		n, err := c.ReadBatch(msgs)
@@ -78,6 +78,19 @@ func TestMemListen(t *testing.T) {
 	}
 	if _, err := e1.ReadBatch(newReadMsgs(1, 1)); !isClosedErr(err) {
 		t.Errorf("ReadBatch on conn of closed network = %v, want net.ErrClosed", err)
+	}
+}
+
+// TestMemConnHasNoKernelBuffers: a Conn that is no kernel socket reports no
+// granted buffers (moved from transport's TestGrantedBuffers).
+func TestMemConnHasNoKernelBuffers(t *testing.T) {
+	m, err := NewMemNetwork().Listen(netip.MustParseAddrPort("10.0.0.1:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, _, ok := transport.GrantedBuffers(m); ok {
+		t.Error("an in-memory Conn reports kernel buffers")
 	}
 }
 
@@ -202,7 +215,7 @@ func TestMemFirewall(t *testing.T) {
 		t.Errorf("C→B (no pinhole for C) delivered %d, want 0", got)
 	}
 	// A pinhole is per address and port.
-	a2 := listenOn(t, memBackend, n, netip.MustParseAddrPort("10.0.0.1:1001"), Options{})
+	a2 := listen(t, n, netip.MustParseAddrPort("10.0.0.1:1001"))
 	writeAll(t, a2, msgsTo(memB, 1))
 	if got := len(drain(t, b)); got != 0 {
 		t.Errorf("A's other port → B delivered %d, want 0", got)
@@ -240,11 +253,11 @@ func TestMemQueueFull(t *testing.T) {
 	n := NewMemNetwork()
 	defer n.Close()
 	n.SetQueueLen(queueLen)
-	a := listenOn(t, memBackend, n, memA, Options{})
-	b := listenOn(t, memBackend, n, memB, Options{})
+	a := listen(t, n, memA)
+	b := listen(t, n, memB)
 	// The sender is never blocked by a full queue.
 	writeAll(t, a, msgsTo(memB, 10))
-	if d := b.(DropCounter).Drops(); d != 10-queueLen {
+	if d := b.(transport.DropCounter).Drops(); d != 10-queueLen {
 		t.Errorf("Drops = %d, want %d", d, 10-queueLen)
 	}
 	if s := n.LinkStats(memA, memB); s.Delivered != queueLen || s.DroppedQueueFull != 10-queueLen {
@@ -318,9 +331,9 @@ func TestMemDelay(t *testing.T) {
 		// FIFO per link: shortening a link's delay does not let a later
 		// datagram overtake an earlier one.
 		n.SetLinkDelay(memA, memB, 10*delay)
-		writeAll(t, a, []Message{{Buf: []byte{1}, N: 1, Addr: memB}})
+		writeAll(t, a, []transport.Message{{Buf: []byte{1}, N: 1, Addr: memB}})
 		n.SetLinkDelay(memA, memB, delay)
-		writeAll(t, a, []Message{{Buf: []byte{2}, N: 1, Addr: memB}})
+		writeAll(t, a, []transport.Message{{Buf: []byte{2}, N: 1, Addr: memB}})
 		time.Sleep(2 * delay)
 		synctest.Wait()
 		if len(arrivals) != 0 {
@@ -347,7 +360,7 @@ func TestMemDelay(t *testing.T) {
 }
 
 func TestMemCloseLeaksNothing(t *testing.T) {
-	transporttest.CheckGoroutineLeaks(t)
+	CheckGoroutineLeaks(t)
 	n, a, b, _ := memTrio(t)
 	n.SetDelay(time.Hour) // a pending timer must not keep anything alive
 	writeAll(t, a, msgsTo(memB, 1))

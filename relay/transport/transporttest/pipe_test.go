@@ -1,4 +1,4 @@
-package transport
+package transporttest
 
 import (
 	"bytes"
@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/urbit-relay/relay/relay/transport/transporttest"
+	"github.com/urbit-relay/relay/relay/transport"
 )
 
 var (
@@ -16,7 +16,7 @@ var (
 	pipeDest   = netip.MustParseAddrPort("10.99.0.5:4000")
 )
 
-func newTestPipe(t *testing.T, queue int) (relaySide, shipSide Conn) {
+func newTestPipe(t *testing.T, queue int) (relaySide, shipSide transport.Conn) {
 	t.Helper()
 	r, s := NewPipe(pipeShip, queue)
 	t.Cleanup(func() { r.Close(); s.Close() })
@@ -53,7 +53,7 @@ func TestPipeAddresses(t *testing.T) {
 func TestPipeCopiesOnWrite(t *testing.T) {
 	r, s := newTestPipe(t, 0)
 	buf := []byte("first")
-	writeAll(t, r, []Message{{Buf: buf, N: len(buf), Addr: pipeRemote}})
+	writeAll(t, r, []transport.Message{{Buf: buf, N: len(buf), Addr: pipeRemote}})
 	copy(buf, "XXXXX")
 	got, _ := readN(t, s, 1)
 	if string(got[0].Buf[:got[0].N]) != "first" {
@@ -64,10 +64,10 @@ func TestPipeCopiesOnWrite(t *testing.T) {
 func TestPipeQueueFullDrops(t *testing.T) {
 	r, s := newTestPipe(t, 4)
 	writeAll(t, r, msgsTo(pipeRemote, 10))
-	if d := s.(DropCounter).Drops(); d != 6 {
+	if d := s.(transport.DropCounter).Drops(); d != 6 {
 		t.Fatalf("ship side Drops = %d, want 6", d)
 	}
-	if d := r.(DropCounter).Drops(); d != 0 {
+	if d := r.(transport.DropCounter).Drops(); d != 0 {
 		t.Fatalf("relay side Drops = %d, want 0", d)
 	}
 	got, batches := readN(t, s, 4)
@@ -79,15 +79,15 @@ func TestPipeQueueFullDrops(t *testing.T) {
 func TestPipeWriteRefuses(t *testing.T) {
 	r, _ := newTestPipe(t, 0)
 	for name, tt := range map[string]struct {
-		m    Message
+		m    transport.Message
 		want error
 	}{
-		"zero addr": {Message{Buf: []byte("x"), N: 1}, ErrInvalidAddr},
-		"port 0":    {Message{Buf: []byte("x"), N: 1, Addr: netip.MustParseAddrPort("10.99.0.7:0")}, ErrInvalidAddr},
-		"ipv6":      {Message{Buf: []byte("x"), N: 1, Addr: netip.MustParseAddrPort("[2001:db8::1]:1")}, ErrInvalidAddr},
-		"N > len":   {Message{Buf: []byte("x"), N: 2, Addr: pipeRemote}, ErrInvalidMessage},
+		"zero addr": {transport.Message{Buf: []byte("x"), N: 1}, transport.ErrInvalidAddr},
+		"port 0":    {transport.Message{Buf: []byte("x"), N: 1, Addr: netip.MustParseAddrPort("10.99.0.7:0")}, transport.ErrInvalidAddr},
+		"ipv6":      {transport.Message{Buf: []byte("x"), N: 1, Addr: netip.MustParseAddrPort("[2001:db8::1]:1")}, transport.ErrInvalidAddr},
+		"N > len":   {transport.Message{Buf: []byte("x"), N: 2, Addr: pipeRemote}, transport.ErrInvalidMessage},
 	} {
-		msgs := []Message{{Buf: []byte("ok"), N: 2, Addr: pipeRemote}, tt.m}
+		msgs := []transport.Message{{Buf: []byte("ok"), N: 2, Addr: pipeRemote}, tt.m}
 		if n, err := r.WriteBatch(msgs); n != 1 || !errors.Is(err, tt.want) {
 			t.Errorf("%s: WriteBatch = %d, %v; want 1, %v", name, n, err, tt.want)
 		}
@@ -96,14 +96,14 @@ func TestPipeWriteRefuses(t *testing.T) {
 	r6, s6 := NewPipe(netip.MustParseAddrPort("[fe80::1]:1"), 0)
 	defer r6.Close()
 	defer s6.Close()
-	if _, err := r6.WriteBatch(msgsTo(pipeRemote, 1)); !errors.Is(err, ErrInvalidAddr) {
+	if _, err := r6.WriteBatch(msgsTo(pipeRemote, 1)); !errors.Is(err, transport.ErrInvalidAddr) {
 		t.Errorf("IPv4 to an IPv6 ship: %v", err)
 	}
 	writeAll(t, r6, msgsTo(netip.MustParseAddrPort("[2001:db8::1]:1"), 1))
 }
 
 func TestPipeClose(t *testing.T) {
-	transporttest.CheckGoroutineLeaks(t)
+	CheckGoroutineLeaks(t)
 	r, s := newTestPipe(t, 0)
 	errc := make(chan error, 1)
 	go func() {
@@ -129,7 +129,7 @@ func TestPipeClose(t *testing.T) {
 	// The other end stays open; what it writes to the closed end is lost
 	// without counting as a queue drop.
 	writeAll(t, r, msgsTo(pipeRemote, 2))
-	if d := s.(DropCounter).Drops(); d != 0 {
+	if d := s.(transport.DropCounter).Drops(); d != 0 {
 		t.Fatalf("Drops = %d after writes to a closed end", d)
 	}
 }
@@ -137,20 +137,20 @@ func TestPipeClose(t *testing.T) {
 // TestPipeConcurrent runs writers on both ends against one reader each;
 // run with -race.
 func TestPipeConcurrent(t *testing.T) {
-	transporttest.CheckGoroutineLeaks(t)
+	CheckGoroutineLeaks(t)
 	const writers, each = 4, 200
 	r, s := newTestPipe(t, writers*each)
 	var wg sync.WaitGroup
 	for w := range writers {
 		for _, c := range []struct {
-			end Conn
+			end transport.Conn
 			to  netip.AddrPort
 		}{{r, pipeRemote}, {s, pipeDest}} {
 			wg.Go(func() {
 				buf := make([]byte, 8)
 				for i := range each {
 					buf[0], buf[1] = byte(w), byte(i) // reused at once: the pipe copied it
-					if n, err := c.end.WriteBatch([]Message{{Buf: buf, N: len(buf), Addr: c.to}}); n != 1 || err != nil {
+					if n, err := c.end.WriteBatch([]transport.Message{{Buf: buf, N: len(buf), Addr: c.to}}); n != 1 || err != nil {
 						t.Errorf("WriteBatch = %d, %v", n, err)
 						return
 					}
@@ -158,9 +158,9 @@ func TestPipeConcurrent(t *testing.T) {
 			})
 		}
 	}
-	var got [2][]Message
+	var got [2][]transport.Message
 	var rg sync.WaitGroup
-	for i, end := range []Conn{s, r} {
+	for i, end := range []transport.Conn{s, r} {
 		rg.Go(func() { got[i], _ = readN(t, end, writers*each) })
 	}
 	wg.Wait()

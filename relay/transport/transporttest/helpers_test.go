@@ -1,0 +1,119 @@
+package transporttest
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"net/netip"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/urbit-relay/relay/relay/transport"
+)
+
+// The helpers below are transport's test helpers (relay/transport's
+// helpers_test.go) for this package's tests. They are copies, not shared:
+// transport's in-package tests cannot import this package, which imports
+// transport, and this package's tests cannot see transport's test files.
+
+// testReadTimeout bounds how long a test waits for datagrams that should
+// already be there; on expiry the conn is closed so the test fails
+// instead of hanging.
+const testReadTimeout = 5 * time.Second
+
+// testDatagramCap is the read buffer size used by tests: larger than any
+// datagram they send, so N == testDatagramCap would mean truncation.
+const testDatagramCap = 2048
+
+// listen opens a conn of n at addr, closed at cleanup.
+func listen(t testing.TB, n *MemNetwork, addr netip.AddrPort) transport.Conn {
+	t.Helper()
+	c, err := n.Listen(addr)
+	if err != nil {
+		t.Fatalf("listen %v: %v", addr, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// newReadMsgs returns n read messages with size-byte buffers.
+func newReadMsgs(n, size int) []transport.Message {
+	msgs := make([]transport.Message, n)
+	for i := range msgs {
+		msgs[i].Buf = make([]byte, size)
+	}
+	return msgs
+}
+
+// readN reads exactly n datagrams from c, in as many ReadBatch calls as it
+// takes, and returns them with the size of each call's result. It closes c
+// and fails the test if they do not arrive within testReadTimeout.
+func readN(t testing.TB, c transport.Conn, n int) (got []transport.Message, batches []int) {
+	t.Helper()
+	timer := time.AfterFunc(testReadTimeout, func() { c.Close() })
+	defer timer.Stop()
+	msgs := newReadMsgs(n, testDatagramCap)
+	for len(got) < n {
+		k, err := c.ReadBatch(msgs[len(got):])
+		if err != nil {
+			t.Fatalf("ReadBatch after %d of %d datagrams: %v", len(got), n, err)
+		}
+		if k <= 0 || k > n-len(got) {
+			t.Fatalf("ReadBatch returned %d with %d slots", k, n-len(got))
+		}
+		batches = append(batches, k)
+		got = msgs[:len(got)+k]
+	}
+	return got, batches
+}
+
+// payload returns a distinct datagram body for index i.
+func payload(i int) []byte {
+	return []byte{'p', byte(i >> 8), byte(i), 0xAA, byte(i * 7)}
+}
+
+// writeAll sends msgs with one WriteBatch and fails unless all were sent.
+func writeAll(t testing.TB, c transport.Conn, msgs []transport.Message) {
+	t.Helper()
+	if n, err := c.WriteBatch(msgs); err != nil || n != len(msgs) {
+		t.Fatalf("WriteBatch = %d, %v; want %d, nil", n, err, len(msgs))
+	}
+}
+
+// msgsTo builds count write messages with payload(i) for dst.
+func msgsTo(dst netip.AddrPort, count int) []transport.Message {
+	msgs := make([]transport.Message, count)
+	for i := range msgs {
+		b := payload(i)
+		msgs[i] = transport.Message{Buf: b, N: len(b), Addr: dst}
+	}
+	return msgs
+}
+
+func isClosedErr(err error) bool { return errors.Is(err, net.ErrClosed) }
+
+// blockedPollInterval is how often waitReaderBlocked re-reads goroutine
+// stacks.
+const blockedPollInterval = time.Millisecond
+
+// waitReaderBlocked waits until some goroutine is parked inside a
+// ReadBatch of this package.
+func waitReaderBlocked(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(testReadTimeout)
+	buf := make([]byte, 1<<20)
+	for time.Now().Before(deadline) {
+		n := runtime.Stack(buf, true)
+		for _, g := range bytes.Split(buf[:n], []byte("\n\n")) {
+			header, _, _ := strings.Cut(string(g), "\n")
+			parked := !strings.Contains(header, "[running") && !strings.Contains(header, "[runnable")
+			if parked && bytes.Contains(g, []byte("transporttest.(*")) && bytes.Contains(g, []byte(").ReadBatch(")) {
+				return
+			}
+		}
+		time.Sleep(blockedPollInterval)
+	}
+	t.Fatal("no goroutine blocked in ReadBatch")
+}
