@@ -891,6 +891,13 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 		var hop netip.AddrPort
 		var named bool
 		hop, named, own = nextHopFor(p, from, obs.Next, placed)
+		if named && own && obs.Relayed && hop != from && !r.hintOK(hop) {
+			// The publisher's lane is private here (a LAN lane the
+			// forwarder below may reach): the forwarder is the tightest
+			// lane the requester can use, as when none is carried.
+			hop, own = from, false
+			out.c.add(EventHintsScrubbed, 1)
+		}
 		if named {
 			hopShort, canShort = lane.EncodeShort(hop)
 		}

@@ -245,10 +245,24 @@ func TestFrontNothingPrivateLeaves(t *testing.T) {
 	}
 }
 
-// TestPrivateLaneNeverBecomesNextHop: a page arriving from a private lane
-// (a publisher on the operator's LAN) reaches the requester with no
-// next-hop, unless the operator declared that network.
+// TestPrivateLaneNeverBecomesNextHop: a publisher on a LAN is never named
+// to a requester unless the operator declared that network. A relayed page
+// naming its LAN lane reaches the requester naming the forwarder it came
+// through instead; a hop-0 page from its (pinned) LAN lane reaches it with
+// no next-hop, so it goes on asking us.
 func TestPrivateLaneNeverBecomesNextHop(t *testing.T) {
+	t.Run("hop 0", func(t *testing.T) {
+		lan := netip.MustParseAddrPort("192.168.7.8:5000")
+		f := newFixture(t, func(c *relay.Config) {
+			c.Pinned = map[lane.Ship]netip.AddrPort{planetUnderNec: lan}
+		})
+		oneSend(t, f.handle(peekOf(planetUnderNec, "lan"), alice), lan)
+		s := oneSend(t, f.handle(hopPage(t, planetUnderNec, "lan", 0, netip.AddrPort{}), lan), alice)
+		sp := parse(t, s)
+		if next, ok := sp.NextHopAddr(); ok {
+			t.Errorf("a hop-0 page from a LAN lane named %v", next)
+		}
+	})
 	lan := netip.MustParseAddrPort("192.168.7.7:5000")
 	for _, declared := range []bool{false, true} {
 		f := newFixture(t, func(c *relay.Config) {
@@ -261,9 +275,14 @@ func TestPrivateLaneNeverBecomesNextHop(t *testing.T) {
 		oneSend(t, f.handle(peekOf(planetUnderNec, "lan"), alice), necLane)
 		s := oneSend(t, f.handle(hopPage(t, planetUnderNec, "lan", 1, lan), necLane), alice)
 		sp := parse(t, s)
-		next, ok := sp.NextHopAddr()
-		if declared != ok || (ok && next != lan) {
-			t.Errorf("declared %v: next-hop %v %v", declared, next, ok)
+		// Undeclared, the forwarder it came through is the tightest lane
+		// a requester can use.
+		want := necLane
+		if declared {
+			want = lan
+		}
+		if next, ok := sp.NextHopAddr(); !ok || next != want {
+			t.Errorf("declared %v: next-hop %v %v, want %v", declared, next, ok, want)
 		}
 	}
 }
