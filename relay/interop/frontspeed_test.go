@@ -37,6 +37,9 @@ const (
 	// speedDirectLane is the directly bound vere's lane: WORLD's second
 	// address, where a vtool ship binds 0.0.0.0:23338.
 	speedDirectLane = "10.88.0.2:23338"
+	// speedLaneRelay is the unfronted relay's public lane: a relay in
+	// ship-lane mode (--ship-lane speedDirectLane) before the same vere.
+	speedLaneRelay = "10.88.0.2:13339"
 	// speedRefill is how long a requester waits for pages before it
 	// counts its peeks in flight as lost and sends a window again.
 	speedRefill = 50 * time.Millisecond
@@ -47,7 +50,11 @@ const (
 // TestFrontSpeed measures, side by side in one run, how many peeks per
 // second vere answers fronted (relay in WORLD on 10.88.0.1:13338, vere in
 // its namespace behind the relay's TUN device) and bound directly on an
-// address of WORLD (the same vtool ship, on 10.88.0.2:23338). Requesters
+// address of WORLD (the same vtool ship, on 10.88.0.2:23338), and what the
+// relay's CPU per page costs fronted against the same relay unfronted: in
+// ship-lane mode on 10.88.0.2:13339 (--ship-lane 10.88.0.2:23338) before
+// the directly bound vere, the four datagrams of a page through its public
+// socket where the fronted relay has two there and two on the TUN. Requesters
 // in OUTSIDE run a closed loop (-front-speed-window peeks in flight on each
 // of -front-speed-sockets sockets, each peek for a path of its own); the
 // rounds alternate the order of the two, and the report is the median of
@@ -95,13 +102,30 @@ func TestFrontSpeed(t *testing.T) {
 		relayPid = f.relay.Pid()
 	}
 	frontedPid := quiet(shipNS, "ship", "~nec", "13338", "--time-limit", limit)
-	pids := [][]int{{directPid}, {frontedPid, relayPid}}
+	// The unfronted relay: the same build, as root (it needs no device),
+	// at the same (info) level.
+	bin := vtool.BuildRelay(t)
+	if *frontSpeedRelay != "" {
+		bin = *frontSpeedRelay
+	}
+	lr := exec.Command("ip", "netns", "exec", w.name, bin, "run", "--ship", "~nec", "--listen", speedLaneRelay,
+		"--ship-lane", speedDirectLane, "--hint-net", frontHintNet)
+	if err := lr.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lr.Process.Kill(); lr.Wait() })
+	pids := [][]int{{directPid}, {directPid, lr.Process.Pid}, {frontedPid, relayPid}}
 
 	gen := newSpeedGen(t, w.outName, *frontSpeedSockets, *frontSpeedWindow)
 	targets := []struct {
 		name string
 		lane netip.AddrPort
-	}{{"vere bound directly", netip.MustParseAddrPort(speedDirectLane)}, {"vere fronted", netip.MustParseAddrPort(frontRelayLane)}}
+	}{
+		{"vere bound directly", netip.MustParseAddrPort(speedDirectLane)},
+		{"vere at a lane (relay --ship-lane)", netip.MustParseAddrPort(speedLaneRelay)},
+		{"vere fronted", netip.MustParseAddrPort(frontRelayLane)},
+	}
+	const direct, atLane, fronted = 0, 1, 2
 	for _, tg := range targets {
 		if !gen.ready(tg.lane, 10*time.Second) {
 			t.Fatalf("%s at %v: no page within 10 s", tg.name, tg.lane)
@@ -117,7 +141,7 @@ func TestFrontSpeed(t *testing.T) {
 		cpu[i] = make([]time.Duration, len(pids[i]))
 	}
 	for r := 0; r < *frontSpeedRounds; r++ {
-		var got [2]float64
+		var got [3]float64
 		for k := range targets {
 			i := (k + r) % len(targets) // alternate who goes first
 			before := cpuTimes(t, pids[i])
@@ -130,8 +154,9 @@ func TestFrontSpeed(t *testing.T) {
 			rates[i] = append(rates[i], got[i])
 			lost[i] += l
 		}
-		ratios = append(ratios, got[1]/got[0])
-		t.Logf("round %d: direct %.0f pages/s, fronted %.0f pages/s, fronted/direct %.3f", r+1, got[0], got[1], got[1]/got[0])
+		ratios = append(ratios, got[fronted]/got[direct])
+		t.Logf("round %d: direct %.0f pages/s, at a lane %.0f pages/s, fronted %.0f pages/s, fronted/direct %.3f",
+			r+1, got[direct], got[atLane], got[fronted], got[fronted]/got[direct])
 	}
 	t.Logf("| ship | pages/s | min-max | lost | vere CPU/page | relay CPU/page |")
 	for i, tg := range targets {
@@ -146,6 +171,8 @@ func TestFrontSpeed(t *testing.T) {
 		t.Logf("| %s | %.0f | %.0f-%.0f | %d | %s | %s |", tg.name, median(rates[i]), lo, hi, lost[i], per(cpu[i][0]), relayCPU)
 	}
 	t.Logf("fronted/direct, median of rounds: %.3f (min %.3f, max %.3f)", median(ratios), slices.Min(ratios), slices.Max(ratios))
+	perPage := func(i int) float64 { return float64(cpu[i][1]) / float64(max(1, pagesOf[i])) }
+	t.Logf("relay CPU per page, fronted/at a lane: %.2f", perPage(fronted)/max(1, perPage(atLane)))
 	m, err := scrapeIn(w.name, "http://"+frontMetricsAddr+"/metrics")
 	if err == nil {
 		t.Logf("relay: %v", vtool.Nonzero(m, "relay_drops_total"))
