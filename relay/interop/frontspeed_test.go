@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,6 +31,7 @@ var (
 	frontSpeedRounds   = flag.Int("front-speed-rounds", 5, "TestFrontSpeed: rounds, each measuring both veres in turn; medians are reported")
 	frontSpeedSockets  = flag.Int("front-speed-sockets", 4, "TestFrontSpeed: requester sockets")
 	frontSpeedWindow   = flag.Int("front-speed-window", 64, "TestFrontSpeed: peeks in flight per requester socket")
+	frontSpeedPerf     = flag.Bool("front-speed-perf", false, "TestFrontSpeed: count each relay's syscalls and context switches per page with `perf stat` during its measurements")
 	frontSpeedRelay    = flag.String("front-speed-relay", "", "TestFrontSpeed: another relay binary to front vere with, run as `relay run --front-netns` with privileges (to compare builds)")
 )
 
@@ -140,14 +142,24 @@ func TestFrontSpeed(t *testing.T) {
 	for i := range cpu {
 		cpu[i] = make([]time.Duration, len(pids[i]))
 	}
+	var counts [3]perfCounts // the relay's, with -front-speed-perf
 	for r := 0; r < *frontSpeedRounds; r++ {
 		var got [3]float64
 		for k := range targets {
 			i := (k + r) % len(targets) // alternate who goes first
+			var stop func() perfCounts
+			if *frontSpeedPerf && len(pids[i]) > 1 {
+				stop = perfStat(t, pids[i][1])
+			}
 			before := cpuTimes(t, pids[i])
 			pages, l := gen.run(targets[i].lane, *frontSpeedDuration)
 			for j, c := range cpuTimes(t, pids[i]) {
 				cpu[i][j] += c - before[j]
+			}
+			if stop != nil {
+				c := stop()
+				counts[i].syscalls += c.syscalls
+				counts[i].switches += c.switches
 			}
 			pagesOf[i] += pages
 			got[i] = float64(pages) / frontSpeedDuration.Seconds()
@@ -158,7 +170,7 @@ func TestFrontSpeed(t *testing.T) {
 		t.Logf("round %d: direct %.0f pages/s, at a lane %.0f pages/s, fronted %.0f pages/s, fronted/direct %.3f",
 			r+1, got[direct], got[atLane], got[fronted], got[fronted]/got[direct])
 	}
-	t.Logf("| ship | pages/s | min-max | lost | vere CPU/page | relay CPU/page |")
+	t.Logf("| ship | pages/s | min-max | pages | lost | vere CPU/page | relay CPU/page |")
 	for i, tg := range targets {
 		lo, hi := slices.Min(rates[i]), slices.Max(rates[i])
 		per := func(d time.Duration) string {
@@ -168,14 +180,60 @@ func TestFrontSpeed(t *testing.T) {
 		if len(cpu[i]) > 1 {
 			relayCPU = per(cpu[i][1])
 		}
-		t.Logf("| %s | %.0f | %.0f-%.0f | %d | %s | %s |", tg.name, median(rates[i]), lo, hi, lost[i], per(cpu[i][0]), relayCPU)
+		t.Logf("| %s | %.0f | %.0f-%.0f | %d | %d | %s | %s |", tg.name, median(rates[i]), lo, hi, pagesOf[i], lost[i], per(cpu[i][0]), relayCPU)
 	}
 	t.Logf("fronted/direct, median of rounds: %.3f (min %.3f, max %.3f)", median(ratios), slices.Min(ratios), slices.Max(ratios))
 	perPage := func(i int) float64 { return float64(cpu[i][1]) / float64(max(1, pagesOf[i])) }
 	t.Logf("relay CPU per page, fronted/at a lane: %.2f", perPage(fronted)/max(1, perPage(atLane)))
+	if *frontSpeedPerf {
+		for _, i := range []int{atLane, fronted} {
+			p := float64(max(1, pagesOf[i]))
+			t.Logf("%s: relay syscalls/page %.2f, context switches/page %.2f (perf stat)", targets[i].name,
+				float64(counts[i].syscalls)/p, float64(counts[i].switches)/p)
+		}
+	}
 	m, err := scrapeIn(w.name, "http://"+frontMetricsAddr+"/metrics")
 	if err == nil {
 		t.Logf("relay: %v", vtool.Nonzero(m, "relay_drops_total"))
+	}
+}
+
+// perfCounts are a process's counts from perfStat.
+type perfCounts struct{ syscalls, switches uint64 }
+
+// perfStat starts counting pid's system calls and context switches (`perf
+// stat`, all its threads); the function it returns stops the count and
+// returns it.
+func perfStat(t *testing.T, pid int) func() perfCounts {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "perf.csv")
+	cmd := exec.Command("perf", "stat", "-x,", "-o", out, "-e", "raw_syscalls:sys_enter,context-switches", "-p", strconv.Itoa(pid))
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("perf stat: %v", err)
+	}
+	time.Sleep(100 * time.Millisecond) // perf attaches
+	return func() perfCounts {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatalf("perf stat: %v", err)
+		}
+		var c perfCounts
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Split(line, ",")
+			if len(f) < 3 {
+				continue
+			}
+			n, _ := strconv.ParseUint(f[0], 10, 64)
+			switch f[2] {
+			case "raw_syscalls:sys_enter":
+				c.syscalls = n
+			case "context-switches":
+				c.switches = n
+			}
+		}
+		return c
 	}
 }
 
