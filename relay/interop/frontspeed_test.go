@@ -32,7 +32,7 @@ var (
 	frontSpeedSockets  = flag.Int("front-speed-sockets", 4, "TestFrontSpeed: requester sockets")
 	frontSpeedWindow   = flag.Int("front-speed-window", 64, "TestFrontSpeed: peeks in flight per requester socket")
 	frontSpeedPerf     = flag.Bool("front-speed-perf", false, "TestFrontSpeed: count each relay's syscalls and context switches per page with `perf stat` during its measurements")
-	frontSpeedRelay    = flag.String("front-speed-relay", "", "TestFrontSpeed: another relay binary to front vere with, run as `relay run --front-netns` with privileges (to compare builds)")
+	frontSpeedRelay    = flag.String("front-speed-relay", "", "TestFrontSpeed: another relay binary to front vere with, run as `relay run --front-netns` with privileges, and to run before it in ship-lane mode (to compare builds)")
 )
 
 const (
