@@ -157,9 +157,7 @@ func TestFrontSpeed(t *testing.T) {
 				cpu[i][j] += c - before[j]
 			}
 			if stop != nil {
-				c := stop()
-				counts[i].syscalls += c.syscalls
-				counts[i].switches += c.switches
+				counts[i].add(stop())
 			}
 			pagesOf[i] += pages
 			got[i] = float64(pages) / frontSpeedDuration.Seconds()
@@ -188,8 +186,12 @@ func TestFrontSpeed(t *testing.T) {
 	if *frontSpeedPerf {
 		for _, i := range []int{atLane, fronted} {
 			p := float64(max(1, pagesOf[i]))
-			t.Logf("%s: relay syscalls/page %.2f, context switches/page %.2f (perf stat)", targets[i].name,
-				float64(counts[i].syscalls)/p, float64(counts[i].switches)/p)
+			named := ""
+			for j, sc := range perfSyscalls {
+				named += fmt.Sprintf(", %s %.2f", sc, float64(counts[i].named[j])/p)
+			}
+			t.Logf("%s: relay syscalls/page %.2f%s; context switches/page %.2f (perf stat)", targets[i].name,
+				float64(counts[i].syscalls)/p, named, float64(counts[i].switches)/p)
 		}
 	}
 	m, err := scrapeIn(w.name, "http://"+frontMetricsAddr+"/metrics")
@@ -198,8 +200,24 @@ func TestFrontSpeed(t *testing.T) {
 	}
 }
 
-// perfCounts are a process's counts from perfStat.
-type perfCounts struct{ syscalls, switches uint64 }
+// perfCounts are a process's counts from perfStat: its system calls (all,
+// then those named in perfSyscalls) and context switches.
+type perfCounts struct {
+	syscalls, switches uint64
+	named              [len(perfSyscalls)]uint64
+}
+
+// perfSyscalls are the system calls perfStat counts one by one: the TUN's
+// read and write, the public socket's, and the poller's waits.
+var perfSyscalls = [...]string{"read", "write", "recvmmsg", "sendmmsg", "epoll_pwait"}
+
+func (c *perfCounts) add(o perfCounts) {
+	c.syscalls += o.syscalls
+	c.switches += o.switches
+	for i := range c.named {
+		c.named[i] += o.named[i]
+	}
+}
 
 // perfStat starts counting pid's system calls and context switches (`perf
 // stat`, all its threads); the function it returns stops the count and
@@ -207,7 +225,11 @@ type perfCounts struct{ syscalls, switches uint64 }
 func perfStat(t *testing.T, pid int) func() perfCounts {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "perf.csv")
-	cmd := exec.Command("perf", "stat", "-x,", "-o", out, "-e", "raw_syscalls:sys_enter,context-switches", "-p", strconv.Itoa(pid))
+	events := "raw_syscalls:sys_enter,context-switches"
+	for _, sc := range perfSyscalls {
+		events += ",syscalls:sys_enter_" + sc
+	}
+	cmd := exec.Command("perf", "stat", "-x,", "-o", out, "-e", events, "-p", strconv.Itoa(pid))
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("perf stat: %v", err)
 	}
@@ -231,6 +253,11 @@ func perfStat(t *testing.T, pid int) func() perfCounts {
 				c.syscalls = n
 			case "context-switches":
 				c.switches = n
+			}
+			for i, sc := range perfSyscalls {
+				if f[2] == "syscalls:sys_enter_"+sc {
+					c.named[i] = n
+				}
 			}
 		}
 		return c
