@@ -113,6 +113,10 @@ const (
 	virtioGSOUDPL4  = 5
 	virtioGSONone   = 0
 
+	// udpChecksumOffset is the UDP checksum's offset in the UDP header,
+	// the virtio header's csum_offset for a UDP packet.
+	udpChecksumOffset = 6
+
 	// tunOffset is the headroom left at the front of every buffer handed
 	// to a device: a device with a virtio_net_hdr (wireguard's tun, whose
 	// in-memory TUN the tests use) writes 10 bytes there; 16 keeps the IP

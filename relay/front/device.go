@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"unsafe"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
@@ -37,7 +38,8 @@ type device interface {
 // Batching: one Read waits for the first packet and then reads every
 // packet already queued, up to len(bufs), in one wake-up of the reader
 // (one read(2) each: a TUN has no batched read, and the relay offers the
-// ship's kernel no offloads, so it never hands over super-packets); one
+// ship's kernel checksum offload only, no segmentation offload, so it never
+// hands over super-packets); one
 // Write writes every packet in one callback of the poller, and, with a
 // virtio header (Prepare sets IFF_VNET_HDR), each run of one flow as one
 // UDP GSO super-packet (coalesce): one write(2) and one trip through the
@@ -116,8 +118,20 @@ func newFileDevice(f *os.File) (*fileDevice, error) {
 		}
 	})
 	d.vnet = flags&unix.IFF_VNET_HDR != 0
+	if d.vnet {
+		rc.Control(setOffload) // again: the file may come from an older setup
+	}
 	d.readFn, d.writeFn = d.readQueued, d.writeAll
 	return d, nil
+}
+
+// setOffload offers the ship's kernel checksum offload (TUN_F_CSUM) on
+// TUN file fd, which has IFF_VNET_HDR, and no segmentation offload: the
+// ship's kernel leaves its datagrams' UDP checksums to the device
+// (takeVnet), so neither it nor the relay sums a page, and still hands
+// over whole packets. Refused, the checksums come complete as before.
+func setOffload(fd uintptr) {
+	unix.IoctlSetInt(int(fd), unix.TUNSETOFFLOAD, unix.TUN_F_CSUM)
 }
 
 // Read implements device.
@@ -143,7 +157,7 @@ func (d *fileDevice) readQueued(fd uintptr) bool {
 		hdr = vnetHdrLen // read in front of the offset, which leaves room
 	}
 	for d.rn < len(d.rbufs) {
-		k, err := unix.Read(int(fd), d.rbufs[d.rn][d.roff-hdr:])
+		k, err := rawRead(fd, d.rbufs[d.rn][d.roff-hdr:])
 		switch {
 		case err == unix.EAGAIN:
 			return d.rn > 0
@@ -154,13 +168,59 @@ func (d *fileDevice) readQueued(fd uintptr) bool {
 			return true
 		}
 		k -= hdr
-		if hdr > 0 && (k < 0 || d.rbufs[d.rn][d.roff-hdr+1] != virtioGSONone) {
-			// A GSO super-packet, which a TUN offering no offloads is
-			// never handed: left empty, for the Conn to count malformed.
+		if hdr > 0 && (k < 0 || !takeVnet(d.rbufs[d.rn][d.roff-hdr:d.roff], d.rbufs[d.rn][d.roff:d.roff+k])) {
+			// A GSO super-packet, which a TUN offering no segmentation
+			// offload is never handed: left empty, for the Conn to count
+			// malformed.
 			k = 0
 		}
 		d.rsizes[d.rn] = k
 		d.rn++
+	}
+	return true
+}
+
+// rawRead is read(2) of a non-blocking file, raw (no entersyscall or
+// exitsyscall), as relay/transport's recvmmsg: the call never waits, it
+// copies one packet. Through the runtime's Syscall each call woke the
+// runtime's sysmon thread (entersyscall), a futex wake and a context
+// switch per packet: perf put a fifth of the fronted relay's CPU in sysmon.
+// The price is that the goroutine cannot be preempted during one call.
+func rawRead(fd uintptr, b []byte) (int, error) {
+	n, _, errno := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), nil
+}
+
+// rawWrite is write(2) of a non-blocking file, raw, as rawRead: a write
+// into the TUN never waits (a full queue drops, EAGAIN at most), it
+// carries one packet or one UDP GSO super-packet through the ship's stack.
+func rawWrite(fd uintptr, b []byte) (int, error) {
+	n, _, errno := unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), nil
+}
+
+// takeVnet reads the virtio header h in front of packet pkt, read from the
+// TUN, and reports whether pkt is one whole packet (no GSO). A UDP packet
+// whose checksum the ship's kernel left to the device (NEEDS_CSUM: the TUN
+// offers TUN_F_CSUM) gets a zero UDP checksum, "none" (RFC 768), so that
+// ParseUDP4 takes it unverified: the field holds only the pseudo-header's
+// sum, and the data never left the host's memory. Any other partial
+// checksum is left as it is, for ParseUDP4 to refuse.
+func takeVnet(h, pkt []byte) bool {
+	if h[1] != virtioGSONone {
+		return false
+	}
+	if h[0]&virtioNeedsCsum != 0 && len(pkt) >= HeadersLen && pkt[9] == protoUDP {
+		start, off := int(binary.LittleEndian.Uint16(h[6:])), int(binary.LittleEndian.Uint16(h[8:]))
+		if ihl := int(pkt[0]&0x0f) * 4; start == ihl && off == udpChecksumOffset && ihl+UDPHeaderLen <= len(pkt) {
+			pkt[ihl+off], pkt[ihl+off+1] = 0, 0
+		}
 	}
 	return true
 }
@@ -210,7 +270,7 @@ func (d *fileDevice) Write(bufs [][]byte, offset int) (int, error) {
 // written again as its packets, one by one.
 func (d *fileDevice) writeAll(fd uintptr) bool {
 	for d.wn < len(d.frames) {
-		_, err := unix.Write(int(fd), d.frames[d.wn])
+		_, err := rawWrite(fd, d.frames[d.wn])
 		switch {
 		case err == unix.EAGAIN:
 			return false
@@ -243,7 +303,7 @@ func (d *fileDevice) writeSplit(fd int, frame []byte) error {
 		dst := netip.AddrPortFrom(netip.AddrFrom4([4]byte(ip[16:20])), binary.BigEndian.Uint16(ip[22:]))
 		b := AppendUDP4(pkt[:vnetHdrLen], src, dst, payload[:n])
 		for {
-			if _, err := unix.Write(fd, b); err != unix.EINTR {
+			if _, err := rawWrite(uintptr(fd), b); err != unix.EINTR {
 				if err != nil {
 					return err
 				}
@@ -306,7 +366,7 @@ func coalesce(bufs [][]byte, offset int) int {
 	binary.LittleEndian.PutUint16(h[2:], HeadersLen)
 	binary.LittleEndian.PutUint16(h[4:], uint16(seg))
 	binary.LittleEndian.PutUint16(h[6:], IPv4HeaderLen)
-	binary.LittleEndian.PutUint16(h[8:], 6) // the UDP checksum's offset
+	binary.LittleEndian.PutUint16(h[8:], udpChecksumOffset)
 	bufs[0] = sp
 	return k
 }

@@ -75,3 +75,52 @@ func TestCoalesce(t *testing.T) {
 		}
 	}
 }
+
+// TestTakeVnet: a packet read with a partial UDP checksum (NEEDS_CSUM, as
+// the ship's kernel leaves it to a TUN offering TUN_F_CSUM) gets a zero
+// checksum, which ParseUDP4 takes; a whole packet is untouched; a GSO
+// super-packet is refused; a partial checksum anywhere but the UDP
+// checksum's place is left for ParseUDP4 to refuse.
+func TestTakeVnet(t *testing.T) {
+	a := netip.MustParseAddrPort("203.0.113.5:4000")
+	partial := func() []byte {
+		pkt := gsoPackets(testShip, a, 100)[0][tunOffset:]
+		// What the ship's kernel writes: the pseudo-header's sum only.
+		binary.BigEndian.PutUint16(pkt[IPv4HeaderLen+6:], fold(pseudoHeaderSum(pkt[12:20], len(pkt)-IPv4HeaderLen)))
+		return pkt
+	}
+	hdr := func(flags, gso byte, start, off int) []byte {
+		h := make([]byte, vnetHdrLen)
+		h[0], h[1] = flags, gso
+		binary.LittleEndian.PutUint16(h[6:], uint16(start))
+		binary.LittleEndian.PutUint16(h[8:], uint16(off))
+		return h
+	}
+
+	pkt := partial()
+	if _, _, _, err := ParseUDP4(pkt); err != ErrUDPChecksum {
+		t.Fatalf("a partial checksum parses with %v, want ErrUDPChecksum (the test's packet is wrong)", err)
+	}
+	if !takeVnet(hdr(virtioNeedsCsum, virtioGSONone, IPv4HeaderLen, udpChecksumOffset), pkt) {
+		t.Fatal("takeVnet refused a whole packet")
+	}
+	if src, dst, payload, err := ParseUDP4(pkt); err != nil || src != testShip || dst != a || len(payload) != 100 {
+		t.Fatalf("after takeVnet: %v %v %d bytes %v", src, dst, len(payload), err)
+	}
+
+	whole := gsoPackets(testShip, a, 100)[0][tunOffset:]
+	want := bytes.Clone(whole)
+	if !takeVnet(hdr(0, virtioGSONone, 0, 0), whole) || !bytes.Equal(whole, want) {
+		t.Fatal("takeVnet changed or refused a packet with a complete checksum")
+	}
+
+	if takeVnet(hdr(virtioNeedsCsum, virtioGSOUDPL4, IPv4HeaderLen, udpChecksumOffset), partial()) {
+		t.Fatal("takeVnet took a GSO super-packet")
+	}
+
+	pkt = partial()
+	takeVnet(hdr(virtioNeedsCsum, virtioGSONone, IPv4HeaderLen, 16), pkt) // TCP's checksum offset
+	if _, _, _, err := ParseUDP4(pkt); err != ErrUDPChecksum {
+		t.Fatalf("a partial checksum at another offset parses with %v, want ErrUDPChecksum", err)
+	}
+}

@@ -277,14 +277,15 @@ func openTUN(name string) (*os.File, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	// IFF_VNET_HDR, and no TUNSETOFFLOAD: the ship's kernel hands the
-	// relay whole packets with complete checksums, and the relay may
-	// write UDP GSO super-packets (fileDevice.Write).
+	// IFF_VNET_HDR: the relay may write UDP GSO super-packets
+	// (fileDevice.Write), and offers the ship's kernel checksum offload
+	// (newFileDevice), never segmentation offload: it reads whole packets.
 	ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI | unix.IFF_VNET_HDR)
 	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
+	setOffload(uintptr(fd))
 	return os.NewFile(uintptr(fd), TUNFileName), nil
 }
 

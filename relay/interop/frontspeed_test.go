@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,13 +31,17 @@ var (
 	frontSpeedRounds   = flag.Int("front-speed-rounds", 5, "TestFrontSpeed: rounds, each measuring both veres in turn; medians are reported")
 	frontSpeedSockets  = flag.Int("front-speed-sockets", 4, "TestFrontSpeed: requester sockets")
 	frontSpeedWindow   = flag.Int("front-speed-window", 64, "TestFrontSpeed: peeks in flight per requester socket")
-	frontSpeedRelay    = flag.String("front-speed-relay", "", "TestFrontSpeed: another relay binary to front vere with, run as `relay run --front-netns` with privileges (to compare builds)")
+	frontSpeedPerf     = flag.Bool("front-speed-perf", false, "TestFrontSpeed: count each relay's syscalls and context switches per page with `perf stat` during its measurements")
+	frontSpeedRelay    = flag.String("front-speed-relay", "", "TestFrontSpeed: another relay binary to front vere with, run as `relay run --front-netns` with privileges, and to run before it in ship-lane mode (to compare builds)")
 )
 
 const (
 	// speedDirectLane is the directly bound vere's lane: WORLD's second
 	// address, where a vtool ship binds 0.0.0.0:23338.
 	speedDirectLane = "10.88.0.2:23338"
+	// speedLaneRelay is the unfronted relay's public lane: a relay in
+	// ship-lane mode (--ship-lane speedDirectLane) before the same vere.
+	speedLaneRelay = "10.88.0.2:13339"
 	// speedRefill is how long a requester waits for pages before it
 	// counts its peeks in flight as lost and sends a window again.
 	speedRefill = 50 * time.Millisecond
@@ -47,7 +52,11 @@ const (
 // TestFrontSpeed measures, side by side in one run, how many peeks per
 // second vere answers fronted (relay in WORLD on 10.88.0.1:13338, vere in
 // its namespace behind the relay's TUN device) and bound directly on an
-// address of WORLD (the same vtool ship, on 10.88.0.2:23338). Requesters
+// address of WORLD (the same vtool ship, on 10.88.0.2:23338), and what the
+// relay's CPU per page costs fronted against the same relay unfronted: in
+// ship-lane mode on 10.88.0.2:13339 (--ship-lane 10.88.0.2:23338) before
+// the directly bound vere, the four datagrams of a page through its public
+// socket where the fronted relay has two there and two on the TUN. Requesters
 // in OUTSIDE run a closed loop (-front-speed-window peeks in flight on each
 // of -front-speed-sockets sockets, each peek for a path of its own); the
 // rounds alternate the order of the two, and the report is the median of
@@ -95,13 +104,30 @@ func TestFrontSpeed(t *testing.T) {
 		relayPid = f.relay.Pid()
 	}
 	frontedPid := quiet(shipNS, "ship", "~nec", "13338", "--time-limit", limit)
-	pids := [][]int{{directPid}, {frontedPid, relayPid}}
+	// The unfronted relay: the same build, as root (it needs no device),
+	// at the same (info) level.
+	bin := vtool.BuildRelay(t)
+	if *frontSpeedRelay != "" {
+		bin = *frontSpeedRelay
+	}
+	lr := exec.Command("ip", "netns", "exec", w.name, bin, "run", "--ship", "~nec", "--listen", speedLaneRelay,
+		"--ship-lane", speedDirectLane, "--hint-net", frontHintNet)
+	if err := lr.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lr.Process.Kill(); lr.Wait() })
+	pids := [][]int{{directPid}, {directPid, lr.Process.Pid}, {frontedPid, relayPid}}
 
 	gen := newSpeedGen(t, w.outName, *frontSpeedSockets, *frontSpeedWindow)
 	targets := []struct {
 		name string
 		lane netip.AddrPort
-	}{{"vere bound directly", netip.MustParseAddrPort(speedDirectLane)}, {"vere fronted", netip.MustParseAddrPort(frontRelayLane)}}
+	}{
+		{"vere bound directly", netip.MustParseAddrPort(speedDirectLane)},
+		{"vere at a lane (relay --ship-lane)", netip.MustParseAddrPort(speedLaneRelay)},
+		{"vere fronted", netip.MustParseAddrPort(frontRelayLane)},
+	}
+	const direct, atLane, fronted = 0, 1, 2
 	for _, tg := range targets {
 		if !gen.ready(tg.lane, 10*time.Second) {
 			t.Fatalf("%s at %v: no page within 10 s", tg.name, tg.lane)
@@ -116,24 +142,33 @@ func TestFrontSpeed(t *testing.T) {
 	for i := range cpu {
 		cpu[i] = make([]time.Duration, len(pids[i]))
 	}
+	var counts [3]perfCounts // the relay's, with -front-speed-perf
 	for r := 0; r < *frontSpeedRounds; r++ {
-		var got [2]float64
+		var got [3]float64
 		for k := range targets {
 			i := (k + r) % len(targets) // alternate who goes first
+			var stop func() perfCounts
+			if *frontSpeedPerf && len(pids[i]) > 1 {
+				stop = perfStat(t, pids[i][1])
+			}
 			before := cpuTimes(t, pids[i])
 			pages, l := gen.run(targets[i].lane, *frontSpeedDuration)
 			for j, c := range cpuTimes(t, pids[i]) {
 				cpu[i][j] += c - before[j]
+			}
+			if stop != nil {
+				counts[i].add(stop())
 			}
 			pagesOf[i] += pages
 			got[i] = float64(pages) / frontSpeedDuration.Seconds()
 			rates[i] = append(rates[i], got[i])
 			lost[i] += l
 		}
-		ratios = append(ratios, got[1]/got[0])
-		t.Logf("round %d: direct %.0f pages/s, fronted %.0f pages/s, fronted/direct %.3f", r+1, got[0], got[1], got[1]/got[0])
+		ratios = append(ratios, got[fronted]/got[direct])
+		t.Logf("round %d: direct %.0f pages/s, at a lane %.0f pages/s, fronted %.0f pages/s, fronted/direct %.3f",
+			r+1, got[direct], got[atLane], got[fronted], got[fronted]/got[direct])
 	}
-	t.Logf("| ship | pages/s | min-max | lost | vere CPU/page | relay CPU/page |")
+	t.Logf("| ship | pages/s | min-max | pages | lost | vere CPU/page | relay CPU/page |")
 	for i, tg := range targets {
 		lo, hi := slices.Min(rates[i]), slices.Max(rates[i])
 		per := func(d time.Duration) string {
@@ -143,12 +178,89 @@ func TestFrontSpeed(t *testing.T) {
 		if len(cpu[i]) > 1 {
 			relayCPU = per(cpu[i][1])
 		}
-		t.Logf("| %s | %.0f | %.0f-%.0f | %d | %s | %s |", tg.name, median(rates[i]), lo, hi, lost[i], per(cpu[i][0]), relayCPU)
+		t.Logf("| %s | %.0f | %.0f-%.0f | %d | %d | %s | %s |", tg.name, median(rates[i]), lo, hi, pagesOf[i], lost[i], per(cpu[i][0]), relayCPU)
 	}
 	t.Logf("fronted/direct, median of rounds: %.3f (min %.3f, max %.3f)", median(ratios), slices.Min(ratios), slices.Max(ratios))
+	perPage := func(i int) float64 { return float64(cpu[i][1]) / float64(max(1, pagesOf[i])) }
+	t.Logf("relay CPU per page, fronted/at a lane: %.2f", perPage(fronted)/max(1, perPage(atLane)))
+	if *frontSpeedPerf {
+		for _, i := range []int{atLane, fronted} {
+			p := float64(max(1, pagesOf[i]))
+			named := ""
+			for j, sc := range perfSyscalls {
+				named += fmt.Sprintf(", %s %.2f", sc, float64(counts[i].named[j])/p)
+			}
+			t.Logf("%s: relay syscalls/page %.2f%s; context switches/page %.2f (perf stat)", targets[i].name,
+				float64(counts[i].syscalls)/p, named, float64(counts[i].switches)/p)
+		}
+	}
 	m, err := scrapeIn(w.name, "http://"+frontMetricsAddr+"/metrics")
 	if err == nil {
 		t.Logf("relay: %v", vtool.Nonzero(m, "relay_drops_total"))
+	}
+}
+
+// perfCounts are a process's counts from perfStat: its system calls (all,
+// then those named in perfSyscalls) and context switches.
+type perfCounts struct {
+	syscalls, switches uint64
+	named              [len(perfSyscalls)]uint64
+}
+
+// perfSyscalls are the system calls perfStat counts one by one: the TUN's
+// read and write, the public socket's, and the poller's waits.
+var perfSyscalls = [...]string{"read", "write", "recvmmsg", "sendmmsg", "epoll_pwait"}
+
+func (c *perfCounts) add(o perfCounts) {
+	c.syscalls += o.syscalls
+	c.switches += o.switches
+	for i := range c.named {
+		c.named[i] += o.named[i]
+	}
+}
+
+// perfStat starts counting pid's system calls and context switches (`perf
+// stat`, all its threads); the function it returns stops the count and
+// returns it.
+func perfStat(t *testing.T, pid int) func() perfCounts {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "perf.csv")
+	events := "raw_syscalls:sys_enter,context-switches"
+	for _, sc := range perfSyscalls {
+		events += ",syscalls:sys_enter_" + sc
+	}
+	cmd := exec.Command("perf", "stat", "-x,", "-o", out, "-e", events, "-p", strconv.Itoa(pid))
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("perf stat: %v", err)
+	}
+	time.Sleep(100 * time.Millisecond) // perf attaches
+	return func() perfCounts {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatalf("perf stat: %v", err)
+		}
+		var c perfCounts
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Split(line, ",")
+			if len(f) < 3 {
+				continue
+			}
+			n, _ := strconv.ParseUint(f[0], 10, 64)
+			switch f[2] {
+			case "raw_syscalls:sys_enter":
+				c.syscalls = n
+			case "context-switches":
+				c.switches = n
+			}
+			for i, sc := range perfSyscalls {
+				if f[2] == "syscalls:sys_enter_"+sc {
+					c.named[i] = n
+				}
+			}
+		}
+		return c
 	}
 }
 
