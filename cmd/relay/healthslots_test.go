@@ -262,3 +262,60 @@ func TestHealthAnsweredBesideSilentClients(t *testing.T) {
 	}
 	t.Logf("%d silent clients: %d health probes, slowest %v; %d connections closed for room, %d made", idleHolders, healthProbes, slowest.Round(time.Millisecond), m.slots.evicted(), conns.Load())
 }
+
+// TestSentRequestNotClosedForRoom: under pressure a connection that has
+// sent its request, whose bytes wait unread because the server has not
+// been scheduled to read them (a loaded machine: a health probe failed so
+// in a CI-like run, "connection reset by peer"), is not closed to make
+// room however long it waits; one that has sent nothing is, after grace.
+func TestSentRequestNotClosedForRoom(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	const grace = 100 * time.Millisecond
+	now := time.Unix(1000, 0)
+	l := newSlotListener(ln, 2, grace, func() time.Time { return now })
+	accept := func(send bool) (*slotConn, net.Conn) {
+		t.Helper()
+		client, err := net.Dial("tcp4", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { client.Close() })
+		if send {
+			fmt.Fprint(client, "GET /healthz HTTP/1.1\r\nHost: relay\r\n\r\n")
+		}
+		c, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c.(*slotConn), client
+	}
+	sent, _ := accept(true)
+	deadline := time.Now().Add(slotsWait)
+	for !sent.sentUnread() { // the request's bytes reach the server's socket
+		if time.Now().After(deadline) {
+			t.Fatal("the request never reached the server's socket")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	now = now.Add(time.Millisecond)
+	silent, _ := accept(false)
+	now = now.Add(10 * grace)
+	l.mu.Lock()
+	victim, _ := l.victimLocked(now)
+	l.mu.Unlock()
+	if victim != silent {
+		t.Fatalf("victim %p, want the silent connection %p (the one that sent its request is %p)", victim, silent, sent)
+	}
+	silent.Close()
+	l.mu.Lock()
+	victim, _ = l.victimLocked(now)
+	l.mu.Unlock()
+	if victim != nil {
+		t.Fatalf("with only the connection that sent its request held, victim %p", victim)
+	}
+}

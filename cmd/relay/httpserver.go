@@ -38,11 +38,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"golang.org/x/sys/unix"
 )
 
 // The metrics listener's caps and timeouts. The two an operator may need
@@ -479,6 +481,7 @@ type slotListener struct {
 // slotConn is a connection slotListener holds.
 type slotConn struct {
 	net.Conn
+	raw   syscall.RawConn // nil if Conn has no descriptor (tests' pipes)
 	l     *slotListener
 	state http.ConnState // guarded by l.mu: as the server last reported it
 	since time.Time      // guarded by l.mu: when it entered state (for StateNew, when it was accepted)
@@ -508,6 +511,9 @@ func (l *slotListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	sc := &slotConn{Conn: c, l: l, state: http.StateNew}
+	if scn, ok := c.(syscall.Conn); ok {
+		sc.raw, _ = scn.SyscallConn()
+	}
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -554,7 +560,10 @@ func (l *slotListener) Accept() (net.Conn, error) {
 // victimLocked returns the connection to close for room at now: the one
 // idle longest, else the one accepted longest ago that has sent no whole
 // request for grace; or none, and how long until the oldest such becomes
-// one (0: none will without news from setState).
+// one (0: none will without news from setState). A connection whose
+// request bytes wait unread in the kernel (sentUnread) has sent its
+// request: the server has not been scheduled to read it yet (a loaded
+// machine), and it is not closed.
 func (l *slotListener) victimLocked(now time.Time) (victim *slotConn, retry time.Duration) {
 	var idle, fresh *slotConn
 	for c := range l.held {
@@ -564,7 +573,7 @@ func (l *slotListener) victimLocked(now time.Time) (victim *slotConn, retry time
 				idle = c
 			}
 		case http.StateNew:
-			if fresh == nil || c.since.Before(fresh.since) {
+			if (fresh == nil || c.since.Before(fresh.since)) && !c.sentUnread() {
 				fresh = c
 			}
 		}
@@ -578,6 +587,22 @@ func (l *slotListener) victimLocked(now time.Time) (victim *slotConn, retry time
 		return fresh, 0
 	}
 	return nil, fresh.since.Add(l.grace).Sub(now)
+}
+
+// sentUnread reports whether bytes the client sent wait in the kernel's
+// receive queue, not yet read by the server (SIOCINQ). Only asked under
+// pressure, of connections the server has read nothing from.
+func (c *slotConn) sentUnread() bool {
+	if c.raw == nil {
+		return false
+	}
+	n := 0
+	if err := c.raw.Control(func(fd uintptr) {
+		n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ)
+	}); err != nil {
+		return false
+	}
+	return n > 0
 }
 
 // setState records a connection's state as the server reports it
