@@ -587,3 +587,60 @@ func TestIPv6SourceShareIsPerSlash56(t *testing.T) {
 		}
 	}
 }
+
+// TestDisputedLaneNamesNeither: while a new lane claims the sponsee beside
+// its working direct lane, neither may be named as next-hop: the old lane
+// may be stale (the sponsee moved) or the new one wrong (a squatter), and a
+// stock requester stores a next-hop as the sponsee's lane (ames.hoon
+// +ev-update-lane, docs/arvo-lanes.md L3). Twins: before the claim the
+// direct lane is named; once the claim is settled (the old lane silent for
+// MoveSilence while the new one pings and answers) the new lane is.
+func TestDisputedLaneNamesNeither(t *testing.T) {
+	nextHop := func(t *testing.T, s []send) (netip.AddrPort, bool) {
+		t.Helper()
+		for _, x := range s {
+			if x.To == alice {
+				p := parse(t, x.Buf)
+				return p.NextHopAddr()
+			}
+		}
+		t.Fatalf("no page to alice: %v", sendsTo(s))
+		return netip.AddrPort{}, false
+	}
+	answer := func(f *fixture, path string, from netip.AddrPort) []send {
+		f.now += 5 * time.Millisecond
+		return f.handle(pageOf(t, sponsee, path), from)
+	}
+	f := laneFixture(t)
+	marzod := ship(t, "~marzod")
+	f.handle(peekOf(sponsee, "before"), alice)
+	if got, ok := nextHop(t, answer(f, "before", sponseeLn)); !ok || got != sponseeLn {
+		t.Fatalf("before any claim: next-hop %v %v, want the direct lane %v", got, ok, sponseeLn)
+	}
+	f.handle(pokeFrom(sponsee, marzod, "ping/moved"), movedLn)
+	if sentTo(f.handle(peekOf(sponsee, "during"), alice), movedLn) != 1 {
+		t.Fatal("the claimed lane was not probed")
+	}
+	if got, ok := nextHop(t, answer(f, "during", movedLn)); ok {
+		t.Errorf("a page from the claiming lane named %v", got)
+	}
+	f.handle(peekOf(sponsee, "during2"), alice)
+	if got, ok := nextHop(t, answer(f, "during2", sponseeLn)); ok {
+		t.Errorf("a page from the disputed direct lane named %v", got)
+	}
+	// The sponsee moved: its old lane falls silent, the new one pings
+	// every 10 s and answers.
+	for i := 0; time.Duration(i)*10*time.Second < 2*route.DefaultMoveSilence; i++ {
+		f.now += 10 * time.Second
+		f.handle(pokeFrom(sponsee, marzod, fmt.Sprintf("ping/%d", i)), movedLn)
+		path := fmt.Sprintf("after/%d", i)
+		if sentTo(f.handle(peekOf(sponsee, path), alice), movedLn) == 1 {
+			answer(f, path, movedLn)
+		}
+	}
+	f.handle(peekOf(sponsee, "settled"), alice)
+	if got, ok := nextHop(t, answer(f, "settled", movedLn)); !ok || got != movedLn {
+		i, _ := f.r.Routes().Info(sponsee)
+		t.Errorf("after the move: next-hop %v %v, want the new lane %v (route %+v)", got, ok, movedLn, i)
+	}
+}

@@ -843,8 +843,10 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	obs := route.PageObs{Publisher: publisher, From: fromKey, Next: nextHopKey(p),
 		Hop0: p.Header.Hops == 0, Relayed: p.Header.Hops > 0}
 	contested := false
-	// placed is where the route table places the publisher (PageArrived).
+	// placed is where the route table places the publisher; disputed,
+	// that its lane is in dispute there (PageArrived).
 	var placed lane.Key
+	var disputed bool
 	switch {
 	case !ok:
 		// Route knowledge is taken from solicited pages only, so that
@@ -860,7 +862,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 		return
 	case !fromShip:
 		obs.Signed, obs.Unverified = r.pageAuthority(b, p, fromKey, now, true, out)
-		sponsors, contested, placed = r.routes.PageArrived(obs, now, r.ourChain, sponsorBuf[:0])
+		sponsors, contested, placed, disputed = r.routes.PageArrived(obs, now, r.ourChain, sponsorBuf[:0])
 	case len(r.ourChain) > 0:
 		sponsors = r.routes.AppendLanesOf(sponsorBuf[:0], r.ourChain)
 	}
@@ -890,7 +892,9 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 		// none, and the requester keeps the lane it holds (L2).
 		var hop netip.AddrPort
 		var named bool
-		hop, named, own = nextHopFor(p, from, obs.Next, placed)
+		if !disputed {
+			hop, named, own = nextHopFor(p, from, obs.Next, placed)
+		}
 		if named && own && obs.Relayed && hop != from && !r.hintOK(hop) {
 			// The publisher's lane is private here (a LAN lane the
 			// forwarder below may reach): the forwarder is the tightest

@@ -332,7 +332,7 @@ func TestSignedPageProvesALane(t *testing.T) {
 		rt.Contacted(planet, movedKey, sec)
 		wantLanes(t, c.name, rt.Select(planet, alice, sec+1), movedKey, planetKey)
 		o := PageObs{Publisher: planet, From: c.from, Hop0: true, Signed: c.signed, Unverified: c.unverified}
-		if _, contested, _ := rt.PageArrived(o, sec+2, nil, nil); contested != (c.from == movedKey) {
+		if _, contested, _, _ := rt.PageArrived(o, sec+2, nil, nil); contested != (c.from == movedKey) {
 			t.Errorf("%s: contested %v", c.name, contested)
 		}
 		if i := info(t, rt, planet); i.Direct != c.want || i.State != c.state || i.ChallengerState != c.chal {

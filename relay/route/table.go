@@ -1075,14 +1075,17 @@ func (r *Table) LateAnswer(o PageObs, now time.Duration) bool {
 // too (the known-good lane's answer is never lost to a challenger's
 // faster one). placed is the publisher's own lane as the table places it
 // once the page is taken, for the next-hop a relay writes on the page: its
-// pinned lane; else, for a hop-0 page that came from one of its own lanes
-// (ownLaneLocked: not a challenger's, not a sponsor's), that lane; else its
-// direct lane while proven and fresh; invalid otherwise. It is never a
+// pinned lane; else, unless disputed, for a hop-0 page that came from one
+// of its own lanes (ownLaneLocked: not a challenger's, not a sponsor's),
+// that lane; else its direct lane while proven and fresh; invalid
+// otherwise. disputed reports that a challenger claims the publisher beside
+// its working direct lane: the old lane may be stale (the ship moved) or
+// the new one wrong (a squatter), so the relay names neither. It is never a
 // forwarder's lane: a stock requester takes a relayed page's next-hop as
 // the publisher's lane, replacing a direct lane it holds that differs
 // (ames.hoon +ev-update-lane, docs/arvo-lanes.md L3), so only the
 // publisher's own lane is safe to name.
-func (r *Table) PageArrived(o PageObs, now time.Duration, ships []lane.Ship, dst []lane.Key) (_ []lane.Key, contested bool, placed lane.Key) {
+func (r *Table) PageArrived(o PageObs, now time.Duration, ships []lane.Ship, dst []lane.Key) (_ []lane.Key, contested bool, placed lane.Key, disputed bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s, from := o.Publisher, o.From
@@ -1102,12 +1105,17 @@ func (r *Table) PageArrived(o PageObs, now time.Duration, ships []lane.Ship, dst
 	}
 	if k, ok := r.pinnedLocked(s); ok {
 		placed = k
-	} else if o.Hop0 && !contested && r.ownLaneLocked(s, rt, from) {
+	} else if rt != nil && rt.chal.valid() && r.directFreshLocked(rt, now) {
+		// Another lane claims the publisher beside a working direct
+		// lane: either may be the stale one until the claim is settled
+		// (MoveSilence, the ship's ack, a signature).
+		disputed = true
+	} else if o.Hop0 && r.ownLaneLocked(s, rt, from) {
 		placed = from
 	} else if rt != nil && rt.direct.proven && r.directFreshLocked(rt, now) {
 		placed = rt.direct.lane
 	}
-	return r.appendLanesOfLocked(dst, ships), contested, placed
+	return r.appendLanesOfLocked(dst, ships), contested, placed, disputed
 }
 
 func (r *Table) answeredLocked(o PageObs, now time.Duration) {
