@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/urbit-relay/relay/lane"
-	"github.com/urbit-relay/relay/relay/route"
 	"github.com/urbit-relay/relay/scry"
 )
 
@@ -260,63 +259,6 @@ func (d *dupFilter) add(fp uint64, tag uint32, now time.Duration) bool {
 	}
 	s.fp[victim], s.atMs[victim], s.lane[victim] = fp, nowMs, tag&^dupCountMask|1
 	return true
-}
-
-// amesAdmit admits a planned legacy forward (Relay.ames): every target
-// lane not trusted (trustedLanes) has n bytes in its amplification budget,
-// and the packet was not forwarded within the duplicate window after
-// coming from another lane. It takes the bytes and records the packet,
-// or, refusing, takes nothing and counts why; probe marks the targets the
-// budget wants probed, for the caller to probe whether or not the forward
-// is sent. It is made on the stack for each legacy forward.
-type amesAdmit struct {
-	r     *Relay
-	out   *Out
-	plan  *route.Plan // the plan route.Table.PlanInto made, read for its targets
-	fp    uint64      // the packet's fingerprint
-	tag   uint32      // the tag of the lane it came from
-	own   bool        // the fronted ship's own packet: recorded, not refused
-	n     int         // bytes each target is sent
-	now   time.Duration
-	probe [route.MaxTargets]bool
-}
-
-// admit takes each target's bytes and records the packet, reporting
-// whether the forward may go; refusing, it gives back what it took.
-func (a *amesAdmit) admit() bool {
-	t := &a.plan.Targets
-	for i := 0; i < t.N; i++ {
-		a.probe[i] = false
-		if a.r.trusted.has(t.Lanes[i], a.r.link.key) {
-			continue
-		}
-		ok, probe := a.r.amp.spend(t.Lanes[i], a.n, a.now)
-		a.probe[i] = probe
-		if ok {
-			continue
-		}
-		a.refund(i)
-		a.out.c.add(EventAmpThrottled, 1)
-		a.out.drop(DropLegacyThrottled)
-		return false
-	}
-	if !a.r.dups.add(a.fp, a.tag, a.now) && !a.own {
-		// Another reader forwarded it from another lane since ames looked.
-		a.refund(t.N)
-		a.out.drop(DropDuplicate)
-		return false
-	}
-	return true
-}
-
-// refund gives back what admit took from the first k targets.
-func (a *amesAdmit) refund(k int) {
-	t := &a.plan.Targets
-	for i := 0; i < k; i++ {
-		if !a.r.trusted.has(t.Lanes[i], a.r.link.key) {
-			a.r.amp.refund(t.Lanes[i], a.n, a.now)
-		}
-	}
 }
 
 // trustedLanes are the lanes the operator configured (galaxies, pinned
