@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/urbit-relay/relay/lane"
+	"github.com/urbit-relay/relay/relay/amp"
 	"github.com/urbit-relay/relay/relay/pit"
 	"github.com/urbit-relay/relay/relay/route"
 )
@@ -70,6 +71,33 @@ type Config struct {
 	PKI PageVerifier
 }
 
+// AmpConfig bounds amplification: relay/amp's Config, named here while
+// callers move (docs/layout.md section 3).
+type AmpConfig = amp.Config
+
+// ConfigError is a field of Config's AmpConfig or DupConfig that New (and
+// their Validate) rejects. The pending and route tables' settings are
+// rejected by their packages' own ConfigError (pit.ConfigError,
+// route.ConfigError), which New wraps.
+type ConfigError struct {
+	Field string // the field's path in Config, such as "Amp.Burst"
+	Value any    // its value
+	Want  string // what is wanted, such as "0 or more bytes"
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("relay: Config.%s %v: want %s", e.Field, e.Value, e.Want)
+}
+
+// ampError reports relay/amp's *amp.ConfigError as this package's, its
+// field under "Amp."; any other error as it is.
+func ampError(err error) error {
+	if e, ok := err.(*amp.ConfigError); ok {
+		return &ConfigError{Field: "Amp." + e.Field, Value: e.Value, Want: e.Want}
+	}
+	return err
+}
+
 // Validate reports whether New would accept c, without building anything:
 // the relay's own fields (the ship's lane, fronting, the galaxies' lanes)
 // and, through their own Validate, the pending table's, the route table's,
@@ -86,7 +114,7 @@ func (c Config) Validate() error {
 	if err := c.Routes.Validate(); err != nil {
 		return fmt.Errorf("relay: %w", err)
 	}
-	if err := c.Amp.Validate(); err != nil {
+	if err := ampError(c.Amp.Validate()); err != nil {
 		return err
 	}
 	return c.Dup.Validate()
@@ -121,12 +149,9 @@ func New(cfg Config) (*Relay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("relay: %w", err)
 	}
-	if err := cfg.Amp.fill(); err != nil {
-		return nil, err
-	}
-	amp, err := newAmpTable(cfg.Amp)
+	budget, err := amp.New(cfg.Amp)
 	if err != nil {
-		return nil, err
+		return nil, ampError(err)
 	}
 	if err := cfg.Dup.fill(); err != nil {
 		return nil, err
@@ -156,7 +181,7 @@ func New(cfg Config) (*Relay, error) {
 		sponsors: cfg.Sponsors,
 		hashSeed: seed,
 		pending:  pt,
-		amp:      amp,
+		amp:      budget,
 		dups:     dups,
 		routes:   rt,
 		pki:      cfg.PKI,

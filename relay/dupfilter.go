@@ -1,9 +1,11 @@
 package relay
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,7 +60,7 @@ import (
 // by the fingerprint: fixed memory (16 bytes a slot), no allocation, and
 // a full set replaces its oldest entry, so a flood of distinct packets
 // can only make the filter forget early, never grow it. It is striped
-// under 64 locks as the amplification table is.
+// under 64 locks as the amplification budget is (lockStripes).
 //
 // What it cannot tell: a copy of a packet heard first from another lane
 // than its sender's (an on-path attacker replaying it from its own lane
@@ -94,7 +96,7 @@ func (c *DupConfig) fill() error {
 // dupFilter is the legacy ames duplicate filter (DupConfig). It is safe
 // for concurrent use.
 type dupFilter struct {
-	stripes [ampStripes]ampStripe // set i guarded by stripes[(i>>shift)%ampStripes]
+	stripes [lockStripes]lockStripe // set i guarded by stripes[(i>>shift)%lockStripes]
 
 	window time.Duration // static
 	seed   uint64        // static
@@ -129,7 +131,7 @@ func newDupFilter(cfg DupConfig) (*dupFilter, error) {
 		return nil, err
 	}
 	n := cfg.Slots / dupWays
-	per := max(n/ampStripes, 1)
+	per := max(n/lockStripes, 1)
 	return &dupFilter{
 		window: cfg.Window, seed: seed,
 		shift: uint(bits.TrailingZeros(uint(per))), sets: make([]dupSet, n),
@@ -166,9 +168,9 @@ func (d *dupFilter) laneTag(k lane.Key) uint32 {
 }
 
 // set returns the set and the lock of fingerprint fp.
-func (d *dupFilter) set(fp uint64) (*dupSet, *ampStripe) {
+func (d *dupFilter) set(fp uint64) (*dupSet, *lockStripe) {
 	i := (fp >> 1) & uint64(len(d.sets)-1)
-	return &d.sets[i], &d.stripes[(i>>d.shift)%ampStripes]
+	return &d.sets[i], &d.stripes[(i>>d.shift)%lockStripes]
 }
 
 // within reports whether a packet recorded at ms (milliseconds modulo
@@ -291,4 +293,29 @@ func (t *trustedLanes) has(k, ship lane.Key) bool {
 		}
 	}
 	return false
+}
+
+// lockStripe is the lock of one stripe of slots, padded so that
+// neighbouring stripes' locks do not share a cache line.
+type lockStripe struct {
+	mu sync.Mutex
+	_  [lockStripePad]byte
+}
+
+// hash16 is the seeded hash of 16 bytes (an address) that the duplicate
+// filter's lane tags and the signature budget index by, as relay/amp's
+// tables do.
+func hash16(seed uint64, b [16]byte) uint64 {
+	h := lane.Mix64(seed ^ binary.LittleEndian.Uint64(b[:8]))
+	return lane.Mix64(h ^ binary.LittleEndian.Uint64(b[8:]))
+}
+
+// randomSeed returns a seed from crypto/rand: a seed an attacker does not
+// know keeps it from choosing inputs that share a slot.
+func randomSeed() (uint64, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return 0, fmt.Errorf("relay: seed: %w", err)
+	}
+	return binary.LittleEndian.Uint64(b[:]), nil
 }

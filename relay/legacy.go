@@ -135,7 +135,7 @@ func (a *amesAdmit) admit() bool {
 		if a.r.trusted.has(t.Lanes[i], a.r.link.key) {
 			continue
 		}
-		ok, probe := a.r.amp.spend(t.Lanes[i], a.n, a.now)
+		ok, probe := a.r.amp.Spend(t.Lanes[i], a.n, a.now)
 		a.probe[i] = probe
 		if ok {
 			continue
@@ -159,7 +159,7 @@ func (a *amesAdmit) refund(k int) {
 	t := &a.plan.Targets
 	for i := 0; i < k; i++ {
 		if !a.r.trusted.has(t.Lanes[i], a.r.link.key) {
-			a.r.amp.refund(t.Lanes[i], a.n, a.now)
+			a.r.amp.Refund(t.Lanes[i], a.n, a.now)
 		}
 	}
 }

@@ -85,13 +85,13 @@ func (r *Relay) remember(out *Out, key uint64, from lane.Key, now time.Duration)
 	c := out.c
 	v, evicted := r.pending.Add(key, from, now)
 	fwd := v.Forward()
-	if (v == pit.VerdictRequesterCapped || v == pit.VerdictCappedForward) && r.amp.probing() {
+	if (v == pit.VerdictRequesterCapped || v == pit.VerdictCappedForward) && r.amp.Probing() {
 		// Issue 28: a full entry refused it as a one-shot requester. A
 		// lane that answered our STUN probe receives there: it asks
 		// again as one, and takes a one-shot requester's place. Any
 		// other is probed (at most once a ProbeInterval), so that a
 		// real asker proves its lane by its next ask.
-		if ok, _ := r.amp.proofs.proven(from, now); !ok {
+		if !r.amp.Proven(from, now) {
 			r.probe(from, now, out)
 		} else if v2, ev2 := r.pending.AddProven(key, from, now); v2 != pit.VerdictRequesterCapped && v2 != pit.VerdictCappedForward {
 			v, evicted, fwd = v2, evicted || ev2, fwd || v2.Forward()
@@ -237,7 +237,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 			buf = bare
 		}
 		if q != r.link.key {
-			ok, probe := r.amp.spend(q, len(buf), now)
+			ok, probe := r.amp.Spend(q, len(buf), now)
 			if probe {
 				r.probe(q, now, out)
 			}

@@ -113,6 +113,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/urbit-relay/relay/relay/amp"
 	"github.com/urbit-relay/relay/relay/route"
 
 	"github.com/cespare/xxhash/v2"
@@ -132,8 +133,8 @@ type Relay struct {
 	ourChain []lane.Ship // our sponsors, above the fronted ship
 	hashSeed uint64
 	pending  *pit.Table
-	amp      *ampTable  // nil when the budget is disabled
-	dups     *dupFilter // nil when the filter is disabled
+	amp      *amp.Budget // nil when the budget is disabled
+	dups     *dupFilter  // nil when the filter is disabled
 	trusted  trustedLanes
 	routes   *route.Table
 	pki      PageVerifier // nil: none
@@ -416,7 +417,7 @@ func (r *Relay) handle(b []byte, from netip.AddrPort, now time.Duration, out *Ou
 		r.stun(b, from, now, out)
 		return
 	}
-	if r.link.takesSTUN() || r.amp.probing() {
+	if r.link.takesSTUN() || r.amp.Probing() {
 		var resp scry.STUNResponse
 		if resp.Parse(b) == nil {
 			// The answer to the ship's own STUN request (it STUNs its
@@ -429,7 +430,7 @@ func (r *Relay) handle(b []byte, from netip.AddrPort, now time.Duration, out *Ou
 			}
 			// The answer to the relay's own probe (AmpConfig): the lane
 			// it came from is proven.
-			if r.amp.answer(lane.KeyOf(from), resp.TxID, now) {
+			if r.amp.Answer(lane.KeyOf(from), resp.TxID, now) {
 				out.in(KindSTUN, len(b))
 				out.c.add(EventLanesProven, 1)
 				out.act(ActionLaneProven)
@@ -501,7 +502,7 @@ func (r *Relay) key(name []byte) uint64 {
 
 // (AmpConfig), unless k was probed lately.
 func (r *Relay) probe(k lane.Key, now time.Duration, out *Out) {
-	tx, ok := r.amp.probe(k, now)
+	tx, ok := r.amp.Probe(k, now)
 	if !ok {
 		return
 	}

@@ -42,7 +42,7 @@ func (r *Relay) stun(b []byte, from netip.AddrPort, now time.Duration, out *Out)
 	// moves nothing: route.Table.KeepAlive).
 	r.routes.KeepAlive(fromKey, now)
 	resp := scry.STUNResponse{TxID: q.TxID, Mapped: from}
-	if ok, _ := r.amp.spend(fromKey, resp.Len(), now); !ok {
+	if ok, _ := r.amp.Spend(fromKey, resp.Len(), now); !ok {
 		out.c.add(EventAmpThrottled, 1)
 		out.drop(DropSTUNThrottled)
 		return
