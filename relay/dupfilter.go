@@ -215,6 +215,7 @@ func (d *dupFilter) looped(fp uint64, tag uint32, now time.Duration) bool {
 	nowMs := uint32(now / time.Millisecond)
 	s, st := d.set(fp)
 	st.mu.Lock()
+	lockTaken()
 	defer st.mu.Unlock()
 	for w := range s.fp {
 		if s.fp[w] == fp {
@@ -239,6 +240,7 @@ func (d *dupFilter) add(fp uint64, tag uint32, now time.Duration) bool {
 	nowMs := uint32(now / time.Millisecond)
 	s, st := d.set(fp)
 	st.mu.Lock()
+	lockTaken()
 	defer st.mu.Unlock()
 	victim := 0
 	for w := range s.fp {

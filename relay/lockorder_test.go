@@ -73,6 +73,45 @@ func TestLockOrder(t *testing.T) {
 	}
 }
 
+// TestBatchLockHeld: the server's reader decides and sends a batch under
+// its batch lock (reader.batchMu), as the package comment says, so that
+// Close, which takes it, waits the batch out: every decision, every write
+// and every call to the capture writer and the decision log in
+// routineRead is made with rd.batchMu held.
+func TestBatchLockHeld(t *testing.T) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "server.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	under := map[string]int{}
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || fd.Name.Name != "routineRead" {
+			continue
+		}
+		w := lockWalker{fset: fset, fn: fd.Name.Name, locking: map[string]bool{}}
+		w.seen = func(call string, held map[string]bool) {
+			for _, c := range []string{"s.relay.Handle", "s.relay.HandleFromShip", "s.writeAll", "s.cfg.Tap", "s.cfg.Decisions.Log", "out.Split", "out.Reset"} {
+				if call != c {
+					continue
+				}
+				if !held["rd.batchMu"] {
+					t.Errorf("routineRead calls %s without its batch lock", call)
+				}
+				under[call]++
+			}
+		}
+		w.block(fd.Body.List, map[string]bool{})
+	}
+	// The check must see the calls it is about.
+	for _, c := range []string{"s.relay.Handle", "s.relay.HandleFromShip", "s.writeAll", "s.cfg.Decisions.Log"} {
+		if under[c] == 0 {
+			t.Errorf("routineRead: no call of %s seen", c)
+		}
+	}
+}
+
 // TestLockOrderCatches: the check finds each kind of violation it is for,
 // and passes the patterns this package uses.
 func TestLockOrderCatches(t *testing.T) {
@@ -87,6 +126,8 @@ func (t *tab) okFree(r *Relay) { t.mu.Lock(); r.routes.IsSelf(k); t.mu.Unlock() 
 func (t *tab) okEarly(r *Relay) { t.mu.Lock(); if x { t.mu.Unlock(); return }; t.mu.Unlock(); r.routes.Pin(s, k) }
 func (t *tab) okRelock() { t.mu.Lock(); if x { t.mu.Unlock(); t.helper(); t.mu.Lock() }; t.mu.Unlock() }
 func (s *Server) okOuter(rd *reader) { rd.batchMu.Lock(); s.relay.routes.Pin(s, k); rd.batchMu.Unlock() }
+func (t *tab) outerUnder(rd *reader) { t.mu.Lock(); rd.batchMu.Lock(); rd.batchMu.Unlock(); t.mu.Unlock() }
+func (s *Server) twoOuter(a, rd *reader) { a.batchMu.Lock(); rd.batchMu.Lock(); rd.batchMu.Unlock(); a.batchMu.Unlock() }
 `
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, "x.go", src, 0)
@@ -94,7 +135,7 @@ func (s *Server) okOuter(rd *reader) { rd.batchMu.Lock(); s.relay.routes.Pin(s, 
 		t.Fatal(err)
 	}
 	got := lockViolations(fset, []*ast.File{f})
-	want := []string{"pinUnder", "nested", "viaHelper", "inIf"}
+	want := []string{"pinUnder", "nested", "viaHelper", "inIf", "outerUnder", "twoOuter"}
 	var funcs []string
 	for _, g := range got {
 		funcs = append(funcs, strings.Fields(g)[1])
@@ -276,6 +317,9 @@ type lockWalker struct {
 	fn      string
 	locking map[string]bool
 	bad     []string
+	// seen, when set, is told of every call walked (not in function
+	// literals) with the locks held at it.
+	seen func(call string, held map[string]bool)
 }
 
 // inner returns the leaf locks in held.
@@ -299,6 +343,11 @@ func (w *lockWalker) block(stmts []ast.Stmt, held map[string]bool) (ends bool) {
 			case "Lock", "RLock":
 				if in := inner(held); len(in) > 0 && !lockOuter[l] {
 					w.report(s, l+"."+m+" while holding "+strings.Join(in, ", "))
+				}
+				if lockOuter[l] && len(held) > 0 {
+					// The batch lock is outermost: taken under nothing,
+					// not even another reader's.
+					w.report(s, l+"."+m+" (outer) while holding "+strings.Join(slices.Sorted(maps.Keys(held)), ", "))
 				}
 				held[l] = true
 			default:
@@ -406,7 +455,7 @@ func (w *lockWalker) clauses(body *ast.BlockStmt, held map[string]bool) {
 // a lock while a leaf lock is held.
 func (w *lockWalker) exprs(held map[string]bool, nodes ...ast.Node) {
 	in := inner(held)
-	if len(in) == 0 {
+	if len(in) == 0 && w.seen == nil {
 		return
 	}
 	for _, n := range nodes {
@@ -418,7 +467,10 @@ func (w *lockWalker) exprs(held map[string]bool, nodes ...ast.Node) {
 			case *ast.FuncLit:
 				return false
 			case *ast.CallExpr:
-				if callLocks(n, w.locking) {
+				if w.seen != nil {
+					w.seen(exprString(n.Fun), held)
+				}
+				if len(in) > 0 && callLocks(n, w.locking) {
 					w.report(n, "a call that takes a lock ("+exprString(n.Fun)+") while holding "+strings.Join(in, ", "))
 				}
 			}

@@ -11,78 +11,24 @@ import (
 	"github.com/urbit-relay/relay/scry"
 )
 
-// request handles a peek or poke.
+// request handles a peek or poke: forwardPath, admitted by the pending
+// table.
 func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, now time.Duration, out *Out) {
-	fromKey := lane.KeyOf(from)
 	fromShip := r.link.sent(from)
-	if !fromShip && r.routes.IsSelf(fromKey) {
-		out.drop(DropSelf)
-		return
-	}
-	// A poke names its sender: at hop 0 it was sent by that ship itself.
-	// The sender's lane is learned only if the poke is sent on, and never
-	// for a ship the fronted ship speaks for (vouch.go).
-	named := k == KindPoke && p.Header.Hops == 0 && !fromShip
-	learn := named && r.mayLearn(p.PayloadName.Ship, fromKey)
-	key := r.nameKey(p.NameBytes(), out)
-	rcvr := p.Name.Ship
-	if rcvr == r.ship {
-		if !r.link.present() {
-			// Dropped, so nothing is learned from it: a relay with no
-			// ship behind it knows its sponsees from configuration.
-			out.drop(DropOwnShipNoLane)
-			return
-		}
-		if fromShip {
-			out.drop(DropLoop)
-			return
-		}
-		// Through a device the ship answers the requester's true lane
-		// itself; otherwise it answers us, and we pass the page on.
-		if !r.link.answersItself() && !r.remember(out, key, fromKey, now) {
-			return
-		}
-		r.handToShip(b, k, from, fromKey, p.PayloadName.Ship, named, true, key, now, out)
-		return
-	}
-	if p.Header.Hops >= MaxHops {
-		out.drop(DropHopLimit)
-		return
-	}
-	// Plan, admit, commit: each step takes its table's lock alone (the
-	// lock order: the package comment).
-	// 1. Plan: the route table chooses the lanes, changing nothing.
-	q := route.Query{Rcvr: rcvr, From: fromKey, Sender: p.PayloadName.Ship, Learn: learn}
-	plan := &out.plan
-	r.routes.PlanInto(plan, q, now)
-	if plan.N == 0 {
-		if plan.Sponsee && r.link.forwardsForSponsees() {
-			// Our sponsee, at a lane we do not know: the ship knows its
-			// sponsees and forwards for them (and its forward teaches us
-			// the lane: HandleFromShip).
-			r.handToShip(b, k, from, fromKey, p.PayloadName.Ship, named, false, key, now, out)
-			return
-		}
-		r.dropUnrouted(out, &plan.Targets)
-		return
-	}
-	// 2. Admit: the pending table records the requester and says whether
-	// to forward (its verdict counted by remember).
-	if !r.remember(out, key, fromKey, now) {
-		return
-	}
-	// 3. Commit what is sent: the lanes' probes, the sender's lane.
-	r.routes.Commit(plan, now)
-	if !fromShip {
-		scry.SetHops(b, int(p.Header.Hops)+1)
-	}
-	r.forward(b, k, &plan.Targets, out)
+	f := fwd{via: viaMesa, kind: k, b: b, from: from, fromKey: lane.KeyOf(from), fromShip: fromShip,
+		rcvr: p.Name.Ship, sender: p.PayloadName.Ship,
+		// A poke names its sender: at hop 0 it was sent by that ship
+		// itself.
+		named: k == KindPoke && p.Header.Hops == 0 && !fromShip,
+		name:  r.nameKey(p.NameBytes(), out), now: now, hops: int(p.Header.Hops)}
+	r.forwardPath(&f, nil, out)
 }
 
 // remember records a request whose name hashes to key in the pending table
 // and reports whether it is to be forwarded.
 func (r *Relay) remember(out *Out, key uint64, from lane.Key, now time.Duration) bool {
 	c := out.c
+	lockTaken()
 	v, evicted := r.pending.Add(key, from, now)
 	fwd := v.Forward()
 	if (v == pit.VerdictRequesterCapped || v == pit.VerdictCappedForward) && r.amp.Probing() {
@@ -93,8 +39,11 @@ func (r *Relay) remember(out *Out, key uint64, from lane.Key, now time.Duration)
 		// real asker proves its lane by its next ask.
 		if !r.amp.Proven(from, now) {
 			r.probe(from, now, out)
-		} else if v2, ev2 := r.pending.AddProven(key, from, now); v2 != pit.VerdictRequesterCapped && v2 != pit.VerdictCappedForward {
-			v, evicted, fwd = v2, evicted || ev2, fwd || v2.Forward()
+		} else {
+			lockTaken()
+			if v2, ev2 := r.pending.AddProven(key, from, now); v2 != pit.VerdictRequesterCapped && v2 != pit.VerdictCappedForward {
+				v, evicted, fwd = v2, evicted || ev2, fwd || v2.Forward()
+			}
 		}
 	}
 	if evicted {
@@ -125,6 +74,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	fromKey := lane.KeyOf(from)
 	fromShip := r.link.sent(from)
 	key := r.nameKey(p.NameBytes(), out)
+	lockTaken()
 	reqs, ok := r.pending.TakeHeld(key, out.reqs[:0], &out.held, now)
 	out.reqs = reqs[:0]
 	publisher := p.Name.Ship
@@ -147,15 +97,20 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 		if !fromShip {
 			obs.Signed, obs.Unverified = r.pageAuthority(b, p, fromKey, now, false, out)
 		}
-		if !fromShip && r.routes.LateAnswer(obs, now) {
-			out.c.add(EventLateAnswers, 1)
+		if !fromShip {
+			lockTaken()
+			if r.routes.LateAnswer(obs, now) {
+				out.c.add(EventLateAnswers, 1)
+			}
 		}
 		out.drop(DropUnsolicited)
 		return
 	case !fromShip:
 		obs.Signed, obs.Unverified = r.pageAuthority(b, p, fromKey, now, true, out)
+		lockTaken()
 		sponsors, contested, placed = r.routes.PageArrived(obs, now, r.ourChain, sponsorBuf[:0])
 	case len(r.ourChain) > 0:
+		lockTaken()
 		sponsors = r.routes.AppendLanesOf(sponsorBuf[:0], r.ourChain)
 	}
 	out.c.add(EventPagesMatched, 1)
@@ -268,6 +223,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 		// known-good lane was sent the same request: the requesters stay
 		// pending, so that lane's page reaches them too (route.PageArrived),
 		// each marked as sent this name's contested page (pit.Restore).
+		lockTaken()
 		r.pending.Restore(key, reqs, &out.held, now)
 	}
 }

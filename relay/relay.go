@@ -32,57 +32,67 @@
 // that ship's direct lane; a solicited page's next-hop gives a candidate
 // tighter lane for its publisher.
 //
-// Every decision is plan, then admit, then commit: the route table plans
+// Every forward is plan, then admit, then commit: the route table plans
 // the lanes without changing anything (route.Table.PlanInto); the pending
 // table (a request) or the amplification budget and the duplicate filter
 // (a legacy forward) admit it or not; and only what is sent is committed
-// to the route table (route.Table.Commit). Relay.request and Relay.ames
-// show the three steps in order.
+// to the route table (route.Table.Commit). Requests and legacy packets
+// take one path through the three steps, forwardPath (forward.go), which
+// differs between them only in its pre-check, its admit and its edit.
 //
-// Locks. Each table has its own: the route table one mutex, the pending
-// table one per shard, the amplification budget (addresses, networks,
-// proofs) and the duplicate filter one per stripe of slots, the proof
-// table's generator one; the vouch table, the ship's STUN table and the
-// signature budget one each; a *pki.Verifier one, for the comets it
-// learns. Each of these is a leaf: no call holds one while it takes
-// another (TestLockOrder checks this package's; the route and pending
-// tables import neither each other nor this package, and call out under
-// their locks to nothing but Table.Each's f: TestLockLeavesImport), so
-// among them there is no order to keep. A decision is steps, each under
-// one table's lock alone; what a step decides for another table is
-// applied once its lock is released (a vouch's pin: vouch.go).
+// Locks, in the order they may be taken:
 //
-// Above the leaves is the server's batch lock (reader.batchMu, one per
-// reader), held from a batch's first decision to its last send so that
-// Close can wait out the batch in hand. Under it the leaves above are
-// taken, one at a time, and so are the write locks of the socket
-// (transport) and of the ship's device (relay/front), the capture
-// writer's (ServerConfig.Tap) and the decision log's. Nothing is held
-// when it is taken: the read that filled the batch (the socket's read
-// lock) is over, and Close takes it before closing the socket. The order
-// is thus: a batch lock, then any one leaf. Off the datagram path,
-// relay/daemon's Lanes holds its lock while it calls SetLanes (which takes
-// the route table's), and the timer goroutine's Expire takes the pending
-// table's shards in turn, alone.
+//  1. relay/daemon's Lanes lock, held while it calls SetLanes (which
+//     takes the route table's, alone), off the datagram path;
+//  2. the server's batch lock (reader.batchMu, one per reader), taken
+//     under nothing, not even another reader's (Close takes them one at
+//     a time), and held from a batch's decisions to its last send, so
+//     that Close can wait out the batch in hand (TestBatchLockHeld);
+//  3. the leaves, taken under a batch lock or under nothing, each alone.
 //
-// Acquisitions per datagram (no --pki, no proof or probe in play):
+// The leaves are: the route table's one mutex; the pending table's, one
+// per shard; the amplification budget's (relay/amp: addresses, networks
+// and proofs, one per stripe of slots, and the proof table's generator);
+// the duplicate filter's, one per stripe; the vouch table's, the ship's
+// STUN table's and the signature budget's, one each; a *pki.Verifier's,
+// for the comets it learns; the counters' registry (Relay.NewOut,
+// Snapshot), off the datagram path; and, under the batch lock only, the
+// write locks of the socket (transport) and of the ship's device
+// (relay/front), the capture writer's (ServerConfig.Tap) and the decision
+// log's. No call holds a leaf while it takes another lock: TestLockOrder
+// checks this package's and relay/amp's code, and that no batch lock is
+// taken under any lock; the route and pending tables and the budget
+// import nothing of this module but lane and call out under their locks
+// to nothing but route.Table.Each's f (TestLockLeavesImport). So among
+// the leaves there is no order to keep. A decision is steps, each under
+// one leaf alone; what a step decides for another table is applied once
+// its lock is released (a vouch's pin: vouch.go). The read that fills a
+// batch (the socket's read lock) is over before the batch lock is taken.
+// The timer goroutine's Expire takes the pending table's shards in turn,
+// alone.
+//
+// Acquisitions per datagram (no --pki, no proof or probe in play), as
+// TestLocksPerDatagram counts them (go test -tags lockcount):
 //
 //   - a forwarded request, 3: the route table (PlanInto), a pending shard
 //     (Add: the admit), the route table (Commit, which records a poke's
-//     sender too);
-//   - a page to one requester, 4: a pending shard (Take), the route table
-//     (PageArrived), the requester's address stripe and its network's
-//     (spend); 2 more for each further requester, none for the ship. With
-//     --pki a page that may prove a lane adds the route table (Provable),
-//     the signature budget and, for a comet, the verifier's; an
-//     unsolicited page takes a pending shard and the route table
+//     sender too); aggregated (not forwarded), the first 2;
+//   - a page to one requester, 4: a pending shard (TakeHeld), the route
+//     table (PageArrived), the requester's address stripe and its
+//     network's (Spend); 2 more for each further requester, none for the
+//     ship. With --pki a page that may prove a lane adds the route table
+//     (Provable), the signature budget and, for a comet, the verifier's;
+//     an unsolicited page takes a pending shard and the route table
 //     (LateAnswer);
-//   - a legacy forward, 6 to one learned lane, 8 to two: a duplicate-filter
-//     stripe (looped), the route table (PlanInto), each target's address
-//     and network stripes unless it is configured (trustedLanes), the
+//   - a legacy forward, 6 to one learned lane: a duplicate-filter stripe
+//     (looped), the route table (PlanInto), each target's address and
+//     network stripes unless it is configured (trustedLanes), the
 //     duplicate-filter stripe (add), the route table (Commit); 4 to
-//     configured lanes. A proven lane adds its proof stripe and its address
-//     stripe again; a probe, the proof stripe twice and the generator's;
+//     configured lanes; a duplicate dropped, 1 (looped). A lane whose
+//     address holds a proof takes its proof stripe in place of the
+//     network's when it is proven, and the proof stripe and the address
+//     stripe again when it is not; a probe, the proof stripe twice and
+//     the generator's;
 //   - a STUN request, 3: the route table (KeepAlive), the address and
 //     network stripes; a STUN response, the ship's STUN table (fronting
 //     mode) or the proof stripe and the address stripe (a probe's answer);
@@ -94,7 +104,7 @@
 //     table once per pin changed (Pin, and Unpin of an evicted sponsee);
 //     to a lane not otherwise allowed, the vouch table (pinger) and the
 //     route table (Plan). At a lane the ship's pages come by the public
-//     socket: a pending shard (Take), the route table (AppendLanesOf),
+//     socket: a pending shard (TakeHeld), the route table (AppendLanesOf),
 //     then vouching as here.
 //
 // The vouch table and the route table both hold the pins (vouch.go decides

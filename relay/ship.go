@@ -122,6 +122,7 @@ type stunSlot struct {
 
 func (t *stunTable) put(tx [12]byte, now time.Duration) {
 	t.mu.Lock()
+	lockTaken()
 	t.slots[t.next] = stunSlot{tx: tx, at: now}
 	t.next = (t.next + 1) % len(t.slots)
 	t.mu.Unlock()
@@ -131,6 +132,7 @@ func (t *stunTable) put(tx [12]byte, now time.Duration) {
 // ShipSTUNWindow, and forgets it.
 func (t *stunTable) take(tx [12]byte, now time.Duration) bool {
 	t.mu.Lock()
+	lockTaken()
 	defer t.mu.Unlock()
 	for i := range t.slots {
 		if s := &t.slots[i]; s.at != 0 && s.tx == tx && now-s.at <= ShipSTUNWindow {
@@ -187,6 +189,7 @@ func (r *Relay) handToShip(b []byte, k Kind, from netip.AddrPort, fromKey lane.K
 		return
 	}
 	if r.mayLearn(sender, fromKey) {
+		lockTaken()
 		r.routes.Contacted(sender, fromKey, now)
 	}
 	if ping && (r.link.device || k == KindPoke) {
@@ -354,6 +357,7 @@ func (r *Relay) sponseeLane(s lane.Ship, k lane.Key, now time.Duration) bool {
 	if !r.speaksFor(s) {
 		return false
 	}
+	lockTaken()
 	p := r.routes.Plan(route.Query{Rcvr: s}, now)
 	for _, l := range p.Lanes[:p.N] {
 		if l == k {

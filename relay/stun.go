@@ -40,6 +40,7 @@ func (r *Relay) stun(b []byte, from netip.AddrPort, now time.Duration, out *Out)
 	}
 	// A ship that only STUNs its sponsor keeps its lane so (a keepalive
 	// moves nothing: route.Table.KeepAlive).
+	lockTaken()
 	r.routes.KeepAlive(fromKey, now)
 	resp := scry.STUNResponse{TxID: q.TxID, Mapped: from}
 	if ok, _ := r.amp.Spend(fromKey, resp.Len(), now); !ok {

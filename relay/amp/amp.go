@@ -406,6 +406,7 @@ func (a *Budget) Spend(k lane.Key, n int, now time.Duration) (ok, probe bool) {
 	i := a.index(k.IP)
 	mu := a.stripe(i)
 	mu.Lock()
+	lockTaken()
 	s := a.slotLocked(i, k.IP, now)
 	if s.proven > now {
 		mu.Unlock()
@@ -413,6 +414,7 @@ func (a *Budget) Spend(k lane.Key, n int, now time.Duration) (ok, probe bool) {
 			return true, renew
 		}
 		mu.Lock()
+		lockTaken()
 		s = a.slotLocked(i, k.IP, now)
 	}
 	if s.tokens < need {
@@ -428,6 +430,7 @@ func (a *Budget) Spend(k lane.Key, n int, now time.Duration) (ok, probe bool) {
 	// The network's bucket is empty: the address's light allowance, or
 	// its tokens back.
 	mu.Lock()
+	lockTaken()
 	s = a.slotLocked(i, k.IP, now)
 	if s.light >= need {
 		s.light -= need
@@ -459,6 +462,7 @@ func (a *Budget) add(ip [16]byte, n int64, now time.Duration) {
 	i := a.index(ip)
 	mu := a.stripe(i)
 	mu.Lock()
+	lockTaken()
 	s := a.slotLocked(i, ip, now)
 	s.tokens = min(a.addr.burst, s.tokens+n)
 	mu.Unlock()
@@ -470,6 +474,7 @@ func (a *Budget) take(ip [16]byte, n int64, now time.Duration) bool {
 	i := a.index(ip)
 	mu := a.stripe(i)
 	mu.Lock()
+	lockTaken()
 	s := a.slotLocked(i, ip, now)
 	ok := s.tokens >= n
 	if ok {
@@ -488,6 +493,7 @@ func (a *Budget) markProven(k lane.Key, until, now time.Duration) {
 	i := a.index(k.IP)
 	mu := a.stripe(i)
 	mu.Lock()
+	lockTaken()
 	s := a.slotLocked(i, k.IP, now)
 	s.proven = max(s.proven, until)
 	mu.Unlock()
@@ -597,6 +603,7 @@ func holding(k lane.Key, set []proofSlot) *proofSlot {
 func (t *proofTable) proven(k lane.Key, now time.Duration) (ok, renew bool) {
 	set, mu := t.ways(k)
 	mu.Lock()
+	lockTaken()
 	if s := holding(k, set); s != nil {
 		ok = s.until > now
 		renew = ok && s.until-now < t.lifetime/4
@@ -632,6 +639,7 @@ func (t *proofTable) startable(k lane.Key, set []proofSlot, now time.Duration) *
 func (t *proofTable) start(k lane.Key, now time.Duration) ([12]byte, bool) {
 	set, mu := t.ways(k)
 	mu.Lock()
+	lockTaken()
 	ok := t.startable(k, set, now) != nil
 	mu.Unlock()
 	if !ok {
@@ -639,9 +647,11 @@ func (t *proofTable) start(k lane.Key, now time.Duration) ([12]byte, bool) {
 	}
 	var tx [12]byte
 	t.rngMu.Lock()
+	lockTaken()
 	t.rng.Read(tx[:])
 	t.rngMu.Unlock()
 	mu.Lock()
+	lockTaken()
 	defer mu.Unlock()
 	// Chosen again: another reader may have probed k meanwhile.
 	s := t.startable(k, set, now)
@@ -662,6 +672,7 @@ func (t *proofTable) start(k lane.Key, now time.Duration) ([12]byte, bool) {
 func (t *proofTable) answer(k lane.Key, tx [12]byte, now time.Duration) (time.Duration, bool) {
 	set, mu := t.ways(k)
 	mu.Lock()
+	lockTaken()
 	defer mu.Unlock()
 	s := holding(k, set)
 	if s == nil || s.probed == 0 || now-s.probed > ProbeAnswerWindow || s.tx != tx || tx == ([12]byte{}) {
