@@ -234,8 +234,28 @@ func (d *dupFilter) looped(fp uint64, tag uint32, now time.Duration) bool {
 // retransmission) renews the record's time and counts one more copy; a
 // record past its window is begun anew.
 func (d *dupFilter) add(fp uint64, tag uint32, now time.Duration) bool {
+	ok, _ := d.record(fp, tag, now)
+	return ok
+}
+
+// dupUndo is what one record changed, for undo: way w of set s (guarded
+// by st) held fp, atMs and lane before, and was, after, the packet's
+// record (rec...). A zero dupUndo changed nothing.
+type dupUndo struct {
+	s                *dupSet
+	st               *lockStripe
+	w                int
+	fp, recFp        uint64
+	atMs, lane       uint32
+	recAtMs, recLane uint32
+}
+
+// record is add, returning also what it changed (u), so that a forward
+// admitted before it is sent (Relay.amesPrecheck) can be undone when it
+// is not sent after all.
+func (d *dupFilter) record(fp uint64, tag uint32, now time.Duration) (ok bool, u dupUndo) {
 	if d == nil {
-		return true
+		return true, u
 	}
 	nowMs := uint32(now / time.Millisecond)
 	s, st := d.set(fp)
@@ -247,12 +267,14 @@ func (d *dupFilter) add(fp uint64, tag uint32, now time.Duration) bool {
 		if s.fp[w] == fp {
 			live, ok := d.verdict(s, w, tag, nowMs)
 			if !ok {
-				return false
+				return false, u
 			}
 			if live {
+				u = dupUndo{s: s, st: st, w: w, fp: fp, atMs: s.atMs[w], lane: s.lane[w]}
 				s.atMs[w] = nowMs
 				s.lane[w]++
-				return true
+				u.recFp, u.recAtMs, u.recLane = fp, nowMs, s.lane[w]
+				return true, u
 			}
 			victim = w
 			break
@@ -261,8 +283,28 @@ func (d *dupFilter) add(fp uint64, tag uint32, now time.Duration) bool {
 			victim = w
 		}
 	}
+	u = dupUndo{s: s, st: st, w: victim, fp: s.fp[victim], atMs: s.atMs[victim], lane: s.lane[victim]}
 	s.fp[victim], s.atMs[victim], s.lane[victim] = fp, nowMs, tag&^dupCountMask|1
-	return true
+	u.recFp, u.recAtMs, u.recLane = fp, nowMs, tag&^dupCountMask|1
+	return true, u
+}
+
+// undo puts back what the record u describes changed, if its way still
+// holds that record (another reader may have renewed or replaced it
+// since: then it is left as it is). After a record and its undo with
+// nothing between, the filter is as it was.
+func (d *dupFilter) undo(u *dupUndo) {
+	if u.s == nil {
+		return
+	}
+	u.st.mu.Lock()
+	lockTaken()
+	s, w := u.s, u.w
+	if s.fp[w] == u.recFp && s.atMs[w] == u.recAtMs && s.lane[w] == u.recLane {
+		s.fp[w], s.atMs[w], s.lane[w] = u.fp, u.atMs, u.lane
+	}
+	u.st.mu.Unlock()
+	*u = dupUndo{}
 }
 
 // trustedLanes are the lanes the operator configured (galaxies, pinned

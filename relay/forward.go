@@ -49,8 +49,10 @@ type fwd struct {
 
 	// A legacy packet's, set by its pre-check: the fronted ship's own
 	// packet (recorded, never refused: dupFilter), its fingerprint and
-	// the tag of its lane, the origin to insert (insert) or the sender's
+	// the tag of its lane, its record in the duplicate filter (undone if
+	// it is not sent), the origin to insert (insert) or the sender's
 	// private lane scrubbed from it, and the bytes each target is sent.
+	undo             dupUndo
 	own              bool
 	fp               uint64
 	tag              uint32
@@ -64,8 +66,9 @@ type fwd struct {
 //  1. the self check: a datagram from a lane of this process is dropped;
 //  2. whether the sender's lane may be learned (mayLearn);
 //  3. for the fronted ship, handToShip;
-//  4. the pre-check: a request's hop limit, a legacy packet's duplicate
-//     filter (looped);
+//  4. the pre-check: a request's hop limit; a legacy packet's duplicate
+//     filter, which records it as forwarded (amesPrecheck), to be undone
+//     if it is not sent after all;
 //  5. plan: the route table chooses the lanes, changing nothing
 //     (route.Table.PlanInto);
 //  6. no lanes: a sponsee's datagram goes to the ship, when it forwards
@@ -116,6 +119,7 @@ func (r *Relay) forwardPath(f *fwd, a *scry.AmesPacket, out *Out) {
 	lockTaken()
 	r.routes.PlanInto(plan, route.Query{Rcvr: f.rcvr, From: f.fromKey, Sender: f.sender, Learn: learn}, f.now)
 	if plan.N == 0 {
+		r.abandon(f)
 		if plan.Sponsee && r.link.forwardsForSponsees() {
 			// Our sponsee, at a lane we do not know: the ship knows its
 			// sponsees and forwards for them (and its forward teaches us
@@ -148,6 +152,14 @@ func (r *Relay) precheck(f *fwd, a *scry.AmesPacket, out *Out) bool {
 		return true
 	}
 	return r.amesPrecheck(f, a, out)
+}
+
+// abandon undoes what f's pre-check recorded, for f not sent after all: a
+// legacy packet's record in the duplicate filter.
+func (r *Relay) abandon(f *fwd) {
+	if f.via == viaAmes {
+		r.dups.undo(&f.undo)
+	}
 }
 
 // admit is forwardPath's step 7: whether f, planned into plan, is sent.

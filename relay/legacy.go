@@ -38,18 +38,30 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 }
 
 // amesPrecheck is forwardPath's pre-check for a legacy packet: the
-// duplicate filter drops a copy it would refuse (looped), and the origin
-// to insert is chosen.
+// duplicate filter drops a copy it refuses, and records any other as
+// forwarded at once (dupFilter.record: the check and the record are one
+// step, and one lock); forwardPath undoes the record (abandon) when the
+// packet is not sent after all, so that the filter then is as if it had
+// only been checked. Then the origin to insert is chosen.
+//
+// Recording before the plan and the budgets, not after them, takes the
+// filter's lock once per forward instead of twice. What another reader
+// may see differently: a copy of the packet from another lane, decided
+// in the moment between this record and its undo, is dropped as a
+// duplicate, where it would have been checked against the filter without
+// this packet's record.
 func (r *Relay) amesPrecheck(f *fwd, a *scry.AmesPacket, out *Out) bool {
 	// The fronted ship's own packets are recorded, never refused: its
 	// retransmissions are its own business, and one coming back round
 	// a loop arrives from another lane.
 	f.own = f.fromShip && a.Sndr == r.ship
 	f.fp, f.tag = r.dups.fingerprint(a), r.dups.laneTag(f.fromKey)
-	if !f.own && r.dups.looped(f.fp, f.tag, f.now) {
+	ok, u := r.dups.record(f.fp, f.tag, f.now)
+	if !ok && !f.own {
 		out.drop(DropDuplicate)
 		return false
 	}
+	f.undo = u
 	if !f.fromShip && scry.NeedsOrigin(a) {
 		ap := f.from
 		if !r.hintOK(f.from) {
@@ -67,11 +79,10 @@ func (r *Relay) amesPrecheck(f *fwd, a *scry.AmesPacket, out *Out) bool {
 	return true
 }
 
-// amesAdmit admits a planned legacy forward: every target lane not
-// trusted (trustedLanes) has f.n bytes in its amplification budget, and
-// the packet was not forwarded within the duplicate window after coming
-// from another lane. It takes the bytes and records the packet, or,
-// refusing, takes nothing and counts why. The targets the budget asked to
+// amesAdmit admits a planned legacy forward, recorded by the duplicate
+// filter already (amesPrecheck): every target lane not trusted
+// (trustedLanes) has f.n bytes in its amplification budget. It takes the
+// bytes, or, refusing, takes nothing, undoes the record and counts why. The targets the budget asked to
 // probe are probed, sent or not; each lock is taken alone.
 func (r *Relay) amesAdmit(f *fwd, plan *route.Plan, out *Out) bool {
 	var probe [route.MaxTargets]bool
@@ -84,8 +95,8 @@ func (r *Relay) amesAdmit(f *fwd, plan *route.Plan, out *Out) bool {
 	return ok
 }
 
-// amesTake takes each target's bytes and records the packet, reporting
-// whether the forward may go; refusing, it gives back what it took.
+// amesTake takes each target's bytes, reporting whether the forward may
+// go; refusing, it gives back what it took and undoes the packet's record.
 // probe marks the targets the budget wants probed.
 func (r *Relay) amesTake(f *fwd, t *route.Targets, probe *[route.MaxTargets]bool, out *Out) bool {
 	for i := 0; i < t.N; i++ {
@@ -98,15 +109,9 @@ func (r *Relay) amesTake(f *fwd, t *route.Targets, probe *[route.MaxTargets]bool
 			continue
 		}
 		r.amesRefund(f, t, i)
+		r.abandon(f)
 		out.c.add(EventAmpThrottled, 1)
 		out.drop(DropLegacyThrottled)
-		return false
-	}
-	if !r.dups.add(f.fp, f.tag, f.now) && !f.own {
-		// Another reader forwarded it from another lane since the
-		// pre-check looked.
-		r.amesRefund(f, t, t.N)
-		out.drop(DropDuplicate)
 		return false
 	}
 	return true

@@ -84,11 +84,13 @@
 //     (Provable), the signature budget and, for a comet, the verifier's;
 //     an unsolicited page takes a pending shard and the route table
 //     (LateAnswer);
-//   - a legacy forward, 6 to one learned lane: a duplicate-filter stripe
-//     (looped), the route table (PlanInto), each target's address and
-//     network stripes unless it is configured (trustedLanes), the
-//     duplicate-filter stripe (add), the route table (Commit); 4 to
-//     configured lanes; a duplicate dropped, 1 (looped). A lane whose
+//   - a legacy forward, 5 to one learned lane: a duplicate-filter stripe
+//     (record, which checks the packet and records it at once), the route
+//     table (PlanInto), each target's address and network stripes unless
+//     it is configured (trustedLanes), the route table (Commit); 3 to
+//     configured lanes; a duplicate dropped, 1; one not sent after all (no
+//     route, or refused by the budget), the duplicate-filter stripe again
+//     (undo). A lane whose
 //     address holds a proof takes its proof stripe in place of the
 //     network's when it is proven, and the proof stripe and the address
 //     stripe again when it is not; a probe, the proof stripe twice and
