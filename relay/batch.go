@@ -18,13 +18,34 @@ const (
 	PortShip
 )
 
-func (o *Out) add(b []byte, to netip.AddrPort) {
+// Batch is what decisions send, in decision order, as messages ready for
+// a transport.Conn's WriteBatch: Sends[i] leaves by Ports[i] (Split gives
+// them by port). In every message N is len(Buf). Buffers alias the
+// datagrams decided or their Reader's scratch buffers, so they are valid
+// until a datagram's buffer is reused or the Reader is Reset.
+type Batch struct {
+	Sends []transport.Message
+	Ports []Port // Ports[i] is where Sends[i] leaves
+	// nShip counts the PortShip sends; public and ship are Split's
+	// partitions, reused.
+	nShip        int
+	public, ship []transport.Message
+}
+
+// reset empties o for the next batch.
+func (o *Batch) reset() {
+	o.Sends, o.Ports, o.nShip = o.Sends[:0], o.Ports[:0], 0
+	o.public, o.ship = o.public[:0], o.ship[:0]
+}
+
+// add sends b to lane to by the public socket.
+func (o *Batch) add(b []byte, to netip.AddrPort) {
 	o.Sends = append(o.Sends, transport.Message{Buf: b, N: len(b), Addr: to})
 	o.Ports = append(o.Ports, PortPublic)
 }
 
 // addShip hands b to the fronted ship's device as sent from lane from.
-func (o *Out) addShip(b []byte, from netip.AddrPort) {
+func (o *Batch) addShip(b []byte, from netip.AddrPort) {
 	o.Sends = append(o.Sends, transport.Message{Buf: b, N: len(b), Addr: from})
 	o.Ports = append(o.Ports, PortShip)
 	o.nShip++
@@ -33,7 +54,7 @@ func (o *Out) addShip(b []byte, from netip.AddrPort) {
 // Split returns o's sends by port, each in decision order: those for the
 // public socket and those for the fronted ship's device. With none for the
 // ship, public is Sends itself. Both alias o's buffers until Reset.
-func (o *Out) Split() (public, ship []transport.Message) {
+func (o *Batch) Split() (public, ship []transport.Message) {
 	if o.nShip == 0 {
 		return o.Sends, nil
 	}

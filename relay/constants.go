@@ -91,7 +91,7 @@ const (
 	GrowRoom = 6
 
 	// MaxPacket is the size of the buffers the relay builds datagrams in
-	// (Out's scratch buffers: a page's second variant, a STUN answer):
+	// (a Reader's scratch buffers: a page's second variant, a STUN answer):
 	// mesa packets are at most scry.MesaMaxPacket bytes, and 128 more
 	// leave room. The server reads into larger buffers (ReadBufferSize),
 	// since legacy ames packets can be as long as a UDP datagram.

@@ -84,7 +84,7 @@ type fwd struct {
 // a is a legacy packet's parse, nil for a request: a parameter, not a
 // field of f, so that f's contents (its bytes, which out keeps) leaking
 // does not move the caller's parse to the heap.
-func (r *Relay) forwardPath(f *fwd, a *scry.AmesPacket, out *Out) {
+func (r *Relay) forwardPath(f *fwd, a *scry.AmesPacket, out *Reader) {
 	if !f.fromShip && r.routes.IsSelf(f.fromKey) {
 		out.drop(DropSelf)
 		return
@@ -143,7 +143,7 @@ func (r *Relay) forwardPath(f *fwd, a *scry.AmesPacket, out *Out) {
 
 // precheck is forwardPath's step 4: whether f may go on to be planned,
 // counting why not.
-func (r *Relay) precheck(f *fwd, a *scry.AmesPacket, out *Out) bool {
+func (r *Relay) precheck(f *fwd, a *scry.AmesPacket, out *Reader) bool {
 	if f.via == viaMesa {
 		if f.hops >= MaxHops {
 			out.drop(DropHopLimit)
@@ -163,7 +163,7 @@ func (r *Relay) abandon(f *fwd) {
 }
 
 // admit is forwardPath's step 7: whether f, planned into plan, is sent.
-func (r *Relay) admit(f *fwd, plan *route.Plan, out *Out) bool {
+func (r *Relay) admit(f *fwd, plan *route.Plan, out *Reader) bool {
 	if f.via == viaMesa {
 		// The pending table records the requester and says whether to
 		// forward (its verdict counted by remember).
@@ -173,7 +173,7 @@ func (r *Relay) admit(f *fwd, plan *route.Plan, out *Out) bool {
 }
 
 // edit is forwardPath's step 9: f's bytes as they are sent.
-func (r *Relay) edit(f *fwd, out *Out) []byte {
+func (r *Relay) edit(f *fwd, out *Reader) []byte {
 	if f.via == viaMesa {
 		if !f.fromShip {
 			scry.SetHops(f.b, f.hops+1)

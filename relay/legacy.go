@@ -23,7 +23,7 @@ import (
 // It is forwardPath: the pre-check is the duplicate filter's (amesPrecheck),
 // the admit the budgets' and the filter's (amesAdmit), the edit the origin
 // (amesEdit).
-func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time.Duration, out *Out) {
+func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time.Duration, out *Reader) {
 	fromShip := r.link.sent(from)
 	f := fwd{via: viaAmes, kind: KindAmes, b: b, from: from, fromKey: lane.KeyOf(from), fromShip: fromShip,
 		rcvr: a.Rcvr, sender: a.Sndr,
@@ -50,7 +50,7 @@ func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time
 // in the moment between this record and its undo, is dropped as a
 // duplicate, where it would have been checked against the filter without
 // this packet's record.
-func (r *Relay) amesPrecheck(f *fwd, a *scry.AmesPacket, out *Out) bool {
+func (r *Relay) amesPrecheck(f *fwd, a *scry.AmesPacket, out *Reader) bool {
 	// The fronted ship's own packets are recorded, never refused: its
 	// retransmissions are its own business, and one coming back round
 	// a loop arrives from another lane.
@@ -84,7 +84,7 @@ func (r *Relay) amesPrecheck(f *fwd, a *scry.AmesPacket, out *Out) bool {
 // (trustedLanes) has f.n bytes in its amplification budget. It takes the
 // bytes, or, refusing, takes nothing, undoes the record and counts why. The targets the budget asked to
 // probe are probed, sent or not; each lock is taken alone.
-func (r *Relay) amesAdmit(f *fwd, plan *route.Plan, out *Out) bool {
+func (r *Relay) amesAdmit(f *fwd, plan *route.Plan, out *Reader) bool {
 	var probe [route.MaxTargets]bool
 	ok := r.amesTake(f, &plan.Targets, &probe, out)
 	for i := 0; i < plan.Targets.N; i++ {
@@ -98,7 +98,7 @@ func (r *Relay) amesAdmit(f *fwd, plan *route.Plan, out *Out) bool {
 // amesTake takes each target's bytes, reporting whether the forward may
 // go; refusing, it gives back what it took and undoes the packet's record.
 // probe marks the targets the budget wants probed.
-func (r *Relay) amesTake(f *fwd, t *route.Targets, probe *[route.MaxTargets]bool, out *Out) bool {
+func (r *Relay) amesTake(f *fwd, t *route.Targets, probe *[route.MaxTargets]bool, out *Reader) bool {
 	for i := 0; i < t.N; i++ {
 		if r.trusted.has(t.Lanes[i], r.link.key) {
 			continue
@@ -128,7 +128,7 @@ func (r *Relay) amesRefund(f *fwd, t *route.Targets, k int) {
 
 // amesEdit is forwardPath's edit of a legacy packet: the origin inserted,
 // when one is to be and it fits.
-func (r *Relay) amesEdit(f *fwd, out *Out) []byte {
+func (r *Relay) amesEdit(f *fwd, out *Reader) []byte {
 	b := f.b
 	if f.scrubbed {
 		out.c.add(EventHintsScrubbed, 1)

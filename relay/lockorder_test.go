@@ -74,7 +74,7 @@ func TestLockOrder(t *testing.T) {
 }
 
 // TestBatchLockHeld: the server's reader decides and sends a batch under
-// its batch lock (reader.batchMu), as the package comment says, so that
+// its batch lock (sockReader.batchMu), as the package comment says, so that
 // Close, which takes it, waits the batch out: every decision, every write
 // and every call to the capture writer and the decision log in
 // routineRead is made with rd.batchMu held.
@@ -125,9 +125,9 @@ func (t *tab) ok(r *Relay) { t.mu.Lock(); t.mu.Unlock(); r.routes.Pin(s, k) }
 func (t *tab) okFree(r *Relay) { t.mu.Lock(); r.routes.IsSelf(k); t.mu.Unlock() }
 func (t *tab) okEarly(r *Relay) { t.mu.Lock(); if x { t.mu.Unlock(); return }; t.mu.Unlock(); r.routes.Pin(s, k) }
 func (t *tab) okRelock() { t.mu.Lock(); if x { t.mu.Unlock(); t.helper(); t.mu.Lock() }; t.mu.Unlock() }
-func (s *Server) okOuter(rd *reader) { rd.batchMu.Lock(); s.relay.routes.Pin(s, k); rd.batchMu.Unlock() }
-func (t *tab) outerUnder(rd *reader) { t.mu.Lock(); rd.batchMu.Lock(); rd.batchMu.Unlock(); t.mu.Unlock() }
-func (s *Server) twoOuter(a, rd *reader) { a.batchMu.Lock(); rd.batchMu.Lock(); rd.batchMu.Unlock(); a.batchMu.Unlock() }
+func (s *Server) okOuter(rd *sockReader) { rd.batchMu.Lock(); s.relay.routes.Pin(s, k); rd.batchMu.Unlock() }
+func (t *tab) outerUnder(rd *sockReader) { t.mu.Lock(); rd.batchMu.Lock(); rd.batchMu.Unlock(); t.mu.Unlock() }
+func (s *Server) twoOuter(a, rd *sockReader) { a.batchMu.Lock(); rd.batchMu.Lock(); rd.batchMu.Unlock(); a.batchMu.Unlock() }
 `
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, "x.go", src, 0)

@@ -13,7 +13,7 @@ import (
 
 // request handles a peek or poke: forwardPath, admitted by the pending
 // table.
-func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, now time.Duration, out *Out) {
+func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, now time.Duration, out *Reader) {
 	fromShip := r.link.sent(from)
 	f := fwd{via: viaMesa, kind: k, b: b, from: from, fromKey: lane.KeyOf(from), fromShip: fromShip,
 		rcvr: p.Name.Ship, sender: p.PayloadName.Ship,
@@ -26,7 +26,7 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 
 // remember records a request whose name hashes to key in the pending table
 // and reports whether it is to be forwarded.
-func (r *Relay) remember(out *Out, key uint64, from lane.Key, now time.Duration) bool {
+func (r *Relay) remember(out *Reader, key uint64, from lane.Key, now time.Duration) bool {
 	c := out.c
 	lockTaken()
 	v, evicted := r.pending.Add(key, from, now)
@@ -70,7 +70,7 @@ func (r *Relay) remember(out *Out, key uint64, from lane.Key, now time.Duration)
 }
 
 // page handles a response.
-func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Duration, out *Out) {
+func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Duration, out *Reader) {
 	fromKey := lane.KeyOf(from)
 	fromShip := r.link.sent(from)
 	key := r.nameKey(p.NameBytes(), out)

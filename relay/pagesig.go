@@ -61,7 +61,7 @@ func (r *Relay) pageSigned(pkt []byte, publisher lane.Ship) bool {
 // yet is checked the same way and, verified, counts as signed; failing,
 // it is not unverified (no key was held). b is as it came: the check runs
 // before any next-hop edit.
-func (r *Relay) pageAuthority(b []byte, p *scry.Packet, from lane.Key, now time.Duration, solicited bool, out *Out) (signed, unverified bool) {
+func (r *Relay) pageAuthority(b []byte, p *scry.Packet, from lane.Key, now time.Duration, solicited bool, out *Reader) (signed, unverified bool) {
 	if r.pki == nil || p.Header.Hops != 0 {
 		return false, false
 	}

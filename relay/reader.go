@@ -10,19 +10,16 @@ import (
 	"github.com/urbit-relay/relay/scry"
 )
 
-// Out collects the datagrams Handle decides to send, in decision order, as
-// messages ready for a transport.Conn's WriteBatch: Sends[i] leaves by
-// Ports[i] (Split gives them by port). In every message N is
-// len(Buf). Buffers alias the datagram passed to Handle or Out's own
-// scratch buffers, so they are valid until that datagram's buffer is
-// reused or Reset is called. An Out belongs to one goroutine.
-type Out struct {
-	Sends []transport.Message
-	Ports []Port // Ports[i] is where Sends[i] leaves
-	// nShip counts the PortShip sends; public and ship are Split's
-	// partitions, reused.
-	nShip        int
-	public, ship []transport.Message
+// Reader is one goroutine's context for deciding datagrams (a reader of a
+// socket, in server.go): its Batch, what the decisions send, and its
+// scratch: the page copies and STUN answers the Batch's buffers point
+// into, the route plan, the requesters a page is taken for, the decision
+// in hand, its counter block and the keys and mug prefixes computed ahead
+// for the batch (Relay.Prefetch, MugBatch). Make it with Relay.NewReader;
+// a Reader belongs to one goroutine.
+type Reader struct {
+	Batch // what is sent: r.Sends, r.Split()
+
 	// scratch buffers for second variants of a page (to a sponsor).
 	scratch [][]byte
 	used    int
@@ -31,7 +28,7 @@ type Out struct {
 	plan    route.Plan // Handle's route plan, reused
 	d       Decision   // the decision in hand, or the last made
 
-	// owner made o (Relay.NewOut) and counts o's decisions in own; c is
+	// owner made o (Relay.NewReader) and counts o's decisions in own; c is
 	// the block of the call in progress: own when the relay deciding is
 	// owner, else that relay's shared default block.
 	owner *Relay
@@ -64,16 +61,19 @@ type prefetchedMug struct {
 	pre  scry.MugPrefix
 }
 
-// NewOut returns an Out sized for batches of up to batch input datagrams,
-// for any relay: what a relay decides into it is counted in that relay's
-// shared default counter block. A goroutine that decides many datagrams
-// should use Relay.NewOut, whose counts no other goroutine writes.
-func NewOut(batch int) *Out {
-	o := &Out{
-		Sends:     make([]transport.Message, 0, batch*route.MaxTargets),
-		Ports:     make([]Port, 0, batch*route.MaxTargets),
-		public:    make([]transport.Message, 0, batch*route.MaxTargets),
-		ship:      make([]transport.Message, 0, batch),
+// NewReader returns a Reader sized for batches of up to batch input
+// datagrams, for any relay: what a relay decides into it is counted in
+// that relay's shared default counter block. A goroutine that decides many
+// datagrams should use Relay.NewReader, whose counts no other goroutine
+// writes.
+func NewReader(batch int) *Reader {
+	o := &Reader{
+		Batch: Batch{
+			Sends:  make([]transport.Message, 0, batch*route.MaxTargets),
+			Ports:  make([]Port, 0, batch*route.MaxTargets),
+			public: make([]transport.Message, 0, batch*route.MaxTargets),
+			ship:   make([]transport.Message, 0, batch),
+		},
 		scratch:   make([][]byte, batch),
 		pre:       make([]prefetched, 0, batch),
 		mugs:      make([]prefetchedMug, 0, batch),
@@ -87,20 +87,20 @@ func NewOut(batch int) *Out {
 	return o
 }
 
-// NewOut returns an Out as the package-level NewOut does, with a counter
-// block of its own registered with r: decisions r makes into it are
-// counted there, uncontended, and summed into r's Snapshot. Each Out made
-// keeps its block for r's lifetime, so make one per goroutine, not per
-// batch.
-func (r *Relay) NewOut(batch int) *Out {
-	o := NewOut(batch)
+// NewReader returns a Reader as the package-level NewReader does, with a
+// counter block of its own registered with r: decisions r makes into it
+// are counted there, uncontended, and summed into r's Snapshot. Each
+// Reader made keeps its block for r's lifetime, so make one per
+// goroutine, not per batch.
+func (r *Relay) NewReader(batch int) *Reader {
+	o := NewReader(batch)
 	o.owner, o.own = r, r.counters.newBlock()
 	return o
 }
 
 // bind points out's counts at r's block for it, for one Handle or
 // HandleFromShip call.
-func (r *Relay) bind(out *Out) {
+func (r *Relay) bind(out *Reader) {
 	if out.owner == r {
 		out.c = out.own
 	} else {
@@ -108,10 +108,9 @@ func (r *Relay) bind(out *Out) {
 	}
 }
 
-// Reset empties o for the next batch.
-func (o *Out) Reset() {
-	o.Sends, o.Ports, o.nShip = o.Sends[:0], o.Ports[:0], 0
-	o.public, o.ship = o.public[:0], o.ship[:0]
+// Reset empties o, its Batch and its scratch, for the next batch.
+func (o *Reader) Reset() {
+	o.Batch.reset()
 	o.pre, o.preNext = o.pre[:0], 0
 	o.mugs, o.mugNext = o.mugs[:0], 0
 	o.used = 0
@@ -125,7 +124,7 @@ func (o *Out) Reset() {
 // taken only for the very bytes it was computed from (the same buffer and
 // length, in batch order), and bufs must not change between MugBatch and
 // their Handle: the prefix is trusted. Other datagrams are hashed whole.
-func (o *Out) MugBatch(bufs [][]byte) {
+func (o *Reader) MugBatch(bufs [][]byte) {
 	if len(bufs) > len(o.mugBodies) {
 		o.mugBodies = make([][]byte, len(bufs))
 		o.mugNs = make([]int, len(bufs))
@@ -150,7 +149,7 @@ func (o *Out) MugBatch(bufs [][]byte) {
 // takeMug sets out's current mug prefix to the one MugBatch computed for
 // b's body, scanning forward (a datagram dropped before its Handle is
 // skipped); the zero prefix, hashed whole, when there is none.
-func (out *Out) takeMug(b []byte) {
+func (out *Reader) takeMug(b []byte) {
 	out.mug = scry.MugPrefix{}
 	if len(b) <= scry.MesaHeaderLen {
 		return
@@ -166,7 +165,7 @@ func (out *Out) takeMug(b []byte) {
 
 // scratchCopy returns a copy of b in a scratch buffer, growing the pool
 // when every buffer is in use.
-func (o *Out) scratchCopy(b []byte) []byte {
+func (o *Reader) scratchCopy(b []byte) []byte {
 	if o.used == len(o.scratch) {
 		o.scratch = append(o.scratch, make([]byte, 0, MaxPacket+GrowRoom))
 	}
@@ -188,10 +187,19 @@ type prefetched struct {
 // takePrefetched sets out's current key to the one Prefetch computed for
 // b, if b is the next datagram it was given (the same buffer, the same
 // length); anything else is hashed when its key is needed.
-func (out *Out) takePrefetched(b []byte) {
+func (out *Reader) takePrefetched(b []byte) {
 	out.hasKey = false
 	if i := out.preNext; i < len(out.pre) && out.pre[i].data == unsafe.SliceData(b) && out.pre[i].n == len(b) {
 		out.key, out.hasKey = out.pre[i].key, true
 		out.preNext++
 	}
 }
+
+// Out is Reader's old name, kept while callers move (docs/layout.md 8).
+type Out = Reader
+
+// NewOut is NewReader's old name, kept while callers move.
+func NewOut(batch int) *Reader { return NewReader(batch) }
+
+// NewOut is NewReader's old name, kept while callers move.
+func (r *Relay) NewOut(batch int) *Reader { return r.NewReader(batch) }

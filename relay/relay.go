@@ -44,7 +44,7 @@
 //
 //  1. relay/daemon's Lanes lock, held while it calls SetLanes (which
 //     takes the route table's, alone), off the datagram path;
-//  2. the server's batch lock (reader.batchMu, one per reader), taken
+//  2. the server's batch lock (sockReader.batchMu, one per socket reader), taken
 //     under nothing, not even another reader's (Close takes them one at
 //     a time), and held from a batch's decisions to its last send, so
 //     that Close can wait out the batch in hand (TestBatchLockHeld);
@@ -55,7 +55,7 @@
 // and proofs, one per stripe of slots, and the proof table's generator);
 // the duplicate filter's, one per stripe; the vouch table's, the ship's
 // STUN table's and the signature budget's, one each; a *pki.Verifier's,
-// for the comets it learns; the counters' registry (Relay.NewOut,
+// for the comets it learns; the counters' registry (Relay.NewReader,
 // Snapshot), off the datagram path; and, under the batch lock only, the
 // write locks of the socket (transport) and of the ship's device
 // (relay/front), the capture writer's (ServerConfig.Tap) and the decision
@@ -116,7 +116,7 @@
 //
 // The core holds only soft state: a restart loses pending entries and learned
 // lanes, never correctness. Relay.Handle is safe for concurrent use, each
-// goroutine with its own Out (Relay.NewOut, which also gives it counters of
+// goroutine with its own Reader (Relay.NewReader, which also gives it counters of
 // its own); the socket loop that calls it is in server.go.
 package relay
 
@@ -177,7 +177,7 @@ func (r *Relay) Expire(now time.Duration) { r.pending.Expire(now) }
 //
 // It returns what it decided (Decision), which stays valid until out
 // decides another datagram or is Reset.
-func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Out) *Decision {
+func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Reader) *Decision {
 	r.bind(out)
 	out.takePrefetched(b)
 	out.takeMug(b)
@@ -188,7 +188,7 @@ func (r *Relay) Handle(b []byte, from netip.AddrPort, now time.Duration, out *Ou
 }
 
 // handle is Handle's decision, for a bound out with its decision begun.
-func (r *Relay) handle(b []byte, from netip.AddrPort, now time.Duration, out *Out) {
+func (r *Relay) handle(b []byte, from netip.AddrPort, now time.Duration, out *Reader) {
 	if scry.IsMesa(b) {
 		var p scry.Packet
 		if err := p.ParseWithPrefix(b, out.mug); err != nil {
@@ -259,7 +259,7 @@ func (r *Relay) handle(b []byte, from netip.AddrPort, now time.Duration, out *Ou
 // it computes is kept in out until out's next Reset, and Handle (or
 // HandleFromShip), given the same buffer unchanged and out, in the order
 // Prefetch saw them, uses it instead of hashing the name again.
-func (r *Relay) Prefetch(b []byte, out *Out) {
+func (r *Relay) Prefetch(b []byte, out *Reader) {
 	if _, name, ok := scry.NameWire(b); ok {
 		key := r.key(name)
 		r.pending.Prefetch(key)
@@ -269,7 +269,7 @@ func (r *Relay) Prefetch(b []byte, out *Out) {
 
 // nameKey returns the pending-table key of name, the name of the datagram
 // being decided into out: Prefetch's, when it computed it.
-func (r *Relay) nameKey(name []byte, out *Out) uint64 {
+func (r *Relay) nameKey(name []byte, out *Reader) uint64 {
 	if out.hasKey {
 		return out.key
 	}
@@ -284,7 +284,7 @@ func (r *Relay) key(name []byte) uint64 {
 }
 
 // (AmpConfig), unless k was probed lately.
-func (r *Relay) probe(k lane.Key, now time.Duration, out *Out) {
+func (r *Relay) probe(k lane.Key, now time.Duration, out *Reader) {
 	tx, ok := r.amp.Probe(k, now)
 	if !ok {
 		return
@@ -297,7 +297,7 @@ func (r *Relay) probe(k lane.Key, now time.Duration, out *Out) {
 }
 
 // dropUnrouted counts a datagram whose route plan found no target.
-func (r *Relay) dropUnrouted(out *Out, t *route.Targets) {
+func (r *Relay) dropUnrouted(out *Reader, t *route.Targets) {
 	switch {
 	case t.Looped:
 		out.drop(DropLoop)
@@ -309,7 +309,7 @@ func (r *Relay) dropUnrouted(out *Out, t *route.Targets) {
 }
 
 // forward sends b, a datagram of kind k, on every target.
-func (r *Relay) forward(b []byte, k Kind, t *route.Targets, out *Out) {
+func (r *Relay) forward(b []byte, k Kind, t *route.Targets, out *Reader) {
 	for i := 0; i < t.N; i++ {
 		out.add(b, t.Lanes[i].AddrPort())
 	}

@@ -154,7 +154,7 @@ func shipSafe(b []byte) bool {
 
 // toShip hands b, heard from lane from, to the fronted ship's process, and
 // reports whether it did.
-func (r *Relay) toShip(b []byte, k Kind, from netip.AddrPort, out *Out) bool {
+func (r *Relay) toShip(b []byte, k Kind, from netip.AddrPort, out *Reader) bool {
 	if !shipSafe(b) {
 		out.drop(DropShipUnsafe)
 		return false
@@ -178,7 +178,7 @@ func (r *Relay) toShip(b []byte, k Kind, from netip.AddrPort, out *Out) bool {
 // ping whose ack on that lane vouches for the sender (vouchTable.pinged),
 // name being the key of its name (legacyPing for a legacy packet); a peek
 // for a name pinged from its lane cancels that ping (vouchTable.peeked).
-func (r *Relay) handToShip(b []byte, k Kind, from netip.AddrPort, fromKey lane.Key, sender lane.Ship, named, ping bool, name uint64, now time.Duration, out *Out) {
+func (r *Relay) handToShip(b []byte, k Kind, from netip.AddrPort, fromKey lane.Key, sender lane.Ship, named, ping bool, name uint64, now time.Duration, out *Reader) {
 	if !r.toShip(b, k, from, out) {
 		return
 	}
@@ -223,7 +223,7 @@ func (r *Relay) mayLearn(s lane.Ship, from lane.Key) bool {
 //
 // It returns what it decided, as Handle does; the decision's Kind is the
 // datagram's as parsed (the ship's datagrams are not counted in In).
-func (r *Relay) HandleFromShip(b []byte, to netip.AddrPort, now time.Duration, out *Out) *Decision {
+func (r *Relay) HandleFromShip(b []byte, to netip.AddrPort, now time.Duration, out *Reader) *Decision {
 	r.bind(out)
 	out.takePrefetched(b)
 	to = lane.Canon(to)
@@ -259,7 +259,7 @@ func shipKind(b []byte) Kind {
 
 // fromShip is HandleFromShip's decision, for a bound out with its decision
 // begun.
-func (r *Relay) fromShip(b []byte, to netip.AddrPort, now time.Duration, out *Out) {
+func (r *Relay) fromShip(b []byte, to netip.AddrPort, now time.Duration, out *Reader) {
 	out.c.add(EventFromShip, 1)
 	toKey := lane.KeyOf(to)
 	if !r.link.device || r.routes.IsSelf(toKey) || !r.shipMayReach(b, to, toKey, now) {

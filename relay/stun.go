@@ -26,7 +26,7 @@ import (
 
 // stun decides a datagram scry.IsSTUN took for a binding request: answer a
 // well-formed one (scry.STUNRequest.Parse) to its source, else drop it.
-func (r *Relay) stun(b []byte, from netip.AddrPort, now time.Duration, out *Out) {
+func (r *Relay) stun(b []byte, from netip.AddrPort, now time.Duration, out *Reader) {
 	var q scry.STUNRequest
 	if q.Parse(b) != nil {
 		out.dropOther(b, DropSTUNMalformed)
