@@ -194,12 +194,3 @@ func (out *Reader) takePrefetched(b []byte) {
 		out.preNext++
 	}
 }
-
-// Out is Reader's old name, kept while callers move (docs/layout.md 8).
-type Out = Reader
-
-// NewOut is NewReader's old name, kept while callers move.
-func NewOut(batch int) *Reader { return NewReader(batch) }
-
-// NewOut is NewReader's old name, kept while callers move.
-func (r *Relay) NewOut(batch int) *Reader { return r.NewReader(batch) }
