@@ -204,10 +204,12 @@ func (d *dupFilter) verdict(s *dupSet, w int, tag, nowMs uint32) (live, ok bool)
 // (+on-skipped-packet re-sends a packet only while its retries are 0).
 const dupFastResends = 1
 
-// looped reports whether a copy of fp from the lane tagged tag at now is
-// to be dropped by DupConfig's rules: the packet was forwarded within the
-// window and came from another lane, or came from this lane too soon or
-// too often to be a retransmission.
+// looped reports, changing nothing, whether a copy of fp from the lane
+// tagged tag at now is to be dropped by DupConfig's rules: the packet was
+// forwarded within the window and came from another lane, or came from
+// this lane too soon or too often to be a retransmission. The relay asks
+// record, which checks and records in one step; looped is the check
+// alone, for the filter's tests.
 func (d *dupFilter) looped(fp uint64, tag uint32, now time.Duration) bool {
 	if d == nil {
 		return false

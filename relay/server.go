@@ -53,7 +53,7 @@ type ServerConfig struct {
 	// Ship, in fronting mode (Config.Front), is the fronted ship's device
 	// (relay/front's TUN, or a transport pipe in tests): a Conn whose reads
 	// are what the ship sent, Addr the lane it addressed, and whose writes
-	// reach the ship from Addr. the Batch's PortShip sends are written there as they are;
+	// reach the ship from Addr. A Batch's PortShip sends are written there as they are;
 	// what the ship sends leaves by the first socket.
 	Ship transport.Conn
 }
