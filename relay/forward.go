@@ -16,8 +16,9 @@ const (
 	// viaMesa: a mesa request (peek or poke), admitted by the pending
 	// table (Relay.remember).
 	viaMesa fwdVia = iota
-	// viaAmes: a legacy ames packet, admitted by the amplification
-	// budget and the duplicate filter (amesAdmit).
+	// viaAmes: a legacy ames packet, checked and recorded by the
+	// duplicate filter (amesPrecheck) and admitted by the amplification
+	// budget (amesAdmit).
 	viaAmes
 )
 
@@ -73,8 +74,9 @@ type fwd struct {
 //     (route.Table.PlanInto);
 //  6. no lanes: a sponsee's datagram goes to the ship, when it forwards
 //     for its sponsees; any other is dropped (dropUnrouted);
-//  7. admit: the pending table (a request) or the budgets and the
-//     duplicate filter (a legacy packet) say whether it goes;
+//  7. admit: the pending table (a request) or the amplification budget
+//     (a legacy packet, its record undone if refused) says whether it
+//     goes;
 //  8. commit what is sent to the route table (the lanes' probes, the
 //     sender's lane: route.Table.Commit);
 //  9. edit: a request's hop count, a legacy packet's origin;

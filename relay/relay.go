@@ -34,11 +34,13 @@
 //
 // Every forward is plan, then admit, then commit: the route table plans
 // the lanes without changing anything (route.Table.PlanInto); the pending
-// table (a request) or the amplification budget and the duplicate filter
-// (a legacy forward) admit it or not; and only what is sent is committed
-// to the route table (route.Table.Commit). Requests and legacy packets
-// take one path through the three steps, forwardPath (forward.go), which
-// differs between them only in its pre-check, its admit and its edit.
+// table (a request) or the amplification budget (a legacy forward, which
+// the duplicate filter checked and recorded before the plan, the record
+// undone if the forward is not sent) admits it or not; and only what is
+// sent is committed to the route table (route.Table.Commit). Requests and
+// legacy packets take one path through the three steps, forwardPath
+// (forward.go), which differs between them only in its pre-check, its
+// admit and its edit.
 //
 // Locks, in the order they may be taken:
 //
