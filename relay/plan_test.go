@@ -2,10 +2,9 @@ package relay_test
 
 import (
 	"fmt"
+	"github.com/urbit-relay/relay/relay/route"
 	"net/netip"
 	"testing"
-
-	"github.com/urbit-relay/relay/relay/route"
 
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"

@@ -5,11 +5,10 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"github.com/urbit-relay/relay/relay/route"
 	"net/netip"
 	"os"
 	"testing"
-
-	"github.com/urbit-relay/relay/relay/route"
 
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
