@@ -204,3 +204,29 @@ func benchRoundTrips(b *testing.B, f *fixture, out *relay.Reader, req, resp []by
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "ns/packet")
 }
+
+// BenchmarkDecideLegacy measures a legacy ames forward to a learned lane,
+// a fresh packet each op: the duplicate filter records it, the route
+// table plans and commits it, and the amplification budget (never
+// refusing, no probes) admits it.
+func BenchmarkDecideLegacy(b *testing.B) {
+	f := newFixture(b, func(c *relay.Config) {
+		c.Amp = relay.AmpConfig{Rate: relay.MaxAmpRate, Burst: relay.MaxAmpBurst, NetRate: relay.MaxAmpRate, NetBurst: relay.MaxAmpBurst, ProofLifetime: -1}
+	})
+	carol := netip.MustParseAddrPort("198.18.7.7:6000")
+	f.handle(legacy(b, "~sampel-palnet", "~nec", 50, 0), carol) // carol's lane learned
+	pkt := legacy(b, "~dapnep-ronmyl", "~sampel-palnet", 200, 0)
+	buf := make([]byte, 0, len(pkt)+relay.GrowRoom)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		p := append(buf[:0], pkt...)
+		p[len(p)-200], p[len(p)-199], p[len(p)-198] = byte(i), byte(i>>8), byte(i>>16)
+		fixMug(p)
+		f.out.Reset()
+		f.r.Handle(p, alice, f.now, f.out)
+		if len(f.out.Sends) != 1 || f.out.Sends[0].Addr != carol {
+			b.Fatalf("packet %d: %d sends", i, len(f.out.Sends))
+		}
+	}
+}
