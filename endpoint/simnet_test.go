@@ -36,7 +36,7 @@ type simNode struct {
 	addr  netip.AddrPort
 	core  *Core
 	relay *relay.Relay
-	out   *relay.Out
+	out   *relay.Reader
 	sched time.Duration // time of the queued tick event; never if none
 }
 
@@ -58,7 +58,7 @@ func (n *simNet) addCore(addr netip.AddrPort, c *Core) *simNode {
 }
 
 func (n *simNet) addRelay(addr netip.AddrPort, r *relay.Relay) *simNode {
-	nd := &simNode{addr: addr, relay: r, out: relay.NewOut(1), sched: never}
+	nd := &simNode{addr: addr, relay: r, out: relay.NewReader(1), sched: never}
 	n.nodes[addr] = nd
 	return nd
 }

@@ -21,7 +21,7 @@ func BenchmarkDecide(b *testing.B) {
 			f := newFixture(b, func(c *relay.Config) {
 				c.Amp = relay.AmpConfig{Rate: relay.MaxAmpRate, Burst: relay.MaxAmpBurst, NetRate: relay.MaxAmpRate, NetBurst: relay.MaxAmpBurst, ProofLifetime: -1}
 			})
-			out := relay.NewOut(4)
+			out := relay.NewReader(4)
 			buf := make([]byte, 0, 1600)
 			// Fill the table with live entries: distinct names from
 			// distinct requesters (one source may hold only a tenth).
@@ -58,7 +58,7 @@ func BenchmarkDecideBatch(b *testing.B) {
 		for _, pf := range []bool{false, true} {
 			b.Run(fmt.Sprintf("pending=%d/prefetch=%v", pending, pf), func(b *testing.B) {
 				f := newFixture(b, func(c *relay.Config) { c.Amp = relay.AmpConfig{Rate: -1} })
-				out := relay.NewOut(2 * batch)
+				out := relay.NewReader(2 * batch)
 				buf := make([]byte, 0, 1600)
 				for i := 0; i < pending; i++ {
 					p := scry.NewPeek(name(b, "~nec", fmt.Sprintf("fill/%d", i)))
@@ -112,7 +112,7 @@ func BenchmarkDecideBatch(b *testing.B) {
 
 // BenchmarkDecideParallel runs request/page round trips from every
 // goroutine at once (b.RunParallel; -cpu sets how many), each with its own
-// Out (Relay.NewOut: its own counter block) and its own requester lane and
+// Reader (Relay.NewReader: its own counter block) and its own requester lane and
 // names, as the readers of a relay with io.sockets N do. What is left shared
 // is the route table's lock and the pending table's shards;
 // `-mutexprofile` shows which one the goroutines wait on.
@@ -124,7 +124,7 @@ func BenchmarkDecideParallel(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		id := next.Add(1)
-		out := f.r.NewOut(4)
+		out := f.r.NewReader(4)
 		from := netip.AddrPortFrom(netip.AddrFrom4([4]byte{203, 0, 113, byte(id)}), 5000)
 		path := fmt.Sprintf("parallel/%d", id)
 		req := peek(b, "~nec", path, 0)
@@ -175,7 +175,7 @@ func BenchmarkDecideDefences(b *testing.B) {
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			f := newFixture(b, v.mod)
-			out := relay.NewOut(4)
+			out := relay.NewReader(4)
 			req := peek(b, "~nec", "bench/request/path", 0)
 			p := scry.NewPage(name(b, "~nec", "bench/request/path"), scry.Data{Total: 1024, AuthKind: scry.AuthSign, Auth: make([]byte, 64), Frag: make([]byte, 1024)})
 			resp1k := p.Append(nil)
@@ -186,7 +186,7 @@ func BenchmarkDecideDefences(b *testing.B) {
 
 // benchRoundTrips times b.N round trips through f: req from alice, then
 // its page resp from ~nec, each of which must send one page.
-func benchRoundTrips(b *testing.B, f *fixture, out *relay.Out, req, resp []byte) {
+func benchRoundTrips(b *testing.B, f *fixture, out *relay.Reader, req, resp []byte) {
 	rb := make([]byte, len(req), len(req)+relay.GrowRoom)
 	pb := make([]byte, len(resp), len(resp)+relay.GrowRoom)
 	b.ReportAllocs()
@@ -203,4 +203,30 @@ func benchRoundTrips(b *testing.B, f *fixture, out *relay.Out, req, resp []byte)
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "ns/packet")
+}
+
+// BenchmarkDecideLegacy measures a legacy ames forward to a learned lane,
+// a fresh packet each op: the duplicate filter records it, the route
+// table plans and commits it, and the amplification budget (never
+// refusing, no probes) admits it.
+func BenchmarkDecideLegacy(b *testing.B) {
+	f := newFixture(b, func(c *relay.Config) {
+		c.Amp = relay.AmpConfig{Rate: relay.MaxAmpRate, Burst: relay.MaxAmpBurst, NetRate: relay.MaxAmpRate, NetBurst: relay.MaxAmpBurst, ProofLifetime: -1}
+	})
+	carol := netip.MustParseAddrPort("198.18.7.7:6000")
+	f.handle(legacy(b, "~sampel-palnet", "~nec", 50, 0), carol) // carol's lane learned
+	pkt := legacy(b, "~dapnep-ronmyl", "~sampel-palnet", 200, 0)
+	buf := make([]byte, 0, len(pkt)+relay.GrowRoom)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		p := append(buf[:0], pkt...)
+		p[len(p)-200], p[len(p)-199], p[len(p)-198] = byte(i), byte(i>>8), byte(i>>16)
+		fixMug(p)
+		f.out.Reset()
+		f.r.Handle(p, alice, f.now, f.out)
+		if len(f.out.Sends) != 1 || f.out.Sends[0].Addr != carol {
+			b.Fatalf("packet %d: %d sends", i, len(f.out.Sends))
+		}
+	}
 }

@@ -197,7 +197,7 @@ func (e Event) String() string { return nameOf(eventNames[:], e) }
 func Events() []Event { return all(numEvents) }
 
 // counterBlock is one goroutine's counts. Each reader of a Server has its
-// own (made with its Out by Relay.NewOut), so a datagram's counts are
+// own (made with its Reader by Relay.NewReader), so a datagram's counts are
 // atomic adds to cache lines no other core writes: atomic because a scrape
 // reads them from another goroutine, uncontended because nothing else
 // writes them. The padding keeps two blocks off each other's cache lines.
@@ -249,11 +249,11 @@ func (c *counterBlock) addTo(s *Snapshot) {
 }
 
 // Counters are the relay's event counts, kept in one block per goroutine
-// that decides datagrams (one per Out made by Relay.NewOut) and summed by
+// that decides datagrams (one per Reader made by Relay.NewReader) and summed by
 // Snapshot, which any goroutine may call.
 type Counters struct {
-	// def counts for an Out not made by this relay's NewOut (the
-	// package-level NewOut, or another relay's): shared, so contended,
+	// def counts for a Reader not made by this relay's NewReader (the
+	// package-level NewReader, or another relay's): shared, so contended,
 	// but never lost.
 	def counterBlock
 

@@ -43,9 +43,9 @@ func (a Action) String() string { return nameOf(actionNames[:], a) }
 
 // Decision is what the relay decided for one datagram: Relay.Handle and
 // Relay.HandleFromShip return it, and the counters are counted by the same
-// steps that record it (Out's in, drop, shipDrop and act), so the two
-// cannot disagree. It lives in the Out it was decided into and is valid
-// until the next datagram is decided there or Out is Reset.
+// steps that record it (Reader's in, drop, shipDrop and act), so the two
+// cannot disagree. It lives in the Reader it was decided into and is valid
+// until the next datagram is decided there or the Reader is Reset.
 type Decision struct {
 	// FromShip is set for a datagram the fronted ship sent (read from its
 	// device); To is then the lane it addressed, From is unset.
@@ -58,14 +58,14 @@ type Decision struct {
 	// String) when Action is ActionDropped, else "".
 	Reason string
 	// Sends are the datagrams decided for it, Sends[i] leaving by
-	// Ports[i]: views into Out.Sends and Out.Ports.
+	// Ports[i]: views into Batch.Sends and Batch.Ports.
 	Sends []transport.Message
 	Ports []Port
 	// ToShip counts those of Sends handed to the fronted ship (PortShip).
 	ToShip int
 
 	decided        bool // an Action was recorded
-	sends0, ships0 int  // len(Out.Sends), Out.nShip before it
+	sends0, ships0 int  // len(Batch.Sends), Batch.nShip before it
 }
 
 // actionRank orders the actions a decision may pass through: the lowest
@@ -77,7 +77,7 @@ var actionRank = [numActions]uint8{
 
 // begin starts the decision for a datagram of n bytes from (or, fromShip,
 // addressed to) addr.
-func (o *Out) begin(fromShip bool, addr netip.AddrPort, n int) {
+func (o *Reader) begin(fromShip bool, addr netip.AddrPort, n int) {
 	o.d = Decision{FromShip: fromShip, Len: n, Kind: KindOther, sends0: len(o.Sends), ships0: o.nShip}
 	if fromShip {
 		o.d.To = addr
@@ -87,7 +87,7 @@ func (o *Out) begin(fromShip bool, addr netip.AddrPort, n int) {
 }
 
 // finish completes the decision begun last and returns it.
-func (o *Out) finish() *Decision {
+func (o *Reader) finish() *Decision {
 	d := &o.d
 	d.Sends = o.Sends[d.sends0:len(o.Sends):len(o.Sends)]
 	d.Ports = o.Ports[d.sends0:len(o.Ports):len(o.Ports)]
@@ -97,20 +97,20 @@ func (o *Out) finish() *Decision {
 
 // in counts the datagram in hand read, of kind k and n bytes, and records
 // its kind.
-func (o *Out) in(k Kind, n int) {
+func (o *Reader) in(k Kind, n int) {
 	o.c.countIn(k, n)
 	o.d.Kind = k
 }
 
 // act records that the datagram in hand came to action a.
-func (o *Out) act(a Action) {
+func (o *Reader) act(a Action) {
 	if !o.d.decided || actionRank[a] < actionRank[o.d.Action] {
 		o.d.Action, o.d.decided = a, true
 	}
 }
 
 // drop counts the datagram in hand dropped for reason d, and records it.
-func (o *Out) drop(d Drop) {
+func (o *Reader) drop(d Drop) {
 	o.c.drops[d].Add(1)
 	o.act(ActionDropped)
 	o.d.Reason = d.String()
@@ -118,14 +118,14 @@ func (o *Out) drop(d Drop) {
 
 // dropOther counts datagram b, rejected before its kind was known
 // (KindOther), read and dropped for reason d.
-func (o *Out) dropOther(b []byte, d Drop) {
+func (o *Reader) dropOther(b []byte, d Drop) {
 	o.in(KindOther, len(b))
 	o.drop(d)
 }
 
 // shipDrop counts the ship's datagram in hand not sent on, for reason d,
 // and records it.
-func (o *Out) shipDrop(d ShipDrop) {
+func (o *Reader) shipDrop(d ShipDrop) {
 	o.c.shipDrops[d].Add(1)
 	o.act(ActionDropped)
 	o.d.Reason = d.String()

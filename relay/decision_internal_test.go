@@ -15,7 +15,7 @@ func TestDecisionAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := r.NewOut(4)
+	out := r.NewReader(4)
 	from := netip.MustParseAddrPort("203.0.113.10:5000")
 	junk := make([]byte, 5, 5+GrowRoom)
 	var d *Decision

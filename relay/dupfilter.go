@@ -1,14 +1,15 @@
 package relay
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/urbit-relay/relay/lane"
-	"github.com/urbit-relay/relay/relay/route"
 	"github.com/urbit-relay/relay/scry"
 )
 
@@ -59,7 +60,7 @@ import (
 // by the fingerprint: fixed memory (16 bytes a slot), no allocation, and
 // a full set replaces its oldest entry, so a flood of distinct packets
 // can only make the filter forget early, never grow it. It is striped
-// under 64 locks as the amplification table is.
+// under 64 locks as the amplification budget is (lockStripes).
 //
 // What it cannot tell: a copy of a packet heard first from another lane
 // than its sender's (an on-path attacker replaying it from its own lane
@@ -95,7 +96,7 @@ func (c *DupConfig) fill() error {
 // dupFilter is the legacy ames duplicate filter (DupConfig). It is safe
 // for concurrent use.
 type dupFilter struct {
-	stripes [ampStripes]ampStripe // set i guarded by stripes[(i>>shift)%ampStripes]
+	stripes [lockStripes]lockStripe // set i guarded by stripes[(i>>shift)%lockStripes]
 
 	window time.Duration // static
 	seed   uint64        // static
@@ -130,7 +131,7 @@ func newDupFilter(cfg DupConfig) (*dupFilter, error) {
 		return nil, err
 	}
 	n := cfg.Slots / dupWays
-	per := max(n/ampStripes, 1)
+	per := max(n/lockStripes, 1)
 	return &dupFilter{
 		window: cfg.Window, seed: seed,
 		shift: uint(bits.TrailingZeros(uint(per))), sets: make([]dupSet, n),
@@ -167,9 +168,9 @@ func (d *dupFilter) laneTag(k lane.Key) uint32 {
 }
 
 // set returns the set and the lock of fingerprint fp.
-func (d *dupFilter) set(fp uint64) (*dupSet, *ampStripe) {
+func (d *dupFilter) set(fp uint64) (*dupSet, *lockStripe) {
 	i := (fp >> 1) & uint64(len(d.sets)-1)
-	return &d.sets[i], &d.stripes[(i>>d.shift)%ampStripes]
+	return &d.sets[i], &d.stripes[(i>>d.shift)%lockStripes]
 }
 
 // within reports whether a packet recorded at ms (milliseconds modulo
@@ -203,10 +204,12 @@ func (d *dupFilter) verdict(s *dupSet, w int, tag, nowMs uint32) (live, ok bool)
 // (+on-skipped-packet re-sends a packet only while its retries are 0).
 const dupFastResends = 1
 
-// looped reports whether a copy of fp from the lane tagged tag at now is
-// to be dropped by DupConfig's rules: the packet was forwarded within the
-// window and came from another lane, or came from this lane too soon or
-// too often to be a retransmission.
+// looped reports, changing nothing, whether a copy of fp from the lane
+// tagged tag at now is to be dropped by DupConfig's rules: the packet was
+// forwarded within the window and came from another lane, or came from
+// this lane too soon or too often to be a retransmission. The relay asks
+// record, which checks and records in one step; looped is the check
+// alone, for the filter's tests.
 func (d *dupFilter) looped(fp uint64, tag uint32, now time.Duration) bool {
 	if d == nil {
 		return false
@@ -214,6 +217,7 @@ func (d *dupFilter) looped(fp uint64, tag uint32, now time.Duration) bool {
 	nowMs := uint32(now / time.Millisecond)
 	s, st := d.set(fp)
 	st.mu.Lock()
+	lockTaken()
 	defer st.mu.Unlock()
 	for w := range s.fp {
 		if s.fp[w] == fp {
@@ -232,24 +236,47 @@ func (d *dupFilter) looped(fp uint64, tag uint32, now time.Duration) bool {
 // retransmission) renews the record's time and counts one more copy; a
 // record past its window is begun anew.
 func (d *dupFilter) add(fp uint64, tag uint32, now time.Duration) bool {
+	ok, _ := d.record(fp, tag, now)
+	return ok
+}
+
+// dupUndo is what one record changed, for undo: way w of set s (guarded
+// by st) held fp, atMs and lane before, and was, after, the packet's
+// record (rec...). A zero dupUndo changed nothing.
+type dupUndo struct {
+	s                *dupSet
+	st               *lockStripe
+	w                int
+	fp, recFp        uint64
+	atMs, lane       uint32
+	recAtMs, recLane uint32
+}
+
+// record is add, returning also what it changed (u), so that a forward
+// admitted before it is sent (Relay.amesPrecheck) can be undone when it
+// is not sent after all.
+func (d *dupFilter) record(fp uint64, tag uint32, now time.Duration) (ok bool, u dupUndo) {
 	if d == nil {
-		return true
+		return true, u
 	}
 	nowMs := uint32(now / time.Millisecond)
 	s, st := d.set(fp)
 	st.mu.Lock()
+	lockTaken()
 	defer st.mu.Unlock()
 	victim := 0
 	for w := range s.fp {
 		if s.fp[w] == fp {
 			live, ok := d.verdict(s, w, tag, nowMs)
 			if !ok {
-				return false
+				return false, u
 			}
 			if live {
+				u = dupUndo{s: s, st: st, w: w, fp: fp, atMs: s.atMs[w], lane: s.lane[w]}
 				s.atMs[w] = nowMs
 				s.lane[w]++
-				return true
+				u.recFp, u.recAtMs, u.recLane = fp, nowMs, s.lane[w]
+				return true, u
 			}
 			victim = w
 			break
@@ -258,65 +285,28 @@ func (d *dupFilter) add(fp uint64, tag uint32, now time.Duration) bool {
 			victim = w
 		}
 	}
+	u = dupUndo{s: s, st: st, w: victim, fp: s.fp[victim], atMs: s.atMs[victim], lane: s.lane[victim]}
 	s.fp[victim], s.atMs[victim], s.lane[victim] = fp, nowMs, tag&^dupCountMask|1
-	return true
+	u.recFp, u.recAtMs, u.recLane = fp, nowMs, tag&^dupCountMask|1
+	return true, u
 }
 
-// amesAdmit admits a planned legacy forward (Relay.ames): every target
-// lane not trusted (trustedLanes) has n bytes in its amplification budget,
-// and the packet was not forwarded within the duplicate window after
-// coming from another lane. It takes the bytes and records the packet,
-// or, refusing, takes nothing and counts why; probe marks the targets the
-// budget wants probed, for the caller to probe whether or not the forward
-// is sent. It is made on the stack for each legacy forward.
-type amesAdmit struct {
-	r     *Relay
-	out   *Out
-	plan  *route.Plan // the plan route.Table.PlanInto made, read for its targets
-	fp    uint64      // the packet's fingerprint
-	tag   uint32      // the tag of the lane it came from
-	own   bool        // the fronted ship's own packet: recorded, not refused
-	n     int         // bytes each target is sent
-	now   time.Duration
-	probe [route.MaxTargets]bool
-}
-
-// admit takes each target's bytes and records the packet, reporting
-// whether the forward may go; refusing, it gives back what it took.
-func (a *amesAdmit) admit() bool {
-	t := &a.plan.Targets
-	for i := 0; i < t.N; i++ {
-		a.probe[i] = false
-		if a.r.trusted.has(t.Lanes[i], a.r.link.key) {
-			continue
-		}
-		ok, probe := a.r.amp.spend(t.Lanes[i], a.n, a.now)
-		a.probe[i] = probe
-		if ok {
-			continue
-		}
-		a.refund(i)
-		a.out.c.add(EventAmpThrottled, 1)
-		a.out.drop(DropLegacyThrottled)
-		return false
+// undo puts back what the record u describes changed, if its way still
+// holds that record (another reader may have renewed or replaced it
+// since: then it is left as it is). After a record and its undo with
+// nothing between, the filter is as it was.
+func (d *dupFilter) undo(u *dupUndo) {
+	if u.s == nil {
+		return
 	}
-	if !a.r.dups.add(a.fp, a.tag, a.now) && !a.own {
-		// Another reader forwarded it from another lane since ames looked.
-		a.refund(t.N)
-		a.out.drop(DropDuplicate)
-		return false
+	u.st.mu.Lock()
+	lockTaken()
+	s, w := u.s, u.w
+	if s.fp[w] == u.recFp && s.atMs[w] == u.recAtMs && s.lane[w] == u.recLane {
+		s.fp[w], s.atMs[w], s.lane[w] = u.fp, u.atMs, u.lane
 	}
-	return true
-}
-
-// refund gives back what admit took from the first k targets.
-func (a *amesAdmit) refund(k int) {
-	t := &a.plan.Targets
-	for i := 0; i < k; i++ {
-		if !a.r.trusted.has(t.Lanes[i], a.r.link.key) {
-			a.r.amp.refund(t.Lanes[i], a.n, a.now)
-		}
-	}
+	u.st.mu.Unlock()
+	*u = dupUndo{}
 }
 
 // trustedLanes are the lanes the operator configured (galaxies, pinned
@@ -349,4 +339,29 @@ func (t *trustedLanes) has(k, ship lane.Key) bool {
 		}
 	}
 	return false
+}
+
+// lockStripe is the lock of one stripe of slots, padded so that
+// neighbouring stripes' locks do not share a cache line.
+type lockStripe struct {
+	mu sync.Mutex
+	_  [lockStripePad]byte
+}
+
+// hash16 is the seeded hash of 16 bytes (an address) that the duplicate
+// filter's lane tags and the signature budget index by, as relay/amp's
+// tables do.
+func hash16(seed uint64, b [16]byte) uint64 {
+	h := lane.Mix64(seed ^ binary.LittleEndian.Uint64(b[:8]))
+	return lane.Mix64(h ^ binary.LittleEndian.Uint64(b[8:]))
+}
+
+// randomSeed returns a seed from crypto/rand: a seed an attacker does not
+// know keeps it from choosing inputs that share a slot.
+func randomSeed() (uint64, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return 0, fmt.Errorf("relay: seed: %w", err)
+	}
+	return binary.LittleEndian.Uint64(b[:]), nil
 }

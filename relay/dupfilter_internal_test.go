@@ -173,3 +173,67 @@ func TestDupFilterAllocs(t *testing.T) {
 		t.Fatalf("%v allocations", n)
 	}
 }
+
+// TestDupFilterUndo: a record undone with nothing between leaves the
+// filter as it was, whether it began a record (a free way, or replacing
+// the way forwarded longest ago in a full set) or renewed one (a
+// retransmission); a refused record changes nothing and has nothing to
+// undo; an undo finding its way changed since (another reader's record)
+// leaves it. Relay.amesPrecheck records a legacy packet before it is
+// planned and admitted, and undoes the record when it is not sent.
+func TestDupFilterUndo(t *testing.T) {
+	d := newTestDups(t, DupConfig{Window: time.Second, Slots: 64})
+	fps := sameSet(d, dupWays+1)
+	snap := func() []dupSet { return append([]dupSet(nil), d.sets...) }
+	same := func(what string, before []dupSet) {
+		t.Helper()
+		for i := range before {
+			if d.sets[i] != before[i] {
+				t.Fatalf("%s: set %d is %+v after the undo, was %+v", what, i, d.sets[i], before[i])
+			}
+		}
+	}
+	try := func(what string, fp uint64, tag uint32, at time.Duration, wantOK bool) {
+		t.Helper()
+		before := snap()
+		ok, u := d.record(fp, tag, at)
+		if ok != wantOK {
+			t.Fatalf("%s: record %v, want %v", what, ok, wantOK)
+		}
+		if !ok && u.s != nil {
+			t.Fatalf("%s: refused, with something to undo", what)
+		}
+		if ok {
+			changed := false
+			for i := range before {
+				changed = changed || d.sets[i] != before[i]
+			}
+			if !changed {
+				t.Fatalf("%s: recorded, and nothing changed", what)
+			}
+		}
+		d.undo(&u)
+		same(what, before)
+		d.undo(&u) // a second undo does nothing
+		same(what+" (again)", before)
+	}
+	try("a new packet in an empty set", fps[0], tagFirst, time.Millisecond, true)
+	for i, fp := range fps[:dupWays] {
+		if !d.add(fp, tagFirst, time.Duration(i+1)*time.Millisecond) {
+			t.Fatalf("fill %d refused", i)
+		}
+	}
+	try("a retransmission", fps[1], tagFirst, 300*time.Millisecond, true)
+	try("a new packet replacing the oldest", fps[dupWays], tagFirst, 300*time.Millisecond, true)
+	try("a copy from another lane", fps[2], tagOther, 300*time.Millisecond, false)
+	try("a record past its window", fps[3], tagOther, 5*time.Second, true)
+
+	// Another reader's record in the way since: left as it is.
+	ok, u := d.record(fps[1], tagFirst, 400*time.Millisecond)
+	if !ok || !d.add(fps[1], tagFirst, 700*time.Millisecond) {
+		t.Fatal("retransmissions refused")
+	}
+	after := snap()
+	d.undo(&u)
+	same("an undo after another record", after)
+}

@@ -2,4 +2,4 @@ package relay
 
 // PrefetchedTaken returns how many keys computed by Prefetch since o's
 // last Reset Handle has taken instead of hashing again (for tests).
-func (o *Out) PrefetchedTaken() int { return o.preNext }
+func (o *Reader) PrefetchedTaken() int { return o.preNext }

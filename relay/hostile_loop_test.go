@@ -40,7 +40,7 @@ type loopNet struct {
 	now   time.Duration
 	lanes []netip.AddrPort
 	cores []*relay.Relay
-	out   *relay.Out
+	out   *relay.Reader
 	queue []loopDatagram // in time order: each hop is the same delay
 	sent  int
 }
@@ -55,7 +55,7 @@ type loopDatagram struct {
 // each knowing the galaxy ~wes at 10.0.0.50:13337 and, with knowEachOther,
 // the others' lanes as the galaxies they front.
 func newLoopNet(t *testing.T, ships []string, knowEachOther bool, hop time.Duration) *loopNet {
-	n := &loopNet{t: t, hop: hop, out: relay.NewOut(64)}
+	n := &loopNet{t: t, hop: hop, out: relay.NewReader(64)}
 	for i := range ships {
 		n.lanes = append(n.lanes, netip.MustParseAddrPort(fmt.Sprintf("10.0.0.%d:13337", i+1)))
 	}

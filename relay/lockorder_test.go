@@ -29,24 +29,29 @@ var lockOuter = map[string]bool{"rd.batchMu": true}
 
 // lockForeign are the fields and parameters through which this package
 // calls the tables of other packages that take locks: the route table, the
-// pending table and the signature verifier.
-var lockForeign = []string{"routes", "pending", "pki"}
+// pending table, the amplification budget (relay/amp, whose own locks the
+// check reads too) and the signature verifier.
+var lockForeign = []string{"routes", "pending", "amp", "pki"}
 
 // lockFreeCalls are the methods of those tables that take no lock (their
 // docs say so: the lane clock, the self lanes and the hint networks are
 // read without one, Prefetch and Len are lock-free).
 var lockFreeCalls = map[string]bool{
 	"Arrived": true, "IsSelf": true, "TargetAllowed": true, "HintAllowed": true,
-	"Cap": true, "Prefetch": true, "Len": true,
+	"Cap": true, "Prefetch": true, "Len": true, "Probing": true,
 }
 
 func TestLockOrder(t *testing.T) {
 	fset := token.NewFileSet()
 	var files []*ast.File
+	// This package's files and relay/amp's: the budget's stripes are
+	// leaves as this package's locks are.
 	names, err := filepath.Glob("*.go")
-	if err != nil || len(names) == 0 {
-		t.Fatalf("listing the package's files: %v (%d files)", err, len(names))
+	ampNames, err2 := filepath.Glob("amp/*.go")
+	if err != nil || err2 != nil || len(names) == 0 || len(ampNames) == 0 {
+		t.Fatalf("listing the packages' files: %v %v (%d, %d files)", err, err2, len(names), len(ampNames))
 	}
+	names = append(names, ampNames...)
 	for _, n := range names {
 		if strings.HasSuffix(n, "_test.go") {
 			continue
@@ -68,6 +73,45 @@ func TestLockOrder(t *testing.T) {
 	}
 }
 
+// TestBatchLockHeld: the server's reader decides and sends a batch under
+// its batch lock (sockReader.batchMu), as the package comment says, so that
+// Close, which takes it, waits the batch out: every decision, every write
+// and every call to the capture writer and the decision log in
+// routineRead is made with rd.batchMu held.
+func TestBatchLockHeld(t *testing.T) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "server.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	under := map[string]int{}
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || fd.Name.Name != "routineRead" {
+			continue
+		}
+		w := lockWalker{fset: fset, fn: fd.Name.Name, locking: map[string]bool{}}
+		w.seen = func(call string, held map[string]bool) {
+			for _, c := range []string{"s.relay.Handle", "s.relay.HandleFromShip", "s.writeAll", "s.cfg.Tap", "s.cfg.Decisions.Log", "out.Split", "out.Reset"} {
+				if call != c {
+					continue
+				}
+				if !held["rd.batchMu"] {
+					t.Errorf("routineRead calls %s without its batch lock", call)
+				}
+				under[call]++
+			}
+		}
+		w.block(fd.Body.List, map[string]bool{})
+	}
+	// The check must see the calls it is about.
+	for _, c := range []string{"s.relay.Handle", "s.relay.HandleFromShip", "s.writeAll", "s.cfg.Decisions.Log"} {
+		if under[c] == 0 {
+			t.Errorf("routineRead: no call of %s seen", c)
+		}
+	}
+}
+
 // TestLockOrderCatches: the check finds each kind of violation it is for,
 // and passes the patterns this package uses.
 func TestLockOrderCatches(t *testing.T) {
@@ -81,7 +125,9 @@ func (t *tab) ok(r *Relay) { t.mu.Lock(); t.mu.Unlock(); r.routes.Pin(s, k) }
 func (t *tab) okFree(r *Relay) { t.mu.Lock(); r.routes.IsSelf(k); t.mu.Unlock() }
 func (t *tab) okEarly(r *Relay) { t.mu.Lock(); if x { t.mu.Unlock(); return }; t.mu.Unlock(); r.routes.Pin(s, k) }
 func (t *tab) okRelock() { t.mu.Lock(); if x { t.mu.Unlock(); t.helper(); t.mu.Lock() }; t.mu.Unlock() }
-func (s *Server) okOuter(rd *reader) { rd.batchMu.Lock(); s.relay.routes.Pin(s, k); rd.batchMu.Unlock() }
+func (s *Server) okOuter(rd *sockReader) { rd.batchMu.Lock(); s.relay.routes.Pin(s, k); rd.batchMu.Unlock() }
+func (t *tab) outerUnder(rd *sockReader) { t.mu.Lock(); rd.batchMu.Lock(); rd.batchMu.Unlock(); t.mu.Unlock() }
+func (s *Server) twoOuter(a, rd *sockReader) { a.batchMu.Lock(); rd.batchMu.Lock(); rd.batchMu.Unlock(); a.batchMu.Unlock() }
 `
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, "x.go", src, 0)
@@ -89,7 +135,7 @@ func (s *Server) okOuter(rd *reader) { rd.batchMu.Lock(); s.relay.routes.Pin(s, 
 		t.Fatal(err)
 	}
 	got := lockViolations(fset, []*ast.File{f})
-	want := []string{"pinUnder", "nested", "viaHelper", "inIf"}
+	want := []string{"pinUnder", "nested", "viaHelper", "inIf", "outerUnder", "twoOuter"}
 	var funcs []string
 	for _, g := range got {
 		funcs = append(funcs, strings.Fields(g)[1])
@@ -99,13 +145,14 @@ func (s *Server) okOuter(rd *reader) { rd.batchMu.Lock(); s.relay.routes.Pin(s, 
 	}
 }
 
-// TestLockLeavesImport: the route and pending tables import nothing of this
+// TestLockLeavesImport: the route and pending tables and the amplification
+// budget import nothing of this
 // module but lane, and their exported functions take no function value to
 // call (route.Table.Each's f excepted), so no lock of this package or of the other table can be
 // taken under theirs.
 func TestLockLeavesImport(t *testing.T) {
 	const mod = "github.com/urbit-relay/relay/"
-	for dir, allowFunc := range map[string][]string{"pit": nil, "route": {"Each"}} {
+	for dir, allowFunc := range map[string][]string{"pit": nil, "route": {"Each"}, "amp": nil} {
 		names, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil || len(names) == 0 {
 			t.Fatalf("listing %s: %v (%d files)", dir, err, len(names))
@@ -270,6 +317,9 @@ type lockWalker struct {
 	fn      string
 	locking map[string]bool
 	bad     []string
+	// seen, when set, is told of every call walked (not in function
+	// literals) with the locks held at it.
+	seen func(call string, held map[string]bool)
 }
 
 // inner returns the leaf locks in held.
@@ -293,6 +343,11 @@ func (w *lockWalker) block(stmts []ast.Stmt, held map[string]bool) (ends bool) {
 			case "Lock", "RLock":
 				if in := inner(held); len(in) > 0 && !lockOuter[l] {
 					w.report(s, l+"."+m+" while holding "+strings.Join(in, ", "))
+				}
+				if lockOuter[l] && len(held) > 0 {
+					// The batch lock is outermost: taken under nothing,
+					// not even another reader's.
+					w.report(s, l+"."+m+" (outer) while holding "+strings.Join(slices.Sorted(maps.Keys(held)), ", "))
 				}
 				held[l] = true
 			default:
@@ -400,7 +455,7 @@ func (w *lockWalker) clauses(body *ast.BlockStmt, held map[string]bool) {
 // a lock while a leaf lock is held.
 func (w *lockWalker) exprs(held map[string]bool, nodes ...ast.Node) {
 	in := inner(held)
-	if len(in) == 0 {
+	if len(in) == 0 && w.seen == nil {
 		return
 	}
 	for _, n := range nodes {
@@ -412,7 +467,10 @@ func (w *lockWalker) exprs(held map[string]bool, nodes ...ast.Node) {
 			case *ast.FuncLit:
 				return false
 			case *ast.CallExpr:
-				if callLocks(n, w.locking) {
+				if w.seen != nil {
+					w.seen(exprString(n.Fun), held)
+				}
+				if len(in) > 0 && callLocks(n, w.locking) {
 					w.report(n, "a call that takes a lock ("+exprString(n.Fun)+") while holding "+strings.Join(in, ", "))
 				}
 			}

@@ -8,7 +8,7 @@ import (
 	"github.com/urbit-relay/relay/relay"
 )
 
-// TestMugBatchDecidesAsParse: a batch hashed ahead (Out.MugBatch) is
+// TestMugBatchDecidesAsParse: a batch hashed ahead (Reader.MugBatch) is
 // decided exactly as the same datagrams hashed whole, for requests, pages
 // (whose next-hop edit resumes from the prefix), a page with a bad mug and
 // legacy packets among them; and the hashing allocates nothing.

@@ -61,7 +61,7 @@ func (r *Relay) pageSigned(pkt []byte, publisher lane.Ship) bool {
 // yet is checked the same way and, verified, counts as signed; failing,
 // it is not unverified (no key was held). b is as it came: the check runs
 // before any next-hop edit.
-func (r *Relay) pageAuthority(b []byte, p *scry.Packet, from lane.Key, now time.Duration, solicited bool, out *Out) (signed, unverified bool) {
+func (r *Relay) pageAuthority(b []byte, p *scry.Packet, from lane.Key, now time.Duration, solicited bool, out *Reader) (signed, unverified bool) {
 	if r.pki == nil || p.Header.Hops != 0 {
 		return false, false
 	}
@@ -71,11 +71,15 @@ func (r *Relay) pageAuthority(b []byte, p *scry.Packet, from lane.Key, now time.
 	if !known && !(signs && publisher.Class() == lane.Comet) {
 		return false, false
 	}
-	if !solicited || !signs || !r.routes.Provable(publisher, from, now) {
-		// Unverified, unless the page is the fresh direct lane's (or
-		// from a lane no request went to, which Provable also refuses):
-		// route.PageObs.mayProve lets the direct lane renew itself, and
-		// nothing from elsewhere is credited either way.
+	// Unverified, unless the page is the fresh direct lane's (or from a
+	// lane no request went to, which Provable also refuses):
+	// route.PageObs.mayProve lets the direct lane renew itself, and
+	// nothing from elsewhere is credited either way.
+	if !solicited || !signs {
+		return false, known
+	}
+	lockTaken()
+	if !r.routes.Provable(publisher, from, now) {
 		return false, known
 	}
 	if !r.sigs.take(from, now) {
@@ -122,6 +126,7 @@ func gcraAllows(tat, now, iv time.Duration, n int) (time.Duration, bool) {
 func (b *sigBudget) take(k lane.Key, now time.Duration) bool {
 	i := hash16(b.seed^uint64(k.Port)<<32, k.IP) % sigLaneSlots
 	b.mu.Lock()
+	lockTaken()
 	defer b.mu.Unlock()
 	lt, ok := gcraAllows(b.lanes[i], now, time.Second/SigChecksPerLane, SigLaneBurst)
 	if !ok {

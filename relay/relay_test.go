@@ -31,9 +31,9 @@ var (
 type fixture struct {
 	t   testing.TB
 	r   *relay.Relay
-	out *relay.Out
+	out *relay.Reader
 	now time.Duration
-	// onSend, when set, sees every datagram decided (Out.Sends).
+	// onSend, when set, sees every datagram decided (Batch.Sends).
 	onSend func(send)
 	// last is the decision of the last datagram handled.
 	last *relay.Decision
@@ -53,7 +53,7 @@ func newFixture(t testing.TB, mod func(*relay.Config)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{t: t, r: r, out: r.NewOut(4), now: time.Second}
+	return &fixture{t: t, r: r, out: r.NewReader(4), now: time.Second}
 }
 
 // handle runs one datagram through the relay and returns copies of what it
@@ -580,8 +580,8 @@ func TestSponseeLaneSurvivesUnansweredRequests(t *testing.T) {
 	f.wantDrop(relay.DropSponseeUnknown, 1)
 }
 
-// TestCountersPerOut: each Out a relay makes counts in a block of its own,
-// an Out made elsewhere counts in the relay's default block, and Snapshot
+// TestCountersPerOut: each Reader a relay makes counts in a block of its own,
+// a Reader made elsewhere counts in the relay's default block, and Snapshot
 // sums them all, from any goroutine.
 func TestCountersPerOut(t *testing.T) {
 	f := newFixture(t, nil)
@@ -589,7 +589,7 @@ func TestCountersPerOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	outs := []*relay.Out{f.r.NewOut(1), f.r.NewOut(1), relay.NewOut(1), other.NewOut(1)}
+	outs := []*relay.Reader{f.r.NewReader(1), f.r.NewReader(1), relay.NewReader(1), other.NewReader(1)}
 	done := make(chan struct{})
 	for i, out := range outs {
 		go func() {
@@ -608,7 +608,7 @@ func TestCountersPerOut(t *testing.T) {
 		t.Errorf("malformed %d, in %d, accounted %d; want %d", sn.Drops[relay.DropMalformedAmes], sn.TotalIn(), sn.Accounted(), want)
 	}
 	if sn := other.Counters().Snapshot(); sn.TotalIn() != 0 {
-		t.Errorf("another relay's Out counted %d datagrams in its own relay", sn.TotalIn())
+		t.Errorf("another relay's Reader counted %d datagrams in its own relay", sn.TotalIn())
 	}
 }
 

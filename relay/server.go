@@ -53,7 +53,7 @@ type ServerConfig struct {
 	// Ship, in fronting mode (Config.Front), is the fronted ship's device
 	// (relay/front's TUN, or transporttest.NewPipe in tests): a Conn whose reads
 	// are what the ship sent, Addr the lane it addressed, and whose writes
-	// reach the ship from Addr. Out's PortShip sends are written there as they are;
+	// reach the ship from Addr. A Batch's PortShip sends are written there as they are;
 	// what the ship sends leaves by the first socket.
 	Ship transport.Conn
 }
@@ -65,7 +65,7 @@ type Server struct {
 	// Static after construction.
 	relay   *Relay
 	conns   []transport.Conn
-	readers []*reader
+	readers []*sockReader
 	cfg     ServerConfig
 	log     *zap.Logger
 
@@ -99,16 +99,17 @@ func NewServer(r *Relay, conns []transport.Conn, cfg ServerConfig) *Server {
 	}
 	s := &Server{relay: r, conns: conns, cfg: cfg, log: cfg.Log, done: make(chan struct{})}
 	for _, c := range conns {
-		s.readers = append(s.readers, &reader{conn: c})
+		s.readers = append(s.readers, &sockReader{conn: c})
 	}
 	if cfg.Ship != nil {
-		s.readers = append(s.readers, &reader{conn: cfg.Ship, ship: true})
+		s.readers = append(s.readers, &sockReader{conn: cfg.Ship, ship: true})
 	}
 	return s
 }
 
-// reader is one socket's read loop.
-type reader struct {
+// sockReader is one socket's read loop (its decisions are made into a
+// Reader of its own).
+type sockReader struct {
 	conn transport.Conn
 	ship bool // the ship's device: datagrams are the ship's own
 	// batchMu is held while a batch is decided and sent, so that Close
@@ -219,7 +220,7 @@ func (s *Server) routineExpire() {
 // sends the results, until the socket is closed. Socket errors other than
 // closure are counted and the loop goes on; bad datagrams are the relay's to
 // count.
-func (s *Server) routineRead(rd *reader) {
+func (s *Server) routineRead(rd *sockReader) {
 	defer s.wg.Done()
 	c := rd.conn
 	local := c.LocalAddr()
@@ -236,7 +237,7 @@ func (s *Server) routineRead(rd *reader) {
 	}
 	pubLocal := pub.LocalAddr()
 	gso, _ := pub.(transport.GSOer)
-	out := s.relay.NewOut(s.cfg.Batch)
+	out := s.relay.NewReader(s.cfg.Batch)
 	mugBufs := make([][]byte, s.cfg.Batch)
 	var lastWarn time.Time
 	for {
@@ -267,7 +268,7 @@ func (s *Server) routineRead(rd *reader) {
 		out.Reset()
 		if !rd.ship {
 			// Hash the batch's mesa bodies interleaved before deciding
-			// (Out.MugBatch); nothing writes in[i] until its Handle.
+			// (Reader.MugBatch); nothing writes in[i] until its Handle.
 			for i := 0; i < n; i++ {
 				mugBufs[i] = in[i].Buf[:in[i].N]
 			}
@@ -359,7 +360,7 @@ func (s *Server) writeAll(c transport.Conn, msgs []transport.Message) bool {
 
 // dropTooLarge counts a datagram longer than the server's read buffer,
 // which is not decided: its bytes were cut.
-func (r *Relay) dropTooLarge(out *Out, b []byte) {
+func (r *Relay) dropTooLarge(out *Reader, b []byte) {
 	r.bind(out)
 	out.begin(false, netip.AddrPort{}, len(b))
 	out.dropOther(b, DropTooLarge)

@@ -122,6 +122,7 @@ type stunSlot struct {
 
 func (t *stunTable) put(tx [12]byte, now time.Duration) {
 	t.mu.Lock()
+	lockTaken()
 	t.slots[t.next] = stunSlot{tx: tx, at: now}
 	t.next = (t.next + 1) % len(t.slots)
 	t.mu.Unlock()
@@ -131,6 +132,7 @@ func (t *stunTable) put(tx [12]byte, now time.Duration) {
 // ShipSTUNWindow, and forgets it.
 func (t *stunTable) take(tx [12]byte, now time.Duration) bool {
 	t.mu.Lock()
+	lockTaken()
 	defer t.mu.Unlock()
 	for i := range t.slots {
 		if s := &t.slots[i]; s.at != 0 && s.tx == tx && now-s.at <= ShipSTUNWindow {
@@ -152,7 +154,7 @@ func shipSafe(b []byte) bool {
 
 // toShip hands b, heard from lane from, to the fronted ship's process, and
 // reports whether it did.
-func (r *Relay) toShip(b []byte, k Kind, from netip.AddrPort, out *Out) bool {
+func (r *Relay) toShip(b []byte, k Kind, from netip.AddrPort, out *Reader) bool {
 	if !shipSafe(b) {
 		out.drop(DropShipUnsafe)
 		return false
@@ -176,7 +178,7 @@ func (r *Relay) toShip(b []byte, k Kind, from netip.AddrPort, out *Out) bool {
 // ping whose ack on that lane vouches for the sender (vouchTable.pinged),
 // name being the key of its name (legacyPing for a legacy packet); a peek
 // for a name pinged from its lane cancels that ping (vouchTable.peeked).
-func (r *Relay) handToShip(b []byte, k Kind, from netip.AddrPort, fromKey lane.Key, sender lane.Ship, named, ping bool, name uint64, now time.Duration, out *Out) {
+func (r *Relay) handToShip(b []byte, k Kind, from netip.AddrPort, fromKey lane.Key, sender lane.Ship, named, ping bool, name uint64, now time.Duration, out *Reader) {
 	if !r.toShip(b, k, from, out) {
 		return
 	}
@@ -187,6 +189,7 @@ func (r *Relay) handToShip(b []byte, k Kind, from netip.AddrPort, fromKey lane.K
 		return
 	}
 	if r.mayLearn(sender, fromKey) {
+		lockTaken()
 		r.routes.Contacted(sender, fromKey, now)
 	}
 	if ping && (r.link.device || k == KindPoke) {
@@ -220,7 +223,7 @@ func (r *Relay) mayLearn(s lane.Ship, from lane.Key) bool {
 //
 // It returns what it decided, as Handle does; the decision's Kind is the
 // datagram's as parsed (the ship's datagrams are not counted in In).
-func (r *Relay) HandleFromShip(b []byte, to netip.AddrPort, now time.Duration, out *Out) *Decision {
+func (r *Relay) HandleFromShip(b []byte, to netip.AddrPort, now time.Duration, out *Reader) *Decision {
 	r.bind(out)
 	out.takePrefetched(b)
 	to = lane.Canon(to)
@@ -256,7 +259,7 @@ func shipKind(b []byte) Kind {
 
 // fromShip is HandleFromShip's decision, for a bound out with its decision
 // begun.
-func (r *Relay) fromShip(b []byte, to netip.AddrPort, now time.Duration, out *Out) {
+func (r *Relay) fromShip(b []byte, to netip.AddrPort, now time.Duration, out *Reader) {
 	out.c.add(EventFromShip, 1)
 	toKey := lane.KeyOf(to)
 	if !r.link.device || r.routes.IsSelf(toKey) || !r.shipMayReach(b, to, toKey, now) {
@@ -354,6 +357,7 @@ func (r *Relay) sponseeLane(s lane.Ship, k lane.Key, now time.Duration) bool {
 	if !r.speaksFor(s) {
 		return false
 	}
+	lockTaken()
 	p := r.routes.Plan(route.Query{Rcvr: s}, now)
 	for _, l := range p.Lanes[:p.N] {
 		if l == k {

@@ -26,7 +26,7 @@ import (
 
 // stun decides a datagram scry.IsSTUN took for a binding request: answer a
 // well-formed one (scry.STUNRequest.Parse) to its source, else drop it.
-func (r *Relay) stun(b []byte, from netip.AddrPort, now time.Duration, out *Out) {
+func (r *Relay) stun(b []byte, from netip.AddrPort, now time.Duration, out *Reader) {
 	var q scry.STUNRequest
 	if q.Parse(b) != nil {
 		out.dropOther(b, DropSTUNMalformed)
@@ -40,9 +40,10 @@ func (r *Relay) stun(b []byte, from netip.AddrPort, now time.Duration, out *Out)
 	}
 	// A ship that only STUNs its sponsor keeps its lane so (a keepalive
 	// moves nothing: route.Table.KeepAlive).
+	lockTaken()
 	r.routes.KeepAlive(fromKey, now)
 	resp := scry.STUNResponse{TxID: q.TxID, Mapped: from}
-	if ok, _ := r.amp.spend(fromKey, resp.Len(), now); !ok {
+	if ok, _ := r.amp.Spend(fromKey, resp.Len(), now); !ok {
 		out.c.add(EventAmpThrottled, 1)
 		out.drop(DropSTUNThrottled)
 		return

@@ -34,7 +34,7 @@ type sim struct {
 	now       time.Duration
 	queue     eventq.Queue[func()] // events of the same time run in the order scheduled, so a run is deterministic
 	relay     *relay.Relay
-	out       *relay.Out
+	out       *relay.Reader
 	relayLane netip.AddrPort
 	relayShip lane.Ship
 	epoch     time.Time
@@ -65,7 +65,7 @@ func newSim(seed uint64, relayShip lane.Ship, relayLane netip.AddrPort, epoch ti
 	}
 	return &sim{
 		rng:   rand.New(rand.NewPCG(seed, seed^0x5eed_ca11_ab1e_d00d)),
-		relay: r, out: relay.NewOut(1), relayLane: relayLane, relayShip: relayShip,
+		relay: r, out: relay.NewReader(1), relayLane: relayLane, relayShip: relayShip,
 		epoch: epoch, nodes: map[netip.AddrPort]node{}, delay: map[netip.AddrPort]time.Duration{},
 		pingEnd: never, horizon: never,
 	}, nil

@@ -35,7 +35,7 @@ func TestProbeProvesAVereRequester(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := r.NewOut(4)
+	out := r.NewReader(4)
 	now := time.Second
 	decide := func(b []byte, from netip.AddrPort) {
 		buf := make([]byte, len(b), len(b)+relay.GrowRoom)

@@ -144,7 +144,7 @@ type Network struct {
 	digest   xxhash.Digest
 	rng      *rand.Rand // for callers' draws (Rand)
 
-	relayOut *relay.Out
+	relayOut *relay.Reader
 	dg       []endpoint.Datagram
 	pool     [][]byte
 	tracked  map[string]*PathStats
@@ -178,7 +178,7 @@ func New(cfg Config) (*Network, error) {
 		peerKeys: map[lane.Ship]ed25519.PublicKey{},
 		hashSeed: cfg.Seed ^ 0x9e3779b97f4a7c15,
 		rng:      rand.New(rand.NewPCG(cfg.Seed, ^cfg.Seed)),
-		relayOut: relay.NewOut(1),
+		relayOut: relay.NewReader(1),
 		tracked:  map[string]*PathStats{},
 	}
 	n.place()

@@ -1,21 +1,8 @@
-package relay
-
-import (
-	"crypto/rand"
-	"encoding/binary"
-	"fmt"
-	"math/bits"
-	mrand "math/rand/v2"
-	"sync"
-	"time"
-
-	"github.com/urbit-relay/relay/lane"
-)
-
-// AmpConfig bounds what a forged source can aim at a victim through the
-// relay: the bytes of answers (pages, STUN responses, legacy ames forwards
-// to lanes it learned) sent to one IP address, and to one network (its
-// IPv4 /Net4Bits or IPv6 /Net6Bits prefix), per second.
+// Package amp is the relay's amplification budget (Budget, set by Config).
+// It bounds what a forged source can aim at a victim through the relay:
+// the bytes of answers (pages, STUN responses, legacy ames forwards to
+// lanes it learned) sent to one IP address, and to one network (its IPv4
+// /Net4Bits or IPv6 /Net6Bits prefix), per second.
 //
 // The relay adds no amplification of its own beyond the protocol's: the
 // pending table sends at most one page per request, which is what the
@@ -73,7 +60,23 @@ import (
 // share a slot, or churning slots, gains nothing: only a slot never used
 // starts full. Each table is guarded by 64 striped locks, each over a run
 // of slots; no call holds two locks.
-type AmpConfig struct {
+package amp
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+	mrand "math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/urbit-relay/relay/lane"
+)
+
+// Config is the budget's settings (see the package comment); the zero
+// value takes the defaults.
+type Config struct {
 	Rate  int // bytes a second an address may receive; negative disables the budget
 	Burst int // most bytes an address banks; a slot never used starts with them
 
@@ -96,29 +99,28 @@ type AmpConfig struct {
 	ProofSlots    int           // tracked lanes being probed or proven, a power of two
 }
 
-// ConfigError is a field of Config's AmpConfig or DupConfig that New (and
-// their Validate) rejects. The pending and route tables' settings are
-// rejected by their packages' own ConfigError (pit.ConfigError,
-// route.ConfigError), which New wraps.
+// ConfigError is a field of Config that New (and Validate) rejects.
+// relay.Config.Validate reports it as a relay.ConfigError whose field is
+// prefixed "Amp.".
 type ConfigError struct {
-	Field string // the field's path in Config, such as "Amp.Burst"
+	Field string // the field's name in Config, such as "Burst"
 	Value any    // its value
 	Want  string // what is wanted, such as "0 or more bytes"
 }
 
 func (e *ConfigError) Error() string {
-	return fmt.Sprintf("relay: Config.%s %v: want %s", e.Field, e.Value, e.Want)
+	return fmt.Sprintf("amp: Config.%s %v: want %s", e.Field, e.Value, e.Want)
 }
 
 // Validate reports the first field of c that New would reject, as a
 // *ConfigError; nil if New accepts c.
-func (c AmpConfig) Validate() error { return c.fill() }
+func (c Config) Validate() error { return c.fill() }
 
-// fill gives each zero field its default (so the zero AmpConfig is the
+// fill gives each zero field its default (so the zero Config is the
 // default budget) and checks the rest. A negative Rate disables the
 // budget, a negative NetRate its per-network part, a negative
 // ProofLifetime the probes.
-func (c *AmpConfig) fill() error {
+func (c *Config) fill() error {
 	if c.Rate < 0 {
 		return nil
 	}
@@ -129,23 +131,23 @@ func (c *AmpConfig) fill() error {
 		max  int    // 0: no bound beyond the type's
 		unit string // of max, for the message
 	}
-	fields := []field{{"Rate", &c.Rate, DefaultAmpRate, MaxAmpRate, " bytes a second"},
-		{"Burst", &c.Burst, DefaultAmpBurst, MaxAmpBurst, " bytes"},
-		{"NetRate", &c.NetRate, DefaultAmpNetRate, MaxAmpRate, " bytes a second"},
-		{"NetBurst", &c.NetBurst, DefaultAmpNetBurst, MaxAmpBurst, " bytes"},
-		{"LightRate", &c.LightRate, DefaultAmpLightRate, MaxAmpRate, " bytes a second"},
-		{"LightBurst", &c.LightBurst, DefaultAmpLightBurst, MaxAmpBurst, " bytes"},
-		{"Slots", &c.Slots, DefaultAmpSlots, 0, ""}, {"NetSlots", &c.NetSlots, DefaultAmpNetSlots, 0, ""},
-		{"Net4Bits", &c.Net4Bits, DefaultAmpNet4Bits, 32, ""}, {"Net6Bits", &c.Net6Bits, DefaultAmpNet6Bits, 128, ""},
+	fields := []field{{"Rate", &c.Rate, DefaultRate, MaxRate, " bytes a second"},
+		{"Burst", &c.Burst, DefaultBurst, MaxBurst, " bytes"},
+		{"NetRate", &c.NetRate, DefaultNetRate, MaxRate, " bytes a second"},
+		{"NetBurst", &c.NetBurst, DefaultNetBurst, MaxBurst, " bytes"},
+		{"LightRate", &c.LightRate, DefaultLightRate, MaxRate, " bytes a second"},
+		{"LightBurst", &c.LightBurst, DefaultLightBurst, MaxBurst, " bytes"},
+		{"Slots", &c.Slots, DefaultSlots, 0, ""}, {"NetSlots", &c.NetSlots, DefaultNetSlots, 0, ""},
+		{"Net4Bits", &c.Net4Bits, DefaultNet4Bits, 32, ""}, {"Net6Bits", &c.Net6Bits, DefaultNet6Bits, 128, ""},
 		{"ProbeAfter", &c.ProbeAfter, DefaultProbeAfter, 0, " bytes"}, {"ProofSlots", &c.ProofSlots, DefaultProofSlots, 0, ""}}
 	for _, f := range fields {
 		// A negative NetRate is the per-network budget off.
 		if *f.v < 0 && f.name != "NetRate" {
-			return &ConfigError{Field: "Amp." + f.name, Value: *f.v, Want: "0 or more" + f.unit}
+			return &ConfigError{Field: f.name, Value: *f.v, Want: "0 or more" + f.unit}
 		}
 	}
 	if c.ProbeInterval < 0 {
-		return &ConfigError{Field: "Amp.ProbeInterval", Value: c.ProbeInterval, Want: "a duration of 0s or more"}
+		return &ConfigError{Field: "ProbeInterval", Value: c.ProbeInterval, Want: "a duration of 0s or more"}
 	}
 	for _, f := range fields {
 		if *f.v == 0 {
@@ -160,12 +162,12 @@ func (c *AmpConfig) fill() error {
 	}
 	for _, f := range fields {
 		if f.max != 0 && *f.v > f.max {
-			return &ConfigError{Field: "Amp." + f.name, Value: *f.v, Want: fmt.Sprintf("at most %d%s", f.max, f.unit)}
+			return &ConfigError{Field: f.name, Value: *f.v, Want: fmt.Sprintf("at most %d%s", f.max, f.unit)}
 		}
 	}
 	pow2 := func(name string, v int) error {
 		if bits.OnesCount(uint(v)) != 1 {
-			return &ConfigError{Field: "Amp." + name, Value: v, Want: "a power of two"}
+			return &ConfigError{Field: name, Value: v, Want: "a power of two"}
 		}
 		return nil
 	}
@@ -183,9 +185,9 @@ func (c *AmpConfig) fill() error {
 	return nil
 }
 
-// ampTable is the amplification budget: per address, per network (net)
+// Budget is the amplification budget: per address, per network (net)
 // and the proven lanes (proofs). It is safe for concurrent use.
-type ampTable struct {
+type Budget struct {
 	// First, so that the last stripe's padding keeps the locks off the
 	// cache line of the static fields every call reads.
 	stripes [ampStripes]ampStripe
@@ -197,7 +199,7 @@ type ampTable struct {
 	slots  []ampSlot    // static slice; slot i guarded by stripes[i>>shift].mu
 	probes int64        // static: ProbeAfter in token units
 
-	net          *ampTable   // static: the per-network budget; nil if disabled or this is it
+	net          *Budget     // static: the per-network budget; nil if disabled or this is it
 	mask4, mask6 [2]uint64   // static: a network's prefix, over the address's 128 bits
 	proofs       *proofTable // static: nil when probing is disabled
 }
@@ -252,8 +254,28 @@ type ampSlot struct {
 	proven time.Duration
 }
 
+// New returns the budget for cfg, its zero fields given their defaults,
+// or nil (the budget off: every method of a nil Budget allows all) when
+// cfg.Rate is negative.
+func New(cfg Config) (*Budget, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	return newAmpTable(cfg)
+}
+
+// Proven reports whether lane k answered a probe within ProofLifetime;
+// false when probing is off.
+func (a *Budget) Proven(k lane.Key, now time.Duration) bool {
+	if !a.Probing() {
+		return false
+	}
+	ok, _ := a.proofs.proven(k, now)
+	return ok
+}
+
 // newAmpTable returns the budget for cfg (filled), or nil when disabled.
-func newAmpTable(cfg AmpConfig) (*ampTable, error) {
+func newAmpTable(cfg Config) (*Budget, error) {
 	if cfg.Rate < 0 {
 		return nil, nil
 	}
@@ -279,7 +301,7 @@ func newAmpTable(cfg AmpConfig) (*ampTable, error) {
 }
 
 // newAmpBank returns one table of n slots of bucket p.
-func newAmpBank(p bucketParams, n int) (*ampTable, error) {
+func newAmpBank(p bucketParams, n int) (*Budget, error) {
 	seed, err := randomSeed()
 	if err != nil {
 		return nil, err
@@ -287,7 +309,7 @@ func newAmpBank(p bucketParams, n int) (*ampTable, error) {
 	// n/ampStripes slots a stripe, or one each (and some stripes unused)
 	// when there are fewer slots than stripes.
 	per := max(n/ampStripes, 1)
-	return &ampTable{
+	return &Budget{
 		addr: p, seed: seed,
 		shift: uint(bits.TrailingZeros(uint(per))),
 		slots: make([]ampSlot, n),
@@ -299,7 +321,7 @@ func newAmpBank(p bucketParams, n int) (*ampTable, error) {
 func randomSeed() (uint64, error) {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return 0, fmt.Errorf("relay: seed: %w", err)
+		return 0, fmt.Errorf("amp: seed: %w", err)
 	}
 	return binary.LittleEndian.Uint64(b[:]), nil
 }
@@ -321,7 +343,7 @@ func prefixMask(n int) [2]uint64 {
 
 // network returns the masked address of ip's network: its IPv4 prefix if
 // ip is IPv4-mapped, else its IPv6 prefix.
-func (a *ampTable) network(ip [16]byte) [16]byte {
+func (a *Budget) network(ip [16]byte) [16]byte {
 	hi := binary.BigEndian.Uint64(ip[:8])
 	lo := binary.BigEndian.Uint64(ip[8:])
 	m := &a.mask6
@@ -337,7 +359,7 @@ func (a *ampTable) network(ip [16]byte) [16]byte {
 // index returns ip's slot: a seeded hash of all 16 bytes, each half mixed
 // in whole (lane.Mix64 is a bijection with full avalanche), so that the
 // addresses of one network spread over the slots like any others.
-func (a *ampTable) index(ip [16]byte) uint64 {
+func (a *Budget) index(ip [16]byte) uint64 {
 	return hash16(a.seed, ip) & uint64(len(a.slots)-1)
 }
 
@@ -348,13 +370,13 @@ func hash16(seed uint64, b [16]byte) uint64 {
 }
 
 // stripe returns the lock guarding slot i.
-func (a *ampTable) stripe(i uint64) *sync.Mutex { return &a.stripes[(i>>a.shift)%ampStripes].mu }
+func (a *Budget) stripe(i uint64) *sync.Mutex { return &a.stripes[(i>>a.shift)%ampStripes].mu }
 
 // slotLocked returns slot i, ip's, brought up to date at now. A slot never
 // used starts full; a slot held by another address is taken over with the
 // tokens its holder left, so that taking it over gains nothing. Its stripe
 // must be locked.
-func (a *ampTable) slotLocked(i uint64, ip [16]byte, now time.Duration) *ampSlot {
+func (a *Budget) slotLocked(i uint64, ip [16]byte, now time.Duration) *ampSlot {
 	s := &a.slots[i]
 	if s.last == 0 {
 		*s = ampSlot{ip: ip, tokens: a.addr.burst, light: a.light.burst, last: max(now, 1)}
@@ -371,12 +393,12 @@ func (a *ampTable) slotLocked(i uint64, ip [16]byte, now time.Duration) *ampSlot
 	return s
 }
 
-// spend takes n bytes from the budgets of lane k's address and of its
+// Spend takes n bytes from the budgets of lane k's address and of its
 // network, reporting whether the send may go (taking nothing when it may
 // not), and whether k should be probed (a lane not proven whose address
 // has been sent ProbeAfter bytes below its full bucket, or refused). A
 // proven lane takes nothing.
-func (a *ampTable) spend(k lane.Key, n int, now time.Duration) (ok, probe bool) {
+func (a *Budget) Spend(k lane.Key, n int, now time.Duration) (ok, probe bool) {
 	if a == nil {
 		return true, false
 	}
@@ -384,6 +406,7 @@ func (a *ampTable) spend(k lane.Key, n int, now time.Duration) (ok, probe bool) 
 	i := a.index(k.IP)
 	mu := a.stripe(i)
 	mu.Lock()
+	lockTaken()
 	s := a.slotLocked(i, k.IP, now)
 	if s.proven > now {
 		mu.Unlock()
@@ -391,6 +414,7 @@ func (a *ampTable) spend(k lane.Key, n int, now time.Duration) (ok, probe bool) 
 			return true, renew
 		}
 		mu.Lock()
+		lockTaken()
 		s = a.slotLocked(i, k.IP, now)
 	}
 	if s.tokens < need {
@@ -406,6 +430,7 @@ func (a *ampTable) spend(k lane.Key, n int, now time.Duration) (ok, probe bool) 
 	// The network's bucket is empty: the address's light allowance, or
 	// its tokens back.
 	mu.Lock()
+	lockTaken()
 	s = a.slotLocked(i, k.IP, now)
 	if s.light >= need {
 		s.light -= need
@@ -417,11 +442,11 @@ func (a *ampTable) spend(k lane.Key, n int, now time.Duration) (ok, probe bool) 
 	return false, a.proofs != nil
 }
 
-// refund gives back n bytes a spend for k took, for a send that did not
+// Refund gives back n bytes a Spend for k took, for a send that did not
 // happen after all. (A spend the light allowance paid is refunded to the
 // network, which then holds what the send did not use: bounded by
 // NetBurst, and only ever for a send refused after spend.)
-func (a *ampTable) refund(k lane.Key, n int, now time.Duration) {
+func (a *Budget) Refund(k lane.Key, n int, now time.Duration) {
 	if a == nil {
 		return
 	}
@@ -433,10 +458,11 @@ func (a *ampTable) refund(k lane.Key, n int, now time.Duration) {
 }
 
 // add banks n nanobytes in ip's slot, up to the burst.
-func (a *ampTable) add(ip [16]byte, n int64, now time.Duration) {
+func (a *Budget) add(ip [16]byte, n int64, now time.Duration) {
 	i := a.index(ip)
 	mu := a.stripe(i)
 	mu.Lock()
+	lockTaken()
 	s := a.slotLocked(i, ip, now)
 	s.tokens = min(a.addr.burst, s.tokens+n)
 	mu.Unlock()
@@ -444,10 +470,11 @@ func (a *ampTable) add(ip [16]byte, n int64, now time.Duration) {
 
 // take takes n nanobytes from ip's slot, reporting false (and taking
 // nothing) if it does not have them.
-func (a *ampTable) take(ip [16]byte, n int64, now time.Duration) bool {
+func (a *Budget) take(ip [16]byte, n int64, now time.Duration) bool {
 	i := a.index(ip)
 	mu := a.stripe(i)
 	mu.Lock()
+	lockTaken()
 	s := a.slotLocked(i, ip, now)
 	ok := s.tokens >= n
 	if ok {
@@ -457,34 +484,35 @@ func (a *ampTable) take(ip [16]byte, n int64, now time.Duration) bool {
 	return ok
 }
 
-// probing reports whether the relay probes lanes (AmpConfig).
-func (a *ampTable) probing() bool { return a != nil && a.proofs != nil }
+// Probing reports whether the relay probes lanes (Config).
+func (a *Budget) Probing() bool { return a != nil && a.proofs != nil }
 
 // markProven records on k's address slot that a lane of it is proven
-// until `until`, so that spend looks the lane up.
-func (a *ampTable) markProven(k lane.Key, until, now time.Duration) {
+// until `until`, so that Spend looks the lane up.
+func (a *Budget) markProven(k lane.Key, until, now time.Duration) {
 	i := a.index(k.IP)
 	mu := a.stripe(i)
 	mu.Lock()
+	lockTaken()
 	s := a.slotLocked(i, k.IP, now)
 	s.proven = max(s.proven, until)
 	mu.Unlock()
 }
 
-// probe returns the transaction id of a binding request to send lane k,
+// Probe returns the transaction id of a binding request to send lane k,
 // and false when k was probed within ProbeInterval or its slot holds
 // another lane's live probe or proof.
-func (a *ampTable) probe(k lane.Key, now time.Duration) ([12]byte, bool) {
+func (a *Budget) Probe(k lane.Key, now time.Duration) ([12]byte, bool) {
 	if a == nil || a.proofs == nil {
 		return [12]byte{}, false
 	}
 	return a.proofs.start(k, now)
 }
 
-// answer takes a binding response with transaction id tx heard from lane
+// Answer takes a binding response with transaction id tx heard from lane
 // k, reporting whether it answered a probe of k's (the lane is then
 // proven).
-func (a *ampTable) answer(k lane.Key, tx [12]byte, now time.Duration) bool {
+func (a *Budget) Answer(k lane.Key, tx [12]byte, now time.Duration) bool {
 	if a == nil || a.proofs == nil {
 		return false
 	}
@@ -523,14 +551,14 @@ type proofSlot struct {
 	until  time.Duration // proven until
 }
 
-func newProofTable(cfg AmpConfig) (*proofTable, error) {
+func newProofTable(cfg Config) (*proofTable, error) {
 	seed, err := randomSeed()
 	if err != nil {
 		return nil, err
 	}
 	var key [32]byte
 	if _, err := rand.Read(key[:]); err != nil {
-		return nil, fmt.Errorf("relay: seed: %w", err)
+		return nil, fmt.Errorf("amp: seed: %w", err)
 	}
 	per := max(cfg.ProofSlots/ampStripes, 1)
 	return &proofTable{
@@ -575,6 +603,7 @@ func holding(k lane.Key, set []proofSlot) *proofSlot {
 func (t *proofTable) proven(k lane.Key, now time.Duration) (ok, renew bool) {
 	set, mu := t.ways(k)
 	mu.Lock()
+	lockTaken()
 	if s := holding(k, set); s != nil {
 		ok = s.until > now
 		renew = ok && s.until-now < t.lifetime/4
@@ -610,6 +639,7 @@ func (t *proofTable) startable(k lane.Key, set []proofSlot, now time.Duration) *
 func (t *proofTable) start(k lane.Key, now time.Duration) ([12]byte, bool) {
 	set, mu := t.ways(k)
 	mu.Lock()
+	lockTaken()
 	ok := t.startable(k, set, now) != nil
 	mu.Unlock()
 	if !ok {
@@ -617,9 +647,11 @@ func (t *proofTable) start(k lane.Key, now time.Duration) ([12]byte, bool) {
 	}
 	var tx [12]byte
 	t.rngMu.Lock()
+	lockTaken()
 	t.rng.Read(tx[:])
 	t.rngMu.Unlock()
 	mu.Lock()
+	lockTaken()
 	defer mu.Unlock()
 	// Chosen again: another reader may have probed k meanwhile.
 	s := t.startable(k, set, now)
@@ -640,6 +672,7 @@ func (t *proofTable) start(k lane.Key, now time.Duration) ([12]byte, bool) {
 func (t *proofTable) answer(k lane.Key, tx [12]byte, now time.Duration) (time.Duration, bool) {
 	set, mu := t.ways(k)
 	mu.Lock()
+	lockTaken()
 	defer mu.Unlock()
 	s := holding(k, set)
 	if s == nil || s.probed == 0 || now-s.probed > ProbeAnswerWindow || s.tx != tx || tx == ([12]byte{}) {

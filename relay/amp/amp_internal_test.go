@@ -1,4 +1,4 @@
-package relay
+package amp
 
 import (
 	"net/netip"
@@ -11,14 +11,14 @@ import (
 )
 
 // spendOK is spend's first result.
-func spendOK(a *ampTable, k lane.Key, n int, now time.Duration) bool {
-	ok, _ := a.spend(k, n, now)
+func spendOK(a *Budget, k lane.Key, n int, now time.Duration) bool {
+	ok, _ := a.Spend(k, n, now)
 	return ok
 }
 
 // drain spends k's address budget in 1,000-byte steps until refused and
 // returns the bytes spent.
-func drain(a *ampTable, k lane.Key, now time.Duration) int {
+func drain(a *Budget, k lane.Key, now time.Duration) int {
 	n := 0
 	for spendOK(a, k, 1000, now) {
 		n += 1000
@@ -30,8 +30,8 @@ func drain(a *ampTable, k lane.Key, now time.Duration) int {
 // not which slot an address gets: the slots are one array of Slots and
 // every address is tracked in the slot its hash picks in it.
 func TestAmpStripesKeepOneTable(t *testing.T) {
-	for _, slots := range []int{1, 8, ampStripes, 1 << 10, DefaultAmpSlots} {
-		a := newTestAmp(t, AmpConfig{Slots: slots, NetRate: -1, ProofLifetime: -1})
+	for _, slots := range []int{1, 8, ampStripes, 1 << 10, DefaultSlots} {
+		a := newTestAmp(t, Config{Slots: slots, NetRate: -1, ProofLifetime: -1})
 		// Stripe i guards the i'th run of Slots/ampStripes slots (one
 		// each if there are fewer slots than stripes).
 		if per := max(slots/ampStripes, 1); 1<<a.shift != per || len(a.slots) != slots {
@@ -44,7 +44,7 @@ func TestAmpStripesKeepOneTable(t *testing.T) {
 		}
 		for i := uint32(0); i < 4*uint32(slots); i++ {
 			k := ampKey(i)
-			a.spend(k, 1, time.Second)
+			a.Spend(k, 1, time.Second)
 			if j := a.index(k.IP); a.slots[j].ip != k.IP {
 				t.Fatalf("slots %d: address %d not in slot %d", slots, i, j)
 			}
@@ -57,8 +57,8 @@ func TestAmpStripesKeepOneTable(t *testing.T) {
 // ones do (the old hash put every address of a /16 in one slot), and so
 // do the networks of one /8.
 func TestAmpIndexUsesEveryByte(t *testing.T) {
-	a := newTestAmp(t, AmpConfig{})
-	distinct := func(n int, addr func(i int) [16]byte, tab *ampTable) int {
+	a := newTestAmp(t, Config{})
+	distinct := func(n int, addr func(i int) [16]byte, tab *Budget) int {
 		seen := map[uint64]bool{}
 		for i := range n {
 			seen[tab.index(addr(i))] = true
@@ -73,7 +73,7 @@ func TestAmpIndexUsesEveryByte(t *testing.T) {
 		what string
 		n    int
 		addr func(i int) [16]byte
-		tab  *ampTable
+		tab  *Budget
 	}{
 		{"a /16's addresses", 1000, func(i int) [16]byte { return v4(127, 0, byte(i>>8), byte(i)) }, a},
 		{"a /24's addresses", 256, func(i int) [16]byte { return v4(198, 51, 100, byte(i)) }, a},
@@ -98,7 +98,7 @@ func TestAmpIndexUsesEveryByte(t *testing.T) {
 // changes hands; and two addresses of their own slots each have their own
 // budget, which alternating does not reset.
 func TestAmpChurnGainsNothing(t *testing.T) {
-	cfg := AmpConfig{Rate: 1000, Burst: 10000, Slots: 8, NetRate: -1, ProofLifetime: -1}
+	cfg := Config{Rate: 1000, Burst: 10000, Slots: 8, NetRate: -1, ProofLifetime: -1}
 	a := newTestAmp(t, cfg)
 	k1 := ampKey(0)
 	var k2 lane.Key
@@ -125,7 +125,7 @@ func TestAmpChurnGainsNothing(t *testing.T) {
 		t.Errorf("a second later the slot gave %d, want Rate %d", got, cfg.Rate)
 	}
 	// Addresses of their own slots: one Burst each, once.
-	b := newTestAmp(t, AmpConfig{Rate: 1000, Burst: 10000, NetRate: -1, ProofLifetime: -1})
+	b := newTestAmp(t, Config{Rate: 1000, Burst: 10000, NetRate: -1, ProofLifetime: -1})
 	x, y := ampKey(1), ampKey(2)
 	if b.index(x.IP) == b.index(y.IP) {
 		t.Skip("seeded hash put the two test addresses in one slot")
@@ -148,7 +148,7 @@ func TestAmpChurnGainsNothing(t *testing.T) {
 // and never beyond Burst however long it idles.
 func TestAmpRateIsExact(t *testing.T) {
 	const rate = 1 << 20
-	a := newTestAmp(t, AmpConfig{Rate: rate, Burst: 64 << 10, NetRate: -1, ProofLifetime: -1})
+	a := newTestAmp(t, Config{Rate: rate, Burst: 64 << 10, NetRate: -1, ProofLifetime: -1})
 	k := ampKey(1)
 	now := time.Second
 	drain(a, k, now)
@@ -160,7 +160,7 @@ func TestAmpRateIsExact(t *testing.T) {
 		if now%step < time.Microsecond && spendOK(a, k, 1000, now) {
 			sent += 1000
 		}
-		a.spend(k, 0, now)
+		a.Spend(k, 0, now)
 	}
 	want := int(float64(rate) * (20000 * time.Microsecond).Seconds())
 	if sent < want-2000 || sent > want+1000 {
@@ -179,7 +179,7 @@ func TestAmpRateIsExact(t *testing.T) {
 // at NetRate.
 func TestAmpNetworks(t *testing.T) {
 	key := func(s string) lane.Key { return lane.KeyOf(netip.MustParseAddrPort(s)) }
-	a := newTestAmp(t, AmpConfig{Rate: 1, Burst: 10000, NetRate: 100, NetBurst: 3000,
+	a := newTestAmp(t, Config{Rate: 1, Burst: 10000, NetRate: 100, NetBurst: 3000,
 		LightRate: 10, LightBurst: 500, ProofLifetime: -1})
 	for _, c := range []struct {
 		a, b string
@@ -223,7 +223,7 @@ func TestAmpNetworks(t *testing.T) {
 		t.Fatal("light allowance not 500 + LightRate")
 	}
 	// A spend the address refuses leaves the network's budget whole.
-	b := newTestAmp(t, AmpConfig{Rate: 1, Burst: 10, NetRate: 1, NetBurst: 1000, ProofLifetime: -1})
+	b := newTestAmp(t, Config{Rate: 1, Burst: 10, NetRate: 1, NetBurst: 1000, ProofLifetime: -1})
 	if spendOK(b, k1, 500, now) {
 		t.Fatal("address spent 500 of 10")
 	}
@@ -238,7 +238,7 @@ func TestAmpNetworks(t *testing.T) {
 // spends more than its burst and rate give.
 func TestAmpConcurrent(t *testing.T) {
 	const readers, rounds = 8, 2000
-	cfg := AmpConfig{Rate: 1 << 20, Burst: 100000, NetRate: -1, ProofLifetime: -1}
+	cfg := Config{Rate: 1 << 20, Burst: 100000, NetRate: -1, ProofLifetime: -1}
 	a := newTestAmp(t, cfg)
 	shared := ampKey(1 << 20)
 	used := map[uint64]bool{a.index(shared.IP): true}
@@ -250,7 +250,7 @@ func TestAmpConcurrent(t *testing.T) {
 			own = append(own, k)
 		}
 	}
-	run := func(a *ampTable, k lane.Key) (spent int) {
+	run := func(a *Budget, k lane.Key) (spent int) {
 		now := time.Second
 		for r := 0; r < rounds; r++ {
 			now += time.Millisecond // 1,048 bytes of Rate a round
@@ -294,23 +294,23 @@ func TestAmpConcurrent(t *testing.T) {
 // in its last quarter asks for renewal, and lapses after ProofLifetime; a
 // lane's probe does not displace another lane's live proof.
 func TestProofs(t *testing.T) {
-	cfg := AmpConfig{Rate: 1, Burst: 10000, ProbeAfter: 3000, NetRate: -1, ProofSlots: 1}
+	cfg := Config{Rate: 1, Burst: 10000, ProbeAfter: 3000, NetRate: -1, ProofSlots: 1}
 	a := newTestAmp(t, cfg)
 	k, other := ampKey(1), ampKey(2)
 	now := time.Second
 	for i := 0; i < 3; i++ {
-		if ok, probe := a.spend(k, 1000, now); !ok || probe {
+		if ok, probe := a.Spend(k, 1000, now); !ok || probe {
 			t.Fatalf("spend %d: ok %v probe %v, want a send and no probe below ProbeAfter", i, ok, probe)
 		}
 	}
-	if ok, probe := a.spend(k, 1000, now); !ok || !probe {
+	if ok, probe := a.Spend(k, 1000, now); !ok || !probe {
 		t.Fatalf("past ProbeAfter: ok %v probe %v", ok, probe)
 	}
-	tx, ok := a.probe(k, now)
+	tx, ok := a.Probe(k, now)
 	if !ok {
 		t.Fatal("no probe")
 	}
-	if _, again := a.probe(k, now+DefaultProbeInterval/2); again {
+	if _, again := a.Probe(k, now+DefaultProbeInterval/2); again {
 		t.Fatal("probed twice within ProbeInterval")
 	}
 	var wrong [12]byte
@@ -328,14 +328,14 @@ func TestProofs(t *testing.T) {
 		{"a zero id", k, [12]byte{}, now},
 		{"too late", k, tx, now + ProbeAnswerWindow + 1},
 	} {
-		if a.answer(c.k, c.tx, c.at) {
+		if a.Answer(c.k, c.tx, c.at) {
 			t.Errorf("%s proved the lane", c.what)
 		}
 	}
-	if !a.answer(k, tx, now) {
+	if !a.Answer(k, tx, now) {
 		t.Fatal("the answer did not prove the lane")
 	}
-	if a.answer(k, tx, now) {
+	if a.Answer(k, tx, now) {
 		t.Fatal("an id taken twice")
 	}
 	// Proven: spends nothing, never refused, far past its burst.
@@ -350,34 +350,34 @@ func TestProofs(t *testing.T) {
 		t.Fatalf("the address had %d left after the proven lane's sends, want %d", got, cfg.Burst-4000)
 	}
 	// Another lane cannot take the one slot while the proof lives.
-	if _, ok := a.probe(other, now+2*DefaultProbeInterval); ok {
+	if _, ok := a.Probe(other, now+2*DefaultProbeInterval); ok {
 		t.Fatal("another lane's probe displaced a live proof")
 	}
 	// Last quarter: renew asked for.
 	late := now + DefaultProofLifetime*7/8
-	if ok, probe := a.spend(k, 1000, late); !ok || !probe {
+	if ok, probe := a.Spend(k, 1000, late); !ok || !probe {
 		t.Fatalf("last quarter: ok %v probe %v, want renewal", ok, probe)
 	}
 	// Lapsed: held to the budget again.
 	gone := now + DefaultProofLifetime + time.Second
-	a.spend(k, 0, gone)
+	a.Spend(k, 0, gone)
 	if got := drain(a, k, gone); got >= cfg.Burst {
 		t.Fatalf("a lapsed proof still exempt: %d spent", got)
 	}
 }
 
 func TestAmpConfigDefaultsAndLimits(t *testing.T) {
-	var c AmpConfig
+	var c Config
 	if err := c.fill(); err != nil {
 		t.Fatal(err)
 	}
-	if c.Rate != DefaultAmpRate || c.Burst != DefaultAmpBurst || c.NetRate != DefaultAmpNetRate ||
-		c.NetBurst != DefaultAmpNetBurst || c.LightRate != DefaultAmpLightRate || c.LightBurst != DefaultAmpLightBurst ||
+	if c.Rate != DefaultRate || c.Burst != DefaultBurst || c.NetRate != DefaultNetRate ||
+		c.NetBurst != DefaultNetBurst || c.LightRate != DefaultLightRate || c.LightBurst != DefaultLightBurst ||
 		c.ProofLifetime != DefaultProofLifetime || c.ProbeInterval != DefaultProbeInterval || c.ProbeAfter != DefaultProbeAfter {
 		t.Fatalf("zero config filled as %+v", c)
 	}
-	for _, bad := range []AmpConfig{
-		{Rate: MaxAmpRate + 1}, {Burst: MaxAmpBurst + 1}, {NetRate: MaxAmpRate + 1},
+	for _, bad := range []Config{
+		{Rate: MaxRate + 1}, {Burst: MaxBurst + 1}, {NetRate: MaxRate + 1},
 		{Slots: 3}, {NetSlots: 5}, {ProofSlots: 6}, {Net4Bits: 33}, {Burst: -1}, {ProbeAfter: -1},
 	} {
 		if err := bad.fill(); err == nil {

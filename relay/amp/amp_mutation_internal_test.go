@@ -1,4 +1,4 @@
-package relay
+package amp
 
 import (
 	"bytes"
@@ -23,22 +23,22 @@ func TestSpendRefusedAsksProbe(t *testing.T) {
 	now := time.Second
 	for _, c := range []struct {
 		what  string
-		cfg   AmpConfig
+		cfg   Config
 		probe bool
 	}{
-		{"address", AmpConfig{Rate: 1, Burst: 2000, NetRate: -1, ProbeAfter: 1 << 30}, true},
-		{"network", AmpConfig{Rate: 1, Burst: 1 << 20, NetRate: 1, NetBurst: 2000, LightRate: 1, LightBurst: 1, ProbeAfter: 1 << 30}, true},
-		{"address, probing disabled", AmpConfig{Rate: 1, Burst: 2000, NetRate: -1, ProofLifetime: -1}, false},
-		{"network, probing disabled", AmpConfig{Rate: 1, Burst: 1 << 20, NetRate: 1, NetBurst: 2000, LightRate: 1, LightBurst: 1, ProofLifetime: -1}, false},
+		{"address", Config{Rate: 1, Burst: 2000, NetRate: -1, ProbeAfter: 1 << 30}, true},
+		{"network", Config{Rate: 1, Burst: 1 << 20, NetRate: 1, NetBurst: 2000, LightRate: 1, LightBurst: 1, ProbeAfter: 1 << 30}, true},
+		{"address, probing disabled", Config{Rate: 1, Burst: 2000, NetRate: -1, ProofLifetime: -1}, false},
+		{"network, probing disabled", Config{Rate: 1, Burst: 1 << 20, NetRate: 1, NetBurst: 2000, LightRate: 1, LightBurst: 1, ProofLifetime: -1}, false},
 	} {
 		a := newTestAmp(t, c.cfg)
 		k := ampKey(1)
 		for i := 0; i < 2; i++ {
-			if ok, probe := a.spend(k, 1000, now); !ok || probe {
+			if ok, probe := a.Spend(k, 1000, now); !ok || probe {
 				t.Fatalf("%s: spend %d within the budget: ok %v probe %v, want sent, no probe", c.what, i, ok, probe)
 			}
 		}
-		if ok, probe := a.spend(k, 1000, now); ok || probe != c.probe {
+		if ok, probe := a.Spend(k, 1000, now); ok || probe != c.probe {
 			t.Errorf("%s: spend past the budget: ok %v probe %v, want refused, probe %v", c.what, ok, probe, c.probe)
 		}
 	}
@@ -50,7 +50,7 @@ func TestSpendRefusedAsksProbe(t *testing.T) {
 // on each boundary. Killed mutants: the boundaries of either look (`>=`
 // and `<=` in the first, `<` and `>` in the re-check).
 func TestProofStartBoundaries(t *testing.T) {
-	a := newTestAmp(t, AmpConfig{Rate: 1, Burst: 10000, NetRate: -1, ProofSlots: 1})
+	a := newTestAmp(t, Config{Rate: 1, Burst: 10000, NetRate: -1, ProofSlots: 1})
 	p := a.proofs
 	k, other := ampKey(1), ampKey(2) // one slot: they share it
 	t0 := 10 * time.Second
@@ -130,7 +130,7 @@ func goStart(p *proofTable, k lane.Key, now time.Duration) <-chan startResult {
 // (each of `s.probed != 0`, `now-s.probed < t.interval`, `s.lane != k`,
 // `s.until > now`).
 func TestProofStartRecheck(t *testing.T) {
-	cfg := AmpConfig{Rate: 1, Burst: 10000, NetRate: -1, ProofSlots: 1}
+	cfg := Config{Rate: 1, Burst: 10000, NetRate: -1, ProofSlots: 1}
 	t0 := 10 * time.Second
 
 	t.Run("same lane", func(t *testing.T) {
@@ -191,30 +191,30 @@ func TestAmpRefundGivesBack(t *testing.T) {
 	k := ampKey(1)
 	neighbour := ampKey(2) // another address of k's /24
 
-	a := newTestAmp(t, AmpConfig{Rate: 1, Burst: 4000, NetRate: -1, ProofLifetime: -1})
+	a := newTestAmp(t, Config{Rate: 1, Burst: 4000, NetRate: -1, ProofLifetime: -1})
 	if !spendOK(a, k, 3000, now) || spendOK(a, k, 3000, now) {
 		t.Fatal("address: want the first 3,000 bytes sent and the next refused")
 	}
-	a.refund(k, 3000, now)
+	a.Refund(k, 3000, now)
 	if !spendOK(a, k, 3000, now) {
 		t.Fatal("address: the refunded bytes not given back")
 	}
-	a.refund(k, 3000, now)
-	a.refund(k, 3000, now) // once more than was spent
+	a.Refund(k, 3000, now)
+	a.Refund(k, 3000, now) // once more than was spent
 	if got := drain(a, k, now); got != 4000 {
 		t.Fatalf("address: %d B after refunds past the burst, want the burst, 4000", got)
 	}
 
-	a = newTestAmp(t, AmpConfig{Rate: 1, Burst: 1 << 20, NetRate: 1, NetBurst: 4000,
+	a = newTestAmp(t, Config{Rate: 1, Burst: 1 << 20, NetRate: 1, NetBurst: 4000,
 		LightRate: 1, LightBurst: 1, ProofLifetime: -1})
 	if !spendOK(a, k, 3000, now) || spendOK(a, neighbour, 3000, now) {
 		t.Fatal("network: want the first 3,000 bytes sent and the neighbour's refused")
 	}
-	a.refund(k, 3000, now)
+	a.Refund(k, 3000, now)
 	if !spendOK(a, neighbour, 3000, now) {
 		t.Fatal("network: the refunded bytes not given back to the network")
 	}
 
-	var off *ampTable // Rate < 0: no budget
-	off.refund(k, 3000, now)
+	var off *Budget // Rate < 0: no budget
+	off.Refund(k, 3000, now)
 }

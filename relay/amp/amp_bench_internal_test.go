@@ -1,4 +1,4 @@
-package relay
+package amp
 
 import (
 	"encoding/binary"
@@ -23,7 +23,7 @@ func ampKey(i uint32) lane.Key {
 	return k
 }
 
-func newTestAmp(t testing.TB, cfg AmpConfig) *ampTable {
+func newTestAmp(t testing.TB, cfg Config) *Budget {
 	t.Helper()
 	if err := cfg.fill(); err != nil {
 		t.Fatal(err)
@@ -36,22 +36,22 @@ func newTestAmp(t testing.TB, cfg AmpConfig) *ampTable {
 }
 
 func TestAmpZeroAllocs(t *testing.T) {
-	a := newTestAmp(t, AmpConfig{})
+	a := newTestAmp(t, Config{})
 	k := ampKey(1)
 	now := time.Second
 	if n := testing.AllocsPerRun(1000, func() {
 		now += time.Millisecond
-		a.spend(k, 500, now)
+		a.Spend(k, 500, now)
 	}); n != 0 {
 		t.Fatalf("%v allocations per spend", n)
 	}
 	// Probing and proving allocate nothing either.
 	if n := testing.AllocsPerRun(100, func() {
 		now += 2 * DefaultProbeInterval
-		if tx, ok := a.probe(k, now); ok {
-			a.answer(k, tx, now)
+		if tx, ok := a.Probe(k, now); ok {
+			a.Answer(k, tx, now)
 		}
-		a.spend(k, 500, now)
+		a.Spend(k, 500, now)
 	}); n != 0 {
 		t.Fatalf("%v allocations per probe, answer and proven spend", n)
 	}
@@ -65,7 +65,7 @@ func BenchmarkAmpParallel(b *testing.B) { benchAmp(b, 500) }
 // benchAmp runs readers each spending pages of `page` bytes for 1,024
 // addresses of their own.
 func benchAmp(b *testing.B, page int) {
-	a := newTestAmp(b, AmpConfig{})
+	a := newTestAmp(b, Config{})
 	var next atomic.Uint32
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -76,7 +76,7 @@ func benchAmp(b *testing.B, page int) {
 			k := ampKey(base + i&1023)
 			i++
 			now += time.Microsecond
-			a.spend(k, page, now)
+			a.Spend(k, page, now)
 		}
 	})
 }

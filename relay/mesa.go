@@ -1,0 +1,292 @@
+package relay
+
+import (
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/urbit-relay/relay/lane"
+	"github.com/urbit-relay/relay/relay/pit"
+	"github.com/urbit-relay/relay/relay/route"
+	"github.com/urbit-relay/relay/scry"
+)
+
+// request handles a peek or poke: forwardPath, admitted by the pending
+// table.
+func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, now time.Duration, out *Reader) {
+	fromShip := r.link.sent(from)
+	f := fwd{via: viaMesa, kind: k, b: b, from: from, fromKey: lane.KeyOf(from), fromShip: fromShip,
+		rcvr: p.Name.Ship, sender: p.PayloadName.Ship,
+		// A poke names its sender: at hop 0 it was sent by that ship
+		// itself.
+		named: k == KindPoke && p.Header.Hops == 0 && !fromShip,
+		name:  r.nameKey(p.NameBytes(), out), now: now, hops: int(p.Header.Hops)}
+	r.forwardPath(&f, nil, out)
+}
+
+// remember records a request whose name hashes to key in the pending table
+// and reports whether it is to be forwarded.
+func (r *Relay) remember(out *Reader, key uint64, from lane.Key, now time.Duration) bool {
+	c := out.c
+	lockTaken()
+	v, evicted := r.pending.Add(key, from, now)
+	fwd := v.Forward()
+	if (v == pit.VerdictRequesterCapped || v == pit.VerdictCappedForward) && r.amp.Probing() {
+		// Issue 28: a full entry refused it as a one-shot requester. A
+		// lane that answered our STUN probe receives there: it asks
+		// again as one, and takes a one-shot requester's place. Any
+		// other is probed (at most once a ProbeInterval), so that a
+		// real asker proves its lane by its next ask.
+		if !r.amp.Proven(from, now) {
+			r.probe(from, now, out)
+		} else {
+			lockTaken()
+			if v2, ev2 := r.pending.AddProven(key, from, now); v2 != pit.VerdictRequesterCapped && v2 != pit.VerdictCappedForward {
+				v, evicted, fwd = v2, evicted || ev2, fwd || v2.Forward()
+			}
+		}
+	}
+	if evicted {
+		c.add(EventEvicted, 1)
+	}
+	switch v {
+	case pit.VerdictForwardRetransmit:
+		c.add(EventRetransmits, 1)
+	case pit.VerdictAggregated:
+		c.add(EventAggregated, 1)
+		out.act(ActionAggregated)
+	case pit.VerdictRequesterCapped:
+		out.drop(DropRequestersFull)
+	case pit.VerdictCappedForward:
+		// Forwarded to refresh the entry upstream; this requester is not
+		// on it and will not get the answer.
+		c.add(EventCappedForwards, 1)
+	case pit.VerdictRefused:
+		out.drop(DropPendingFull)
+	case pit.VerdictSourceCapped:
+		out.drop(DropPendingPerSource)
+	}
+	return fwd
+}
+
+// page handles a response.
+func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Duration, out *Reader) {
+	fromKey := lane.KeyOf(from)
+	fromShip := r.link.sent(from)
+	key := r.nameKey(p.NameBytes(), out)
+	lockTaken()
+	reqs, ok := r.pending.TakeHeld(key, out.reqs[:0], &out.held, now)
+	out.reqs = reqs[:0]
+	publisher := p.Name.Ship
+	// sponsors are the lanes of our own sponsors: requesters there get the
+	// page without a next-hop.
+	var sponsorBuf [2 * 4]lane.Key
+	var sponsors []lane.Key
+	// obs is what the route table learns from the page; Signed only when
+	// a verifier (--pki) checked the publisher's signature on it.
+	obs := route.PageObs{Publisher: publisher, From: fromKey, Next: nextHopKey(p),
+		Hop0: p.Header.Hops == 0, Relayed: p.Header.Hops > 0}
+	contested := false
+	// placed is where the route table places the publisher; disputed,
+	// that its lane is in dispute there (PageArrived).
+	var placed lane.Key
+	var disputed bool
+	switch {
+	case !ok:
+		// Route knowledge is taken from solicited pages only, so that
+		// unsolicited traffic cannot steer the route table; a late copy
+		// answers only a probe outstanding on the lane it came from.
+		if !fromShip {
+			obs.Signed, obs.Unverified = r.pageAuthority(b, p, fromKey, now, false, out)
+		}
+		if !fromShip {
+			lockTaken()
+			if r.routes.LateAnswer(obs, now) {
+				out.c.add(EventLateAnswers, 1)
+			}
+		}
+		out.drop(DropUnsolicited)
+		return
+	case !fromShip:
+		obs.Signed, obs.Unverified = r.pageAuthority(b, p, fromKey, now, true, out)
+		lockTaken()
+		sponsors, contested, placed, disputed = r.routes.PageArrived(obs, now, r.ourChain, sponsorBuf[:0])
+	case len(r.ourChain) > 0:
+		lockTaken()
+		sponsors = r.routes.AppendLanesOf(sponsorBuf[:0], r.ourChain)
+	}
+	out.c.add(EventPagesMatched, 1)
+	out.act(ActionAnswered)
+	// Variant for requesters that are our sponsors: no next-hop. Made
+	// first, from the bytes as they came.
+	var bare []byte
+	var hopShort [6]byte
+	canShort := false
+	// own: the next-hop names the publisher's own lane, which our sponsors
+	// may be given too; a forwarder's lane is never given to them (the
+	// seed's rule: no fraternizing).
+	own := false
+	if !fromShip {
+		// The next-hop names the publisher's own lane, never a
+		// forwarder's: a stock requester stores a relayed page's next-hop
+		// as the publisher's lane, replacing even a direct lane it holds
+		// that differs (ames.hoon +ev-update-lane, docs/arvo-lanes.md
+		// L3), and has no rule that moves it from one relay to the next:
+		// a forwarder's lane there un-tightens it. So: where the route
+		// table places the publisher (pinned; the lane a hop-0 page came
+		// from as the publisher's own; a proven, fresh direct lane), that
+		// lane; else, for a page relayed once, the next-hop it carries,
+		// which the forwarder that heard it at hop 0 wrote as the lane it
+		// heard it from (vere's _mesa_hear_page, and this function); else
+		// none, and the requester keeps the lane it holds (L2).
+		var hop netip.AddrPort
+		var named bool
+		if !disputed {
+			hop, named, own = nextHopFor(p, from, obs.Next, placed)
+		}
+		if named && own && obs.Relayed && hop != from && !r.hintOK(hop) {
+			// The publisher's lane is private here (a LAN lane the
+			// forwarder below may reach): the forwarder is the tightest
+			// lane the requester can use, as when none is carried.
+			hop, own = from, false
+			out.c.add(EventHintsScrubbed, 1)
+		}
+		if named {
+			hopShort, canShort = lane.EncodeShort(hop)
+		}
+		if !named {
+			out.c.add(EventNextHopUnknown, 1)
+		} else if !canShort {
+			out.c.add(EventNextHopUnencodable, 1)
+		} else if !r.hintOK(hop) {
+			// Never point a requester at a private lane: no next-hop,
+			// so it goes on asking us.
+			canShort = false
+			out.c.add(EventHintsScrubbed, 1)
+		}
+	}
+	hops := int(p.Header.Hops)
+	if !fromShip && hops < MaxHops {
+		hops++
+	}
+	// Through a device the ship gets the page as it came, from where it came.
+	var orig []byte
+	for _, q := range reqs {
+		if bare == nil && r.bareFor(q, sponsors, own) {
+			bare = out.scratchCopy(b)
+			bare = r.editPage(bare, p, hops, [6]byte{}, false)
+		}
+		if orig == nil && r.link.takesPagesAsTheyCame(q) {
+			orig = b
+			if len(reqs) > 1 {
+				orig = out.scratchCopy(b)
+			}
+		}
+	}
+	var main []byte
+	if orig == nil || len(reqs) > 1 {
+		main = r.editPage(b, p, hops, hopShort, canShort)
+	}
+	sent, sentBytes := 0, 0
+	for i, q := range reqs {
+		if contested && out.held.Delivered(i) {
+			// A contested page reached it since it last asked: one copy
+			// per ask, however many such pages come (issue 28).
+			continue
+		}
+		if orig != nil && q == r.link.key {
+			r.toShip(orig, KindPage, from, out)
+			continue
+		}
+		buf := main
+		if bare != nil && r.bareFor(q, sponsors, own) {
+			buf = bare
+		}
+		if q != r.link.key {
+			ok, probe := r.amp.Spend(q, len(buf), now)
+			if probe {
+				r.probe(q, now, out)
+			}
+			if !ok {
+				out.c.add(EventAmpThrottled, 1)
+				continue
+			}
+		}
+		out.add(buf, q.AddrPort())
+		sent++
+		sentBytes += len(buf)
+		if fromShip && !r.link.device && len(reqs) == 1 {
+			// At a lane the ship answers us and we pass its page on: an
+			// ack of a sponsee's ping, sent to the lane the ping came
+			// from, is its word for that lane (vouch.go); sent to more
+			// than one lane (a ping name copied, aggregated), it says
+			// nothing (vouchContested).
+			r.vouchAck(out.c, q, key, lane.Ship{}, now)
+		}
+	}
+	if fromShip && !r.link.device && len(reqs) > 1 {
+		r.vouchContested(out.c, reqs, key, now)
+	}
+	out.c.countOut(KindPage, sent, sentBytes)
+	out.c.add(EventAnswered, uint64(sent))
+	if contested {
+		// The page came from the publisher's challenger, and its
+		// known-good lane was sent the same request: the requesters stay
+		// pending, so that lane's page reaches them too (route.PageArrived),
+		// each marked as sent this name's contested page (pit.Restore).
+		lockTaken()
+		r.pending.Restore(key, reqs, &out.held, now)
+	}
+}
+
+// nextHopFor returns the next-hop a relay writes on page p, which came from
+// lane from (see page), and whether it names the publisher's own lane
+// (own): where the route table places the publisher (placed); else, for a
+// relayed page, the next-hop it carries, which every forwarder writes as
+// the publisher's own lane when it knows one (this function; vere's
+// _mesa_hear_page names the lane a page came from, and vere forwards only
+// to a sponsee's direct lane, so a page reaches it at hop 0); else, for a
+// relayed page that carries none (its forwarder knew no public lane of
+// the publisher's, or withheld it from us as its sponsor), the forwarder's
+// lane from, the seed's step; else none (named false).
+func nextHopFor(p *scry.Packet, from netip.AddrPort, carried, placed lane.Key) (hop netip.AddrPort, named, own bool) {
+	switch {
+	case placed.IsValid():
+		return placed.AddrPort(), true, true
+	case p.Header.Hops == 0:
+		return netip.AddrPort{}, false, false
+	case carried.IsValid():
+		return carried.AddrPort(), true, true
+	}
+	return from, true, false
+}
+
+// nextHopKey returns page p's next-hop, invalid when it has none.
+func nextHopKey(p *scry.Packet) lane.Key {
+	if ap, has := p.NextHopAddr(); has {
+		return lane.KeyOf(lane.Canon(ap))
+	}
+	return lane.Key{}
+}
+
+// bareFor reports whether requester q gets a page with no next-hop: one of
+// our own sponsors when the next-hop names a forwarder (!own: the seed's
+// rule against fraternizing; the publisher's own lane they are given, to
+// pass on to a stock requester, docs/arvo-lanes.md L3), or the ship behind
+// us in ship-lane mode, which must not learn lanes that bypass the relay it
+// sits behind.
+func (r *Relay) bareFor(q lane.Key, sponsors []lane.Key, own bool) bool {
+	return (!own && slices.Contains(sponsors, q)) || r.link.mustNotLearnBypasses(q)
+}
+
+// editPage sets a page's hop count and next-hop (cleared when !set), with
+// its mug, in place. b holds the bytes p was parsed from (or a copy made
+// before any edit), so the mug is resumed from the state p saved instead of
+// re-hashing the whole page. On error nothing changes, and the only error
+// possible for a page Parse accepted is a page within 6 bytes of the size
+// limit, which has no next-hop and goes on without one.
+func (r *Relay) editPage(b []byte, p *scry.Packet, hops int, hop [6]byte, set bool) []byte {
+	scry.SetHops(b, hops)
+	b, _ = scry.EditPageNextHop(b, p, hop, set)
+	return b
+}
