@@ -1,0 +1,148 @@
+package route
+
+import (
+	"maps"
+
+	"github.com/urbit-relay/relay/lane"
+)
+
+// SetStatic replaces the operator-configured lanes (galaxies from --galaxy or
+// DNS, pinned ships). They are always considered known-good.
+func (r *Table) SetStatic(lanes map[lane.Ship]lane.Key) {
+	m := cloneLanes(lanes)
+	r.mu.Lock()
+	r.static = m
+	r.mu.Unlock()
+}
+
+// cloneLanes returns a copy of m that is never nil.
+func cloneLanes(m map[lane.Ship]lane.Key) map[lane.Ship]lane.Key {
+	if c := maps.Clone(m); c != nil {
+		return c
+	}
+	return map[lane.Ship]lane.Key{}
+}
+
+// SetStaticLane sets or, with an invalid key, removes one configured lane.
+func (r *Table) SetStaticLane(s lane.Ship, k lane.Key) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !k.IsValid() {
+		delete(r.static, s)
+		return
+	}
+	if r.static[s] == k {
+		return
+	}
+	// In place: the map is read and written only under mu, and SetStatic
+	// copies what it is given, so no reference to it exists outside.
+	r.static[s] = k
+}
+
+// SetRelays replaces the configured relays: ships whose lanes forward
+// requests for the ships below them (relays of our own, or any the operator
+// trusts), known-good as sponsors from the start. A configured relay's lane
+// is also its lane for requests to the ship itself.
+func (r *Table) SetRelays(relays map[lane.Ship]lane.Key) {
+	m := cloneLanes(relays)
+	r.mu.Lock()
+	r.relays = m
+	r.mu.Unlock()
+}
+
+// configuredLocked reports whether s has a pinned lane (Pin), or an
+// operator-configured lane (a static or relay lane) and such lanes win over
+// anything learned (Config.ConfiguredWins): nothing learned about s is kept.
+func (r *Table) configuredLocked(s lane.Ship) bool {
+	if _, ok := r.pinnedLocked(s); ok {
+		return true
+	}
+	if !r.cfg.ConfiguredWins {
+		return false
+	}
+	if _, ok := r.static[s]; ok {
+		return true
+	}
+	_, ok := r.relays[s]
+	return ok
+}
+
+// Pin routes s to lane k alone until Unpin: the fronted ship vouched for
+// k (relay/vouch.go decides when, and owns the pins). Whatever was learned
+// about s is dropped, and nothing learned from the wire about s is kept
+// while the pin holds (as for a configured lane, which still wins). An
+// invalid lane or one of this process is ignored.
+func (r *Table) Pin(s lane.Ship, k lane.Key) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !k.IsValid() || r.IsSelf(k) || r.pinned[s] == k {
+		return
+	}
+	r.changes++
+	r.pinned[s] = k
+	r.table.Remove(s)
+}
+
+// pinnedLocked returns s's pinned lane (Pin). Most relays pin nothing
+// (only a fronting relay does), so an empty table is not hashed into:
+// this is on every request's and page's path.
+func (r *Table) pinnedLocked(s lane.Ship) (lane.Key, bool) {
+	if len(r.pinned) == 0 {
+		return lane.Key{}, false
+	}
+	k, ok := r.pinned[s]
+	return k, ok
+}
+
+// PinnedLane returns s's pinned lane (Pin), if any.
+func (r *Table) PinnedLane(s lane.Ship) (lane.Key, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pinnedLocked(s)
+}
+
+// Placed returns the lane the table places s at, for introspection: its
+// pinned lane (the fronted ship's word), or else its route's direct lane,
+// fresh or not; false when it has neither.
+func (r *Table) Placed(s lane.Ship) (lane.Key, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if k, ok := r.pinnedLocked(s); ok {
+		return k, true
+	}
+	if v, ok := r.table.Peek(s); ok && v.direct.valid() {
+		return v.direct.lane, true
+	}
+	return lane.Key{}, false
+}
+
+// Unpin removes s's pin (Pin): s is routed as any ship again.
+func (r *Table) Unpin(s lane.Ship) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.pinned, s)
+}
+
+// AppendLanesOf appends to dst the known lanes of ships: each one's static
+// lane and its direct lane (fresh or not: a sponsor that has gone quiet is
+// still our sponsor).
+func (r *Table) AppendLanesOf(dst []lane.Key, ships []lane.Ship) []lane.Key {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.appendLanesOfLocked(dst, ships)
+}
+
+func (r *Table) appendLanesOfLocked(dst []lane.Key, ships []lane.Ship) []lane.Key {
+	for _, s := range ships {
+		if k, ok := r.static[s]; ok {
+			dst = append(dst, k)
+		}
+		if k, ok := r.pinnedLocked(s); ok {
+			dst = append(dst, k)
+		}
+		if v, ok := r.table.Peek(s); ok && v.direct.valid() {
+			dst = append(dst, v.direct.lane)
+		}
+	}
+	return dst
+}
