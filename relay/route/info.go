@@ -40,10 +40,10 @@ type Info struct {
 // infoOf returns v's snapshot.
 func infoOf(v *route) Info {
 	return Info{
-		Direct: v.direct.lane, DirectProven: v.direct.proven, DirectHeard: v.direct.heard,
+		Direct: v.direct.lane, DirectProven: v.directProven(), DirectHeard: v.direct.heard,
 		Hint: v.hint.lane, HintProven: v.hint.proven,
 		Base: v.base.lane, BaseProven: v.base.proven,
-		Challenger: v.chal.lane, ChallengerProven: v.chal.proven,
+		Challenger: v.chal.lane, ChallengerProven: v.chalProven(),
 		Forwarder: v.fwd.lane, ForwarderProven: v.fwd.proven,
 		State: v.state, ChallengerState: v.chalState,
 	}

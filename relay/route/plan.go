@@ -111,13 +111,7 @@ func (r *Table) commitLocked(p *Plan, now time.Duration) {
 	if p.N > 0 {
 		if rt := r.getLocked(p.q.Rcvr, false, lane.Key{}); rt != nil {
 			r.changes += r.advanceLocked(p.q.Rcvr, rt, now)
-			for i := 0; i < p.N; i++ {
-				for _, q := range [...]*path{&rt.direct, &rt.hint, &rt.base, &rt.chal} {
-					if q.valid() && q.lane == p.Lanes[i] && q.waiting == 0 {
-						q.waiting = now
-					}
-				}
-			}
+			rt.sent(p.Lanes[:p.N], now)
 		}
 		for i := 0; i < p.N; i++ {
 			if !p.fwdOK[i] {
@@ -127,13 +121,7 @@ func (r *Table) commitLocked(p *Plan, now time.Duration) {
 			if sp == nil {
 				continue
 			}
-			r.changes += expireFwd(sp, now, &r.cfg)
-			if sp.fwd.lane != p.Lanes[i] {
-				sp.fwd = path{lane: p.Lanes[i]}
-			}
-			if sp.fwd.waiting == 0 {
-				sp.fwd.waiting = now
-			}
+			r.changes += sp.tryForwarder(p.Lanes[i], now, &r.cfg)
 		}
 	}
 	if p.q.Learn {
@@ -195,20 +183,21 @@ func (r *Table) planLocked(p *Plan, q Query, now time.Duration) {
 	var chal candidate
 	if v, ok := r.table.Peek(s); ok && !done {
 		rt := v
-		if probesDue(v, now, &r.cfg) || settleDue(v, now, &r.cfg, r.clock) || expiryDue(v, now, &r.cfg, r.clock) {
+		if v.probesDue(now, &r.cfg) || v.settleDue(now, &r.cfg, r.clock) || v.expiryDue(now, &r.cfg, r.clock) {
 			// Judge the route as the tick will leave it, on a copy.
 			c := *v
-			advance(&c, now, &r.cfg, r.clock)
+			c.advance(now, &r.cfg, r.clock)
 			rt = &c
 		}
 		if r.directFreshLocked(rt, now) {
-			add(candidate{lane: rt.direct.lane, proven: rt.direct.proven, busy: rt.direct.busy()})
-			if c := &rt.chal; c.valid() && (c.proven || c.waiting == 0) && c.lane != q.From && !slices.Contains(selfKeys, c.lane) {
-				chal = candidate{lane: c.lane, proven: c.proven}
+			proven := rt.directProven()
+			add(candidate{lane: rt.direct.lane, proven: proven, busy: rt.direct.busy(proven)})
+			if c := &rt.chal; c.valid() && (rt.chalProven() || c.waiting == 0) && c.lane != q.From && !slices.Contains(selfKeys, c.lane) {
+				chal = candidate{lane: c.lane, proven: rt.chalProven()}
 			}
 		}
-		add(candidate{lane: rt.hint.lane, proven: rt.hint.proven, busy: rt.hint.busy()})
-		add(candidate{lane: rt.base.lane, proven: rt.base.proven, busy: rt.base.busy()})
+		add(candidate{lane: rt.hint.lane, proven: rt.hint.proven, busy: rt.hint.busy(rt.hint.proven)})
+		add(candidate{lane: rt.base.lane, proven: rt.base.proven, busy: rt.base.busy(rt.base.proven)})
 	}
 	if s != r.self && !done {
 		if !r.cfg.ConfiguredWins {
@@ -308,7 +297,7 @@ func (r *Table) addSponsorLocked(sp lane.Ship, now time.Duration, add func(candi
 		fw, badUntil := v.fwd, v.fwdBadUntil
 		if fw.waiting != 0 && now-fw.waiting >= r.cfg.ProbeTimeout {
 			c := *v
-			expireFwd(&c, now, &r.cfg)
+			c.expireFwd(now, &r.cfg)
 			fw, badUntil = c.fwd, c.fwdBadUntil
 		}
 		if now < badUntil {

@@ -13,11 +13,12 @@ import "fmt"
 // and takes its first row at once, and an emptied challenger slot
 // (clearChallenger: its lane became the direct lane, or a newer claim
 // took the slot) is set to ChallengerNone. So the tables are the rules
-// for a lane's standing; which lane holds a slot is decided in table.go
-// (heardLocked, challengeLocked, settle). The hint, the base and the
-// forwarder have no states here (table.go's path: a proven flag, a
-// probe's time, a failure count). Auth documents each row: no code
-// reads it.
+// for a lane's standing; which lane holds a slot is decided by the
+// route's rules in route.go (hear, challenge, moveIn, settle). The hint, the base and the
+// forwarder have no states here (route.go's path: a proven flag, a
+// probe's time, a failure count). Auth is checked where the event is
+// raised: step and stepChallenger take the authority of whoever raised
+// the event, and a row whose Auth differs is not taken (next).
 //
 // Who may say where a ship is (docs/reliability.md, "Who may say where a
 // ship is"), strongest first:
@@ -211,11 +212,19 @@ var ChallengerTransitions = [...]Row[ChallengerState]{
 	{ChallengerAnswered, EvMove, ChallengerNone, AuthTick, "the direct lane went silent for MoveSilence, or, only heard, left ProvenFailures requests unanswered that it answered: it moves in"},
 }
 
-// laneSteps and chalSteps index the tables: to+1, or 0 for no transition.
+// laneSteps and chalSteps index the tables: each state's row for each
+// event, with to+1 (0: no row) and the authority the row requires.
 var (
-	laneSteps [nLaneStates][nEvents]uint8
-	chalSteps [nChallengerStates][nEvents]uint8
+	laneSteps [nLaneStates][nEvents]stepTo
+	chalSteps [nChallengerStates][nEvents]stepTo
 )
+
+// stepTo is one indexed row: the state it goes to, plus one (0: no row),
+// and the authority that must raise its event.
+type stepTo struct {
+	to   uint8
+	auth Authority
+}
 
 func init() {
 	indexRows(Transitions[:], laneSteps[:])
@@ -227,24 +236,25 @@ func init() {
 func indexRows[S interface {
 	~uint8
 	fmt.Stringer
-}](rows []Row[S], steps [][nEvents]uint8) {
+}](rows []Row[S], steps [][nEvents]stepTo) {
 	for _, t := range rows {
-		if steps[t.From][t.Event] != 0 {
+		if steps[t.From][t.Event].to != 0 {
 			panic(fmt.Sprintf("route: two transitions from %v on %v", t.From, t.Event))
 		}
-		steps[t.From][t.Event] = uint8(t.To) + 1
+		steps[t.From][t.Event] = stepTo{to: uint8(t.To) + 1, auth: t.Auth}
 	}
 }
 
-// next returns the state a lane in state s goes to on e, and whether
-// Transitions has that row.
-func next(s LaneState, e Event) (LaneState, bool) {
-	to := laneSteps[s][e]
-	return LaneState(to - 1), to != 0
+// next returns the state a lane in state s goes to on e raised by a, and
+// whether Transitions has that row with that authority: an event raised
+// on a weaker (or merely other) word than its row names moves nothing.
+func next(s LaneState, e Event, a Authority) (LaneState, bool) {
+	st := laneSteps[s][e]
+	return LaneState(st.to - 1), st.to != 0 && st.auth == a
 }
 
 // nextChallenger is next for the challenger slot.
-func nextChallenger(s ChallengerState, e Event) (ChallengerState, bool) {
-	to := chalSteps[s][e]
-	return ChallengerState(to - 1), to != 0
+func nextChallenger(s ChallengerState, e Event, a Authority) (ChallengerState, bool) {
+	st := chalSteps[s][e]
+	return ChallengerState(st.to - 1), st.to != 0 && st.auth == a
 }

@@ -426,70 +426,25 @@ func (r *Table) heardLocked(s lane.Ship, k lane.Key, now time.Duration, kept, si
 		r.indexLocked(s, k)
 	}
 	r.changes += r.advanceLocked(s, rt, now)
-	ev := EvAnswer
+	e, a := EvAnswer, AuthChain
 	switch {
 	case kept:
-		ev = EvContact
+		e, a = EvContact, AuthWire
 	case signed:
-		ev = EvSigned
+		e, a = EvSigned, AuthSignature
 	}
-	switch {
-	case rt.direct.valid() && rt.direct.lane == k:
-		rt.step(ev)
-	case r.directFreshLocked(rt, now):
+	changes, challenge := rt.hear(k, now, e, a, kept, &r.cfg, r.clock)
+	r.changes += changes
+	if challenge {
 		r.challengeLocked(s, rt, k, now, kept)
-		return
-	default:
-		r.changes++
-		if rt.chal.lane == k {
-			rt.clearChallenger()
-		}
-		rt.replaceDirect(k, ev)
-		// The lane is the ship's own now, not a step toward it.
-		if rt.base.lane == k {
-			rt.base = path{}
-		}
-		if rt.hint.lane == k {
-			rt.hint, rt.base = rt.base, path{}
-		}
-	}
-	rt.direct.heard = now
-	rt.direct.fails = 0
-	if !rt.chal.valid() {
-		// Heard, so alive: its probe is closed. With a challenger the
-		// probe stays open, to be judged at its timeout: being heard is
-		// not answering.
-		rt.direct.waiting = 0
-	}
-	if kept {
-		rt.direct.kept = true
 	}
 }
 
 // challengeLocked records that lane k was heard as ship s (route rt) while
-// its direct lane works: k claims the challenger slot (ChallengerClaimed),
-// unless it is held out (it lost this ship's slot by leaving a probe
-// unanswered within BadLaneHold) or an earlier challenger was heard within
-// ChallengerHold (first come: a flood of claims cannot keep replacing a
-// genuine newcomer). A claimant holds the slot only until its first probe:
-// unanswered, it loses it (expireProbes), so sockets that never answer
-// cannot squat it, each costing its owner one lane per BadLaneHold.
+// its direct lane works: k may claim the challenger slot (route.challenge),
+// unless the held record says it lost s's slot within BadLaneHold.
 func (r *Table) challengeLocked(s lane.Ship, rt *route, k lane.Key, now time.Duration, kept bool) {
-	c := &rt.chal
-	switch {
-	case c.valid() && c.lane == k:
-		c.heard = now
-		c.kept = c.kept || kept
-		rt.stepChallenger(EvContact)
-	case k == rt.bad && now < rt.badUntil:
-	case r.heldLocked(s, k, now):
-	case c.valid() && now-c.heard < r.cfg.ChallengerHold:
-	default:
-		rt.clearChallenger()
-		*c = path{lane: k, heard: now, kept: kept}
-		rt.chalSince, rt.chalAnswered, rt.unanswered = now, 0, 0
-		rt.stepChallenger(EvContact)
-	}
+	rt.challenge(k, now, kept, r.heldLocked(s, k, now), &r.cfg)
 }
 
 // heldSeedMix sets the held record's seed apart from the per-source
@@ -512,7 +467,7 @@ func (r *Table) heldLocked(s lane.Ship, k lane.Key, now time.Duration) bool {
 }
 
 func (r *Table) directFreshLocked(rt *route, now time.Duration) bool {
-	return directFresh(rt, now, &r.cfg, r.clock)
+	return rt.directFresh(now, &r.cfg, r.clock)
 }
 
 // Answered records that a page published by s, answering a request of ours
@@ -640,7 +595,7 @@ func (r *Table) PageArrived(o PageObs, now time.Duration, ships []lane.Ship, dst
 		placed = k
 	} else if o.Hop0 && !contested && r.ownLaneLocked(s, rt, from) {
 		placed = from
-	} else if rt != nil && rt.direct.proven && r.directFreshLocked(rt, now) {
+	} else if rt != nil && rt.directProven() && r.directFreshLocked(rt, now) {
 		placed = rt.direct.lane
 	}
 	return r.appendLanesOfLocked(dst, ships), contested, placed
@@ -670,58 +625,11 @@ func (r *Table) answeredLocked(o PageObs, now time.Duration) {
 	if rt == nil {
 		return
 	}
-	ev := EvAnswer
+	e, a := EvAnswer, AuthChain
 	if o.Signed && o.Hop0 {
-		ev = EvSigned
+		e, a = EvSigned, AuthSignature
 	}
-	// A lane's standing changes only on an answer to a request we sent it
-	// (or one it had already earned), so spoofed pages cannot promote it.
-	switch from {
-	case rt.direct.lane:
-		if rt.direct.waiting != 0 || rt.direct.proven {
-			rt.direct.answer(now)
-			rt.step(ev)
-		}
-		return // nothing is tighter than direct
-	case rt.chal.lane:
-		if rt.chal.waiting != 0 || rt.chal.proven {
-			rt.chal.answer(now)
-			rt.chalAnswered = now
-			rt.stepChallenger(ev)
-			r.changes += settle(rt, now, &r.cfg, r.clock)
-		}
-		return // a challenger offers no next step until it is direct
-	case rt.hint.lane:
-		if rt.hint.waiting != 0 || rt.hint.proven {
-			rt.hint.answer(now)
-		}
-	case rt.base.lane:
-		if rt.base.waiting != 0 || rt.base.proven {
-			rt.base.answer(now)
-		}
-	}
-	if !hint || next == rt.direct.lane || next == rt.hint.lane || next == rt.base.lane ||
-		next == rt.chal.lane || now < rt.hintHold ||
-		(next == rt.bad && now < rt.badUntil) {
-		return
-	}
-	switch {
-	case from == rt.hint.lane && rt.hint.valid() && rt.hint.proven:
-		// The hint proved itself and offers the next step.
-		rt.base = rt.hint
-		rt.hint = path{lane: next}
-	case from == rt.base.lane && rt.base.valid() && !rt.hint.proven:
-		// Replace an unproven hint with the newer one.
-		rt.hint = path{lane: next}
-	case !rt.hint.valid() && !rt.base.valid():
-		// The page came up the sponsorship chain: start tightening.
-		rt.hint = path{lane: next}
-	default:
-		// A page through a lane looser than what we are trying (a late
-		// duplicate, say) must not undo a tighter route (#2025).
-		return
-	}
-	r.changes++
+	r.changes += rt.answered(from, next, hint, e, a, now, &r.cfg, r.clock)
 }
 
 // sponsorOfLocked reports whether this table's ship is one of s's
@@ -798,21 +706,20 @@ func (r *Table) forwardedLocked(s lane.Ship, from lane.Key, now time.Duration) {
 			continue
 		}
 		v, ok := r.table.Peek(sp)
-		if !ok || v.fwd.lane != from || (v.fwd.waiting == 0 && !v.fwd.proven) {
+		if !ok {
 			continue
 		}
-		if !v.fwd.proven {
-			r.changes++
+		if changes, ok := v.forwarded(from, now); ok {
+			r.changes += changes
+			return
 		}
-		v.fwd.answer(now)
-		return
 	}
 }
 
 // advanceLocked runs advance on s's route rt in place, holding out a
 // challenger lane that lost its slot (heldLocked).
 func (r *Table) advanceLocked(s lane.Ship, rt *route, now time.Duration) uint64 {
-	changes, lost := advance(rt, now, &r.cfg, r.clock)
+	changes, lost := rt.advance(now, &r.cfg, r.clock)
 	if lost.IsValid() {
 		if r.held == nil {
 			r.held = newLaneClock(max(MinHeldSlots, r.cfg.LaneClockSlots/HeldSlotsDivisor), r.srcSeed^heldSeedMix)
