@@ -46,35 +46,13 @@ type Config struct {
 	// Off (an endpoint), a configured lane is where a route starts, and
 	// routes tighten past it.
 	ConfiguredWins bool
+	// Rubric chooses a plan's lanes (see Rubric); nil is Design, the
+	// rubric as specified. Only the simulator sets another.
+	Rubric Rubric
 	// Seed seeds the table's hashes (the lane clock's slots, the
 	// per-source counters); zero draws one from crypto/rand. The
 	// simulator sets it so that runs repeat.
 	Seed uint64
-}
-
-// SimOptions are strategy switches for comparing routing strategies in
-// the simulator (cmd/simnet), set with Table.Simulate; they are no part of
-// a relay's or endpoint's configuration. All off is the design as
-// specified.
-type SimOptions struct {
-	// SingleRoute sends each request on one lane only: the tightest
-	// candidate, proven or not (the rubric without its safety net: a dead
-	// tighter lane loses requests until its probes fail).
-	SingleRoute bool
-	// NoHints ignores next-hop fields: routes never tighten past what is
-	// heard directly and what the sponsorship chain offers.
-	NoHints bool
-	// GalaxyOnly walks the sponsorship chain straight to the galaxy,
-	// skipping intermediate sponsors, as directed messaging does today.
-	GalaxyOnly bool
-}
-
-// Simulate sets the simulator's strategy switches. Only cmd/simnet (and
-// tests comparing strategies) call it; a relay or endpoint never does.
-func (r *Table) Simulate(o SimOptions) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.sim = o
 }
 
 // ConfigError is a Config field that Validate (and New) rejects.
@@ -153,4 +131,7 @@ func (c *Config) fill() {
 		c.SourceSlots = DefaultRouteSourceSlots
 	}
 	c.SourceSlots = 1 << bits.Len(uint(c.SourceSlots-1))
+	if c.Rubric == nil {
+		c.Rubric = Design{}
+	}
 }

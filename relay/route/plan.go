@@ -7,11 +7,12 @@ import (
 	"github.com/urbit-relay/relay/lane"
 )
 
-// candidate is one lane considered by a plan.
-type candidate struct {
-	lane   lane.Key
-	proven bool
-	busy   bool // an unproven lane with a probe outstanding (path.busy)
+// Candidate is one lane considered by a plan, for a Rubric to choose
+// from.
+type Candidate struct {
+	Lane   lane.Key
+	Proven bool // known-good: proven, configured, pinned, or a heard direct lane
+	Busy   bool // an unproven lane with a probe outstanding (path.busy)
 	// fwd names the sponsor whose standing as a forwarder this lane is
 	// tried for (its route's fwd path), when fwdOK.
 	fwd   lane.Ship
@@ -134,42 +135,42 @@ func (r *Table) commitLocked(p *Plan, now time.Duration) {
 func (r *Table) planLocked(p *Plan, q Query, now time.Duration) {
 	*p = Plan{q: q}
 	t := &p.Targets
-	var cands [8]candidate
+	cands := &r.cands
 	n := 0
-	// done is set once a proven candidate is in: looser candidates are
+	// done is set once a proven Candidate is in: looser candidates are
 	// never chosen (the rubric takes the tightest proven one and the one
 	// just tighter), so the walk stops there.
 	done := false
 	selfKeys := *r.selfKeys.Load()
-	add := func(c candidate) {
-		if done || !c.lane.IsValid() || slices.Contains(selfKeys, c.lane) || n == len(cands) {
+	add := func(c Candidate) {
+		if done || !c.Lane.IsValid() || slices.Contains(selfKeys, c.Lane) || n == len(cands) {
 			return
 		}
-		if c.lane == q.From {
+		if c.Lane == q.From {
 			t.Looped = true
 			return
 		}
 		for i := 0; i < n; i++ {
-			if cands[i].lane == c.lane {
+			if cands[i].Lane == c.Lane {
 				return
 			}
 		}
 		cands[n] = c
 		n++
-		done = c.proven
+		done = c.Proven
 	}
-	var fallback candidate
+	var fallback Candidate
 	s := q.Rcvr
 	// A configured lane wins over anything learned (ConfiguredWins), or
 	// comes after the ship's learned lanes.
 	configured := func() {
 		if k, ok := r.static[s]; ok {
-			add(candidate{lane: k, proven: true})
+			add(Candidate{Lane: k, Proven: true})
 			return
 		}
 		if len(r.relays) > 0 { // usually none: skip the lookup
 			if k, ok := r.relays[s]; ok {
-				add(candidate{lane: k, proven: true})
+				add(Candidate{Lane: k, Proven: true})
 			}
 		}
 	}
@@ -177,10 +178,10 @@ func (r *Table) planLocked(p *Plan, q Query, now time.Duration) {
 		configured()
 	}
 	if k, ok := r.pinnedLocked(s); ok {
-		add(candidate{lane: k, proven: true})
+		add(Candidate{Lane: k, Proven: true})
 	}
 	// chal is the challenger to probe beside the plan's known-good lane.
-	var chal candidate
+	var chal Candidate
 	if v, ok := r.table.Peek(s); ok && !done {
 		rt := v
 		if v.probesDue(now, &r.cfg) || v.settleDue(now, &r.cfg, r.clock) || v.expiryDue(now, &r.cfg, r.clock) {
@@ -191,20 +192,19 @@ func (r *Table) planLocked(p *Plan, q Query, now time.Duration) {
 		}
 		if r.directFreshLocked(rt, now) {
 			proven := rt.directProven()
-			add(candidate{lane: rt.direct.lane, proven: proven, busy: rt.direct.busy(proven)})
+			add(Candidate{Lane: rt.direct.lane, Proven: proven, Busy: rt.direct.busy(proven)})
 			if c := &rt.chal; c.valid() && (rt.chalProven() || c.waiting == 0) && c.lane != q.From && !slices.Contains(selfKeys, c.lane) {
-				chal = candidate{lane: c.lane, proven: rt.chalProven()}
+				chal = Candidate{Lane: c.lane, Proven: rt.chalProven()}
 			}
 		}
-		add(candidate{lane: rt.hint.lane, proven: rt.hint.proven, busy: rt.hint.busy(rt.hint.proven)})
-		add(candidate{lane: rt.base.lane, proven: rt.base.proven, busy: rt.base.busy(rt.base.proven)})
+		add(Candidate{Lane: rt.hint.lane, Proven: rt.hint.proven, Busy: rt.hint.busy(rt.hint.proven)})
+		add(Candidate{Lane: rt.base.lane, Proven: rt.base.proven, Busy: rt.base.busy(rt.base.proven)})
 	}
 	if s != r.self && !done {
 		if !r.cfg.ConfiguredWins {
 			configured()
 		}
-		var chainBuf [8]lane.Ship
-		chain := r.sponsors.AppendChain(chainBuf[:0], s)
+		chain := r.cfg.Rubric.Sponsors(r.chain[:0], r.sponsors, s, r.self)
 		for _, sp := range chain {
 			if done {
 				break
@@ -216,15 +216,12 @@ func (r *Table) planLocked(p *Plan, q Query, now time.Duration) {
 				t.Sponsee = n == 0
 				break
 			}
-			if r.sim.GalaxyOnly && sp.Class() != lane.Galaxy {
-				continue
-			}
-			if c, held := r.addSponsorLocked(sp, now, add); held && !fallback.lane.IsValid() {
+			if c, held := r.addSponsorLocked(sp, now, add); held && !fallback.Lane.IsValid() {
 				fallback = c
 			}
 		}
 	}
-	if n == 0 && fallback.lane.IsValid() {
+	if n == 0 && fallback.Lane.IsValid() {
 		// Every way left is a sponsor set aside for not forwarding: try
 		// it rather than nothing.
 		add(fallback)
@@ -233,33 +230,15 @@ func (r *Table) planLocked(p *Plan, q Query, now time.Duration) {
 	if n == 0 {
 		return
 	}
-	if r.sim.SingleRoute {
-		p.setTarget(cands[0])
-		return
+	to, m := r.cfg.Rubric.Choose(cands[:n], chal)
+	for _, c := range to[:m] {
+		p.setTarget(c)
 	}
-	// The tightest known-good candidate, or the loosest if none is.
-	good := n - 1
-	for i := 0; i < n; i++ {
-		if cands[i].proven {
-			good = i
-			break
-		}
-	}
-	switch {
-	case chal.lane.IsValid():
-		// The challenger is probed beside the lane that works.
-		p.setTarget(chal)
-	case good > 0 && !cands[good-1].busy:
-		// The lane just tighter is tried, one probe at a time while it
-		// is unproven.
-		p.setTarget(cands[good-1])
-	}
-	p.setTarget(cands[good])
 }
 
 // setTarget appends c to p's targets.
-func (p *Plan) setTarget(c candidate) {
-	p.Lanes[p.N], p.fwd[p.N], p.fwdOK[p.N] = c.lane, c.fwd, c.fwdOK
+func (p *Plan) setTarget(c Candidate) {
+	p.Lanes[p.N], p.fwd[p.N], p.fwdOK[p.N] = c.Lane, c.fwd, c.fwdOK
 	p.N++
 }
 
@@ -272,9 +251,9 @@ func (p *Plan) setTarget(c candidate) {
 // below it has come back from it (see route.fwd); until then it is tried
 // beside the next looser route, and after CandidateFailures unanswered
 // tries it is left alone for BadLaneHold.
-func (r *Table) addSponsorLocked(sp lane.Ship, now time.Duration, add func(candidate)) (c candidate, held bool) {
+func (r *Table) addSponsorLocked(sp lane.Ship, now time.Duration, add func(Candidate)) (c Candidate, held bool) {
 	if k, ok := r.relays[sp]; ok {
-		add(candidate{lane: k, proven: true})
+		add(Candidate{Lane: k, Proven: true})
 		return c, false
 	}
 	k, static := r.static[sp]
@@ -282,7 +261,7 @@ func (r *Table) addSponsorLocked(sp lane.Ship, now time.Duration, add func(candi
 		k, static = r.pinnedLocked(sp) // the ship vouched for it: as if configured
 	}
 	if static && sp.Class() == lane.Galaxy {
-		add(candidate{lane: k, proven: true})
+		add(Candidate{Lane: k, Proven: true})
 		return c, false
 	}
 	v, has := r.table.Peek(sp)
@@ -292,7 +271,7 @@ func (r *Table) addSponsorLocked(sp lane.Ship, now time.Duration, add func(candi
 		}
 		k = v.direct.lane
 	}
-	c = candidate{lane: k, fwd: sp, fwdOK: true}
+	c = Candidate{Lane: k, fwd: sp, fwdOK: true}
 	if has {
 		fw, badUntil := v.fwd, v.fwdBadUntil
 		if fw.waiting != 0 && now-fw.waiting >= r.cfg.ProbeTimeout {
@@ -304,7 +283,7 @@ func (r *Table) addSponsorLocked(sp lane.Ship, now time.Duration, add func(candi
 			return c, true
 		}
 		if fw.lane == k {
-			c.proven = fw.proven
+			c.Proven = fw.proven
 		}
 	}
 	add(c)

@@ -145,9 +145,11 @@ type Table struct {
 	// need one.
 	held *laneClock // guarded by mu
 
-	// sim holds the simulator's strategy switches (Simulate); zero in
-	// production.
-	sim SimOptions // guarded by mu
+	// cands and chain are planLocked's scratch, the candidates and the
+	// sponsorship chain of the plan being made: a local array passed to
+	// Config.Rubric (an interface) would be moved to the heap.
+	cands [8]Candidate // guarded by mu
+	chain [8]lane.Ship // guarded by mu
 
 	// selfKeys holds the lanes that are this process, never targets: an
 	// immutable slice (a handful of lanes), replaced under mu and read
@@ -615,8 +617,8 @@ func (r *Table) answeredLocked(o PageObs, now time.Duration) {
 	// fraternizing from a galaxy straight to a planet or moon; a relay
 	// below passes us its publisher's own lane only to hand on to stock
 	// requesters, see relay's nextHopFor).
-	hint := !r.sim.NoHints && next.IsValid() && next != from && r.HintAllowed(next) &&
-		!r.sponsorOfLocked(s)
+	hint := next.IsValid() && next != from && r.HintAllowed(next) &&
+		!r.sponsorOfLocked(s) && r.cfg.Rubric.TakesHints()
 	rt := r.getLocked(s, false, from)
 	hint = hint && r.onRouteLocked(s, rt, from, now)
 	if rt == nil && hint {
