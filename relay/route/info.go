@@ -35,17 +35,21 @@ type Info struct {
 	// (state.go).
 	State           LaneState
 	ChallengerState ChallengerState
+	// HintState, BaseState and ForwarderState are the hint's, the base's
+	// and the forwarder's (CandidateTransitions).
+	HintState, BaseState, ForwarderState CandidateState
 }
 
 // infoOf returns v's snapshot.
 func infoOf(v *route) Info {
 	return Info{
 		Direct: v.direct.lane, DirectProven: v.directProven(), DirectHeard: v.direct.heard,
-		Hint: v.hint.lane, HintProven: v.hint.proven,
-		Base: v.base.lane, BaseProven: v.base.proven,
+		Hint: v.hint.lane, HintProven: v.hint.proven(),
+		Base: v.base.lane, BaseProven: v.base.proven(),
 		Challenger: v.chal.lane, ChallengerProven: v.chalProven(),
-		Forwarder: v.fwd.lane, ForwarderProven: v.fwd.proven,
+		Forwarder: v.fwd.lane, ForwarderProven: v.fwd.proven(),
 		State: v.state, ChallengerState: v.chalState,
+		HintState: v.hint.cand, BaseState: v.base.cand, ForwarderState: v.fwd.cand,
 	}
 }
 

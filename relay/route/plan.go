@@ -197,8 +197,8 @@ func (r *Table) planLocked(p *Plan, q Query, now time.Duration) {
 				chal = Candidate{Lane: c.lane, Proven: rt.chalProven()}
 			}
 		}
-		add(Candidate{Lane: rt.hint.lane, Proven: rt.hint.proven, Busy: rt.hint.busy(rt.hint.proven)})
-		add(Candidate{Lane: rt.base.lane, Proven: rt.base.proven, Busy: rt.base.busy(rt.base.proven)})
+		add(Candidate{Lane: rt.hint.lane, Proven: rt.hint.proven(), Busy: rt.hint.busy(rt.hint.proven())})
+		add(Candidate{Lane: rt.base.lane, Proven: rt.base.proven(), Busy: rt.base.busy(rt.base.proven())})
 	}
 	if s != r.self && !done {
 		if !r.cfg.ConfiguredWins {
@@ -283,7 +283,7 @@ func (r *Table) addSponsorLocked(sp lane.Ship, now time.Duration, add func(Candi
 			return c, true
 		}
 		if fw.lane == k {
-			c.Proven = fw.proven
+			c.Proven = fw.proven()
 		}
 	}
 	add(c)

@@ -9,12 +9,13 @@ import (
 // path is one lane toward a receiver and what we know of it.
 type path struct {
 	lane lane.Key
-	// proven: a page came back from this lane. For the hint, the base
-	// and the forwarder only: the direct lane's and the challenger's
-	// standing are their states (route.state, route.chalState).
-	proven bool
-	fails  uint8         // probe timeouts since the last answer
-	heard  time.Duration // last answer (or, for a direct lane, last packet) from it
+	// cand is the standing of a hint, a base or a forwarder
+	// (CandidateTransitions), written only by stepCand. The direct lane's
+	// and the challenger's standing are their own states (route.state,
+	// route.chalState); their cand stays CandidateNone.
+	cand  CandidateState
+	fails uint8         // probe timeouts since the last answer
+	heard time.Duration // last answer (or, for a direct lane, last packet) from it
 	// kept marks a direct lane the ship itself keeps alive by contacting
 	// us (or the fronted ship pinned); unanswered requests do not fail it.
 	kept bool
@@ -34,6 +35,32 @@ func (p *path) heardSince(t time.Duration, clock *laneClock) bool {
 // the lane clock.
 func (rt *route) directHeardSince(t time.Duration, clock *laneClock) bool {
 	return (rt.alive != 0 && rt.alive >= t) || rt.direct.heardSince(t, clock)
+}
+
+// proven reports whether p, a hint, a base or a forwarder, has proved
+// itself (CandidateProven).
+func (p *path) proven() bool { return p.cand == CandidateProven }
+
+// offer returns a new candidate lane k (a hint, or a sponsor's lane tried
+// as a forwarder), CandidateTried by CandidateTransitions' EvOffer row.
+func offer(k lane.Key) path {
+	p := path{lane: k}
+	p.stepCand(EvOffer, AuthChain)
+	return p
+}
+
+// stepCand moves candidate p on e raised by a, by CandidateTransitions; a
+// candidate moved to CandidateNone is forgotten.
+func (p *path) stepCand(e Event, a Authority) bool {
+	to, ok := nextCandidate(p.cand, e, a)
+	if !ok {
+		return false
+	}
+	p.cand = to
+	if to == CandidateNone {
+		*p = path{}
+	}
+	return true
 }
 
 // busy reports whether a lane p, proven or not, is an unproven lane with
@@ -240,11 +267,11 @@ func (rt *route) answered(from, next lane.Key, hint bool, e Event, a Authority, 
 		}
 		return changes // a challenger offers no next step until it is direct
 	case rt.hint.lane:
-		if rt.hint.waiting != 0 || rt.hint.proven {
+		if rt.hint.waiting != 0 || rt.hint.proven() {
 			rt.hint.prove(now)
 		}
 	case rt.base.lane:
-		if rt.base.waiting != 0 || rt.base.proven {
+		if rt.base.waiting != 0 || rt.base.proven() {
 			rt.base.prove(now)
 		}
 	}
@@ -254,16 +281,16 @@ func (rt *route) answered(from, next lane.Key, hint bool, e Event, a Authority, 
 		return 0
 	}
 	switch {
-	case from == rt.hint.lane && rt.hint.valid() && rt.hint.proven:
+	case from == rt.hint.lane && rt.hint.valid() && rt.hint.proven():
 		// The hint proved itself and offers the next step.
 		rt.base = rt.hint
-		rt.hint = path{lane: next}
-	case from == rt.base.lane && rt.base.valid() && !rt.hint.proven:
+		rt.hint = offer(next)
+	case from == rt.base.lane && rt.base.valid() && !rt.hint.proven():
 		// Replace an unproven hint with the newer one.
-		rt.hint = path{lane: next}
+		rt.hint = offer(next)
 	case !rt.hint.valid() && !rt.base.valid():
 		// The page came up the sponsorship chain: start tightening.
-		rt.hint = path{lane: next}
+		rt.hint = offer(next)
 	default:
 		// A page through a lane looser than what we are trying (a late
 		// duplicate, say) must not undo a tighter route (#2025).
@@ -279,10 +306,10 @@ func (rt *route) answered(from, next lane.Key, hint bool, e Event, a Authority, 
 // changes is 1 when that is news.
 func (rt *route) forwarded(from lane.Key, now time.Duration) (changes uint64, ok bool) {
 	p := &rt.fwd
-	if p.lane != from || (p.waiting == 0 && !p.proven) {
+	if p.lane != from || (p.waiting == 0 && !p.proven()) {
 		return 0, false
 	}
-	if !p.proven {
+	if !p.proven() {
 		changes = 1
 	}
 	p.prove(now)
@@ -296,7 +323,7 @@ func (rt *route) forwarded(from lane.Key, now time.Duration) (changes uint64, ok
 func (rt *route) tryForwarder(k lane.Key, now time.Duration, cfg *Config) (changes uint64) {
 	changes = rt.expireFwd(now, cfg)
 	if rt.fwd.lane != k {
-		rt.fwd = path{lane: k}
+		rt.fwd = offer(k)
 	}
 	if rt.fwd.waiting == 0 {
 		rt.fwd.waiting = now
@@ -334,11 +361,11 @@ func (p *path) answer(now time.Duration) {
 	p.heard = now
 }
 
-// prove is answer for a hint, a base or a forwarder, whose standing is
-// its proven flag.
+// prove is answer for a hint, a base or a forwarder: a page came back
+// from it the way its request went (EvAnswer, AuthChain).
 func (p *path) prove(now time.Duration) {
 	p.answer(now)
-	p.proven = true
+	p.stepCand(EvAnswer, AuthChain)
 }
 
 // probesDue reports whether any of rt's probes has been outstanding for
@@ -471,7 +498,7 @@ func (rt *route) expireProbes(now time.Duration, cfg *Config, clock *laneClock) 
 		}
 		p.fails++
 		p.waiting = 0
-		proven := p.proven
+		proven := p.proven()
 		if p == &rt.direct {
 			proven = rt.directProven()
 		}
@@ -480,7 +507,7 @@ func (rt *route) expireProbes(now time.Duration, cfg *Config, clock *laneClock) 
 			if p == &rt.direct {
 				rt.step(EvProbeLost, AuthTick)
 			} else {
-				p.proven = false
+				p.stepCand(EvProbeLost, AuthTick)
 			}
 			changes++
 		} else if !proven && int(p.fails) >= cfg.CandidateFailures {
@@ -491,6 +518,7 @@ func (rt *route) expireProbes(now time.Duration, cfg *Config, clock *laneClock) 
 			if p != &rt.direct {
 				// A hint that led nowhere: take no other for a while.
 				rt.hintHold = now + cfg.FailedHintHold
+				p.stepCand(EvProbeLost, AuthTick)
 			} else if rt.step(EvProbeLost, AuthTick) {
 				rt.direct = path{}
 			}
@@ -525,11 +553,12 @@ func (rt *route) expireFwd(now time.Duration, cfg *Config) (changes uint64) {
 	p.fails++
 	p.waiting = 0
 	switch {
-	case p.proven && int(p.fails) >= cfg.ProvenFailures:
-		p.proven, p.fails = false, 0
+	case p.proven() && int(p.fails) >= cfg.ProvenFailures:
+		p.stepCand(EvProbeLost, AuthTick)
+		p.fails = 0
 		return 1
-	case !p.proven && int(p.fails) >= cfg.CandidateFailures:
-		*p = path{}
+	case !p.proven() && int(p.fails) >= cfg.CandidateFailures:
+		p.stepCand(EvProbeLost, AuthTick)
 		rt.fwdBadUntil = now + cfg.BadLaneHold
 		return 1
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/urbit-relay/relay/lane"
 )
 
 // The rules of one route, tested alone: no Table, no lock, as tailscale
@@ -20,6 +22,7 @@ import (
 // row's To.
 
 var (
+	lane0   lane.Key
 	rtLane  = key("203.0.113.1:1") // the direct lane
 	rtChal  = key("203.0.113.2:2") // the challenger, or a new lane
 	rtStart = time.Hour
@@ -187,6 +190,15 @@ func TestWrongAuthorityTakesNoRow(t *testing.T) {
 			}
 		}
 	}
+	for _, row := range CandidateTransitions {
+		for a := AuthConfig; a <= AuthTick; a++ {
+			p := path{lane: rtChal, cand: row.From}
+			ok := p.stepCand(row.Event, a)
+			if (a == row.Auth) != ok {
+				t.Errorf("candidate %v --%v by %v (row says %v): taken %v", row.From, row.Event, a, row.Auth, ok)
+			}
+		}
+	}
 }
 
 // TestEventsRaisedWithTheirRowsAuthority: every rule that raises an event
@@ -216,7 +228,7 @@ func TestEventsRaisedWithTheirRowsAuthority(t *testing.T) {
 // states are assigned only inside the step functions (state.go's
 // contract), in every non-test file of the package.
 func TestStateWrittenOnlyByStep(t *testing.T) {
-	steppers := map[string]bool{"step": true, "stepNew": true, "stepChallenger": true, "clearChallenger": true}
+	steppers := map[string]bool{"step": true, "stepNew": true, "stepChallenger": true, "clearChallenger": true, "stepCand": true}
 	files, err := filepath.Glob("*.go")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no sources: %v", err)
@@ -241,11 +253,98 @@ func TestStateWrittenOnlyByStep(t *testing.T) {
 					return true
 				}
 				for _, lhs := range as.Lhs {
-					if sel, ok := lhs.(*ast.SelectorExpr); ok && (sel.Sel.Name == "state" || sel.Sel.Name == "chalState") {
+					if sel, ok := lhs.(*ast.SelectorExpr); ok && (sel.Sel.Name == "state" || sel.Sel.Name == "chalState" || sel.Sel.Name == "cand") {
 						t.Errorf("%s: %s assigns .%s outside the step functions", fset.Position(as.Pos()), fn.Name.Name, sel.Sel.Name)
 					}
 				}
 				return true
+			})
+		}
+	}
+}
+
+// The candidate roles: which path of a route a CandidateTransitions row
+// is raised on, through the rule that raises it there.
+const (
+	roleHint = iota
+	roleBase
+	roleFwd
+)
+
+var roleNames = [...]string{"hint", "base", "forwarder"}
+
+// candidateIn returns a route whose role path holds rtChal in state s
+// (CandidateNone: no lane), beside a fresh proven direct lane; for the
+// base, with a proven hint tighter than it.
+func candidateIn(role int, s CandidateState) (*route, *path) {
+	rt := directIn(StateProven)
+	p := []*path{&rt.hint, &rt.base, &rt.fwd}[role]
+	if role == roleBase {
+		rt.hint = path{lane: key("203.0.113.3:3"), cand: CandidateProven}
+	}
+	if s != CandidateNone {
+		*p = path{lane: rtChal, cand: s}
+	}
+	return rt, p
+}
+
+// raiseCandidate raises row.Event on role's path, in row.From, through
+// the rule that raises it; ok is false where the role has no such rule
+// (a base is never offered: it is a hint moved aside).
+func raiseCandidate(t *testing.T, role int, row Row[CandidateState]) (p *path, ok bool) {
+	cfg, clock := rulesCfg(), newLaneClock(64, 1)
+	rt, p := candidateIn(role, row.From)
+	now := rtStart + time.Second
+	switch row.Event {
+	case EvOffer:
+		switch role {
+		case roleHint:
+			// A page from a sponsor's lane (the table vouches for it:
+			// hint) names rtChal as the next-hop.
+			rt.answered(key("198.51.100.1:1"), rtChal, true, EvAnswer, AuthChain, now, cfg, clock)
+		case roleFwd:
+			rt.tryForwarder(rtChal, now, cfg)
+		default:
+			return p, false
+		}
+	case EvAnswer:
+		p.waiting = rtStart
+		if role == roleFwd {
+			rt.forwarded(rtChal, now)
+		} else {
+			rt.answered(rtChal, lane0, false, EvAnswer, AuthChain, now, cfg, clock)
+		}
+	case EvProbeLost:
+		p.waiting = rtStart
+		p.fails = uint8(cfg.CandidateFailures - 1)
+		if row.From == CandidateProven {
+			p.fails = uint8(cfg.ProvenFailures - 1)
+		}
+		if role == roleFwd {
+			rt.expireFwd(rtStart+cfg.ProbeTimeout, cfg)
+		} else {
+			rt.advance(rtStart+cfg.ProbeTimeout, cfg, clock)
+		}
+	default:
+		t.Fatalf("%v: no rule raises %v", row, row.Event)
+	}
+	return p, true
+}
+
+func TestCandidateTransitionRows(t *testing.T) {
+	for role, name := range roleNames {
+		for _, row := range CandidateTransitions {
+			t.Run(fmt.Sprintf("%s-%v-%v", name, row.From, row.Event), func(t *testing.T) {
+				p, ok := raiseCandidate(t, role, row)
+				if !ok {
+					t.Skipf("no %s is %v", name, row.Event)
+				}
+				if p.cand != row.To {
+					t.Fatalf("%s %v --%v--> %v, want %v (%s)", name, row.From, row.Event, p.cand, row.To, row.Rule)
+				}
+				if (row.To == CandidateNone) != !p.valid() {
+					t.Fatalf("%s in %v with lane %v", name, p.cand, p.lane)
+				}
 			})
 		}
 	}

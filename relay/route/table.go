@@ -65,10 +65,9 @@ import (
 // tighter one (urbit/urbit#2025).
 //
 // Who may steer the table (docs/reliability.md, "Who may say where a ship
-// is"). The direct lane's and the challenger's standing are the state
-// machines of state.go; the hint, the base and a sponsor's standing as a
-// forwarder are each a proven flag with a probe's time and a failure
-// count, judged below (answeredLocked, expireProbes, expireFwd):
+// is"). The standing of the direct lane, the challenger, the hint, the
+// base and a sponsor's lane as a forwarder are the state machines of
+// state.go, moved by the rules of one route (route.go):
 //
 //   - With Config.ConfiguredWins (a relay), configured lanes (SetStatic,
 //     SetRelays) win: a ship with one is routed there and nothing learned
