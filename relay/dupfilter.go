@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
-	"sync/atomic"
 	"time"
 
 	"github.com/urbit-relay/relay/lane"
@@ -263,7 +262,7 @@ func (d *dupFilter) add(fp uint64, tag uint32, now time.Duration) bool {
 }
 
 // amesAdmit admits a planned legacy forward (Relay.ames): every target
-// lane not trusted (trustedLanes) has n bytes in its amplification budget,
+// lane not trusted (trustedLane) has n bytes in its amplification budget,
 // and the packet was not forwarded within the duplicate window after
 // coming from another lane. It takes the bytes and records the packet,
 // or, refusing, takes nothing and counts why; probe marks the targets the
@@ -287,7 +286,7 @@ func (a *amesAdmit) admit() bool {
 	t := &a.plan.Targets
 	for i := 0; i < t.N; i++ {
 		a.probe[i] = false
-		if a.r.trusted.has(t.Lanes[i], a.r.link.key) {
+		if a.r.trustedLane(t.Lanes[i]) {
 			continue
 		}
 		ok, probe := a.r.amp.spend(t.Lanes[i], a.n, a.now)
@@ -313,40 +312,17 @@ func (a *amesAdmit) admit() bool {
 func (a *amesAdmit) refund(k int) {
 	t := &a.plan.Targets
 	for i := 0; i < k; i++ {
-		if !a.r.trusted.has(t.Lanes[i], a.r.link.key) {
+		if !a.r.trustedLane(t.Lanes[i]) {
 			a.r.amp.refund(t.Lanes[i], a.n, a.now)
 		}
 	}
 }
 
-// trustedLanes are the lanes the operator configured (galaxies, pinned
-// ships and the ship's own lane: Relay.SetLanes; relays: SetRelays).
-// Legacy forwards to them are not budgeted: no forged packet put them
-// there. Each set is replaced whole, never written in place.
-type trustedLanes struct {
-	static, relays atomic.Pointer[map[lane.Key]struct{}]
-}
-
-// store replaces the set p holds with the lanes of m.
-func (t *trustedLanes) store(p *atomic.Pointer[map[lane.Key]struct{}], m map[lane.Ship]lane.Key) {
-	set := make(map[lane.Key]struct{}, len(m))
-	for _, k := range m {
-		set[k] = struct{}{}
-	}
-	p.Store(&set)
-}
-
-// has reports whether k is a trusted lane, or ship, the ship's own.
-func (t *trustedLanes) has(k, ship lane.Key) bool {
-	if k == ship && ship.IsValid() {
-		return true
-	}
-	for _, p := range [...]*atomic.Pointer[map[lane.Key]struct{}]{&t.static, &t.relays} {
-		if m := p.Load(); m != nil {
-			if _, ok := (*m)[k]; ok {
-				return true
-			}
-		}
-	}
-	return false
+// trustedLane reports whether k is a lane the operator configured
+// (galaxies, pinned ships, relays: the route table owns them,
+// route.Table.Configured) or the fronted ship's own. Legacy forwards to
+// them are not budgeted: no forged packet put them there. It takes no
+// lock.
+func (r *Relay) trustedLane(k lane.Key) bool {
+	return (k == r.link.key && k.IsValid()) || r.routes.Configured(k)
 }

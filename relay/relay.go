@@ -79,7 +79,7 @@
 //     (LateAnswer);
 //   - a legacy forward, 6 to one learned lane, 8 to two: a duplicate-filter
 //     stripe (looped), the route table (PlanInto), each target's address
-//     and network stripes unless it is configured (trustedLanes), the
+//     and network stripes unless it is configured (trustedLane), the
 //     duplicate-filter stripe (add), the route table (Commit); 4 to
 //     configured lanes. A proven lane adds its proof stripe and its address
 //     stripe again; a probe, the proof stripe twice and the generator's;
@@ -204,7 +204,6 @@ type Relay struct {
 	pending  *pit.Table
 	amp      *ampTable  // nil when the budget is disabled
 	dups     *dupFilter // nil when the filter is disabled
-	trusted  trustedLanes
 	routes   *route.Table
 	pki      PageVerifier // nil: none
 	sigs     sigBudget    // the signature checks pageAuthority may make
@@ -248,6 +247,11 @@ func (c Config) validateOwn() error {
 		}
 		if !ap.IsValid() || ap.Port() == 0 {
 			return fmt.Errorf("relay: galaxy %s has an invalid lane %v", g, ap)
+		}
+	}
+	for s, ap := range c.Pinned {
+		if !ap.IsValid() || ap.Port() == 0 {
+			return fmt.Errorf("relay: pinned lane of %s is invalid: %v", s, ap)
 		}
 	}
 	return nil
@@ -309,11 +313,6 @@ func New(cfg Config) (*Relay, error) {
 		withheld = SeedWithheld
 	}
 	r.ourChain = withheld(r.sponsors.AppendChain(nil, cfg.Ship))
-	for s, ap := range cfg.Pinned {
-		if !ap.IsValid() || ap.Port() == 0 {
-			return nil, fmt.Errorf("relay: pinned lane of %s is invalid: %v", s, ap)
-		}
-	}
 	r.SetLanes(cfg.Galaxies, cfg.Pinned)
 	r.SetRelays(cfg.Relays)
 	for _, s := range cfg.Self {
@@ -336,7 +335,6 @@ func (r *Relay) SetLanes(galaxies, pinned map[lane.Ship]netip.AddrPort) {
 		m[r.ship] = r.link.key
 	}
 	r.routes.SetStatic(m)
-	r.trusted.store(&r.trusted.static, m)
 }
 
 // SetRelays replaces the configured relays (Config.Relays).
@@ -346,7 +344,6 @@ func (r *Relay) SetRelays(relays map[lane.Ship]netip.AddrPort) {
 		m[s] = lane.KeyOf(lane.Canon(ap))
 	}
 	r.routes.SetRelays(m)
-	r.trusted.store(&r.trusted.relays, m)
 }
 
 // AddSelf records another lane of this process (for example the public

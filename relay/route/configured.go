@@ -6,37 +6,57 @@ import (
 	"github.com/urbit-relay/relay/lane"
 )
 
+// configured is the operator's lanes, owned by the table: one immutable
+// snapshot, replaced whole (SetStatic, SetStaticLane, SetRelays) and never
+// written in place, so that Configured reads it without the table's lock.
+type configured struct {
+	static map[lane.Ship]lane.Key // galaxy (and operator-pinned) lanes
+	relays map[lane.Ship]lane.Key // configured relays: lanes known to forward
+	lanes  map[lane.Key]struct{}  // every lane of static and relays
+}
+
+// newConfigured returns the snapshot of static and relays, which it
+// keeps (the caller's copies): never nil maps.
+func newConfigured(static, relays map[lane.Ship]lane.Key) *configured {
+	if static == nil {
+		static = map[lane.Ship]lane.Key{}
+	}
+	if relays == nil {
+		relays = map[lane.Ship]lane.Key{}
+	}
+	c := &configured{static: static, relays: relays, lanes: make(map[lane.Key]struct{}, len(static)+len(relays))}
+	for _, m := range [...]map[lane.Ship]lane.Key{static, relays} {
+		for _, k := range m {
+			c.lanes[k] = struct{}{}
+		}
+	}
+	return c
+}
+
 // SetStatic replaces the operator-configured lanes (galaxies from --galaxy or
 // DNS, pinned ships). They are always considered known-good.
 func (r *Table) SetStatic(lanes map[lane.Ship]lane.Key) {
-	m := cloneLanes(lanes)
+	m := maps.Clone(lanes)
 	r.mu.Lock()
-	r.static = m
-	r.mu.Unlock()
-}
-
-// cloneLanes returns a copy of m that is never nil.
-func cloneLanes(m map[lane.Ship]lane.Key) map[lane.Ship]lane.Key {
-	if c := maps.Clone(m); c != nil {
-		return c
-	}
-	return map[lane.Ship]lane.Key{}
+	defer r.mu.Unlock()
+	r.conf.Store(newConfigured(m, r.conf.Load().relays))
 }
 
 // SetStaticLane sets or, with an invalid key, removes one configured lane.
 func (r *Table) SetStaticLane(s lane.Ship, k lane.Key) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !k.IsValid() {
-		delete(r.static, s)
+	cf := r.conf.Load()
+	if old, ok := cf.static[s]; ok == k.IsValid() && old == k {
 		return
 	}
-	if r.static[s] == k {
-		return
+	m := maps.Clone(cf.static)
+	if k.IsValid() {
+		m[s] = k
+	} else {
+		delete(m, s)
 	}
-	// In place: the map is read and written only under mu, and SetStatic
-	// copies what it is given, so no reference to it exists outside.
-	r.static[s] = k
+	r.conf.Store(newConfigured(m, cf.relays))
 }
 
 // SetRelays replaces the configured relays: ships whose lanes forward
@@ -44,10 +64,20 @@ func (r *Table) SetStaticLane(s lane.Ship, k lane.Key) {
 // trusts), known-good as sponsors from the start. A configured relay's lane
 // is also its lane for requests to the ship itself.
 func (r *Table) SetRelays(relays map[lane.Ship]lane.Key) {
-	m := cloneLanes(relays)
+	m := maps.Clone(relays)
 	r.mu.Lock()
-	r.relays = m
-	r.mu.Unlock()
+	defer r.mu.Unlock()
+	r.conf.Store(newConfigured(r.conf.Load().static, m))
+}
+
+// Configured reports whether k is a lane the operator configured (SetStatic,
+// SetStaticLane, SetRelays): the relay trusts such lanes (they learn no
+// ship's lane by claiming it, and the amplification budget does not count
+// them). It takes no lock and allocates nothing: the relay asks it of
+// datagrams.
+func (r *Table) Configured(k lane.Key) bool {
+	_, ok := r.conf.Load().lanes[k]
+	return ok
 }
 
 // configuredLocked reports whether s has a pinned lane (Pin), or an
@@ -60,10 +90,11 @@ func (r *Table) configuredLocked(s lane.Ship) bool {
 	if !r.cfg.ConfiguredWins {
 		return false
 	}
-	if _, ok := r.static[s]; ok {
+	cf := r.conf.Load()
+	if _, ok := cf.static[s]; ok {
 		return true
 	}
-	_, ok := r.relays[s]
+	_, ok := cf.relays[s]
 	return ok
 }
 
@@ -133,8 +164,9 @@ func (r *Table) AppendLanesOf(dst []lane.Key, ships []lane.Ship) []lane.Key {
 }
 
 func (r *Table) appendLanesOfLocked(dst []lane.Key, ships []lane.Ship) []lane.Key {
+	cf := r.conf.Load()
 	for _, s := range ships {
-		if k, ok := r.static[s]; ok {
+		if k, ok := cf.static[s]; ok {
 			dst = append(dst, k)
 		}
 		if k, ok := r.pinnedLocked(s); ok {

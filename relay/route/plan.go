@@ -163,13 +163,14 @@ func (r *Table) planLocked(p *Plan, q Query, now time.Duration) {
 	s := q.Rcvr
 	// A configured lane wins over anything learned (ConfiguredWins), or
 	// comes after the ship's learned lanes.
+	cf := r.conf.Load()
 	configured := func() {
-		if k, ok := r.static[s]; ok {
+		if k, ok := cf.static[s]; ok {
 			add(Candidate{Lane: k, Proven: true})
 			return
 		}
-		if len(r.relays) > 0 { // usually none: skip the lookup
-			if k, ok := r.relays[s]; ok {
+		if len(cf.relays) > 0 { // usually none: skip the lookup
+			if k, ok := cf.relays[s]; ok {
 				add(Candidate{Lane: k, Proven: true})
 			}
 		}
@@ -252,11 +253,12 @@ func (p *Plan) setTarget(c Candidate) {
 // beside the next looser route, and after CandidateFailures unanswered
 // tries it is left alone for BadLaneHold.
 func (r *Table) addSponsorLocked(sp lane.Ship, now time.Duration, add func(Candidate)) (c Candidate, held bool) {
-	if k, ok := r.relays[sp]; ok {
+	cf := r.conf.Load()
+	if k, ok := cf.relays[sp]; ok {
 		add(Candidate{Lane: k, Proven: true})
 		return c, false
 	}
-	k, static := r.static[sp]
+	k, static := cf.static[sp]
 	if !static {
 		k, static = r.pinnedLocked(sp) // the ship vouched for it: as if configured
 	}

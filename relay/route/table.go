@@ -115,10 +115,8 @@ type Table struct {
 
 	mu      sync.Mutex
 	table   *simplelru.LRU[lane.Ship, *route] // guarded by mu
-	static  map[lane.Ship]lane.Key            // guarded by mu; galaxy (and operator-pinned) lanes
 	free    []*route                          // guarded by mu; evicted routes for reuse
 	changes uint64                            // guarded by mu; route changes, for metrics
-	relays  map[lane.Ship]lane.Key            // guarded by mu; configured relays: lanes known to forward
 	pinned  map[lane.Ship]lane.Key            // guarded by mu; lanes the fronted ship vouches for (Pin)
 	// lanes maps a lane a ship was heard at (as its direct lane or its
 	// challenger) to that ship, for KeepAlive; at most lanesCap entries.
@@ -143,6 +141,11 @@ type Table struct {
 	// It is made at the first hold: most tables (an endpoint's) never
 	// need one.
 	held *laneClock // guarded by mu
+
+	// conf holds the operator's lanes (configured.go): an immutable
+	// snapshot, replaced under mu, read under mu by the table and without
+	// it by Configured.
+	conf atomic.Pointer[configured]
 
 	// cands and chain are planLocked's scratch, the candidates and the
 	// sponsorship chain of the plan being made: a local array passed to
@@ -178,14 +181,14 @@ func New(self lane.Ship, sponsors *lane.Sponsors, cfg Config) (*Table, error) {
 	} else if _, err := rand.Read(seeds[:]); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
-	r := &Table{self: self, sponsors: sponsors, cfg: cfg, static: map[lane.Ship]lane.Key{},
-		relays: map[lane.Ship]lane.Key{}, pinned: map[lane.Ship]lane.Key{},
+	r := &Table{self: self, sponsors: sponsors, cfg: cfg, pinned: map[lane.Ship]lane.Key{},
 		clock:   newLaneClock(cfg.LaneClockSlots, binary.LittleEndian.Uint64(seeds[:8])),
 		srcSeed: binary.LittleEndian.Uint64(seeds[8:])}
 	if cfg.SourceDivisor > 0 {
 		r.srcCap = uint32(max(1, cfg.MaxRoutes/cfg.SourceDivisor))
 		r.srcCount = make([]uint32, cfg.SourceSlots)
 	}
+	r.conf.Store(newConfigured(nil, nil))
 	r.selfKeys.Store(&[]lane.Key{})
 	r.selfPorts.Store(&[]uint16{})
 	t, err := simplelru.NewLRU[lane.Ship, *route](cfg.MaxRoutes, func(s lane.Ship, v *route) {
@@ -653,6 +656,7 @@ func (r *Table) onRouteLocked(s lane.Ship, rt *route, from lane.Key, now time.Du
 	if !from.IsValid() {
 		return false
 	}
+	cf := r.conf.Load()
 	var chainBuf [8]lane.Ship
 	for _, sp := range r.sponsors.AppendChain(chainBuf[:0], s) {
 		if sp == s {
@@ -661,10 +665,10 @@ func (r *Table) onRouteLocked(s lane.Ship, rt *route, from lane.Key, now time.Du
 		if sp == r.self {
 			break
 		}
-		if k, ok := r.static[sp]; ok && k == from {
+		if k, ok := cf.static[sp]; ok && k == from {
 			return true
 		}
-		if k, ok := r.relays[sp]; ok && k == from {
+		if k, ok := cf.relays[sp]; ok && k == from {
 			return true
 		}
 		if k, ok := r.pinnedLocked(sp); ok && k == from {
@@ -687,10 +691,11 @@ func (r *Table) ownLaneLocked(s lane.Ship, rt *route, from lane.Key) bool {
 	if rt != nil && (from == rt.direct.lane || from == rt.hint.lane || from == rt.base.lane) {
 		return true
 	}
-	if k, ok := r.static[s]; ok && k == from {
+	cf := r.conf.Load()
+	if k, ok := cf.static[s]; ok && k == from {
 		return true
 	}
-	if k, ok := r.relays[s]; ok && k == from {
+	if k, ok := cf.relays[s]; ok && k == from {
 		return true
 	}
 	k, ok := r.pinnedLocked(s)
