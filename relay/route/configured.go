@@ -3,6 +3,8 @@ package route
 import (
 	"maps"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+
 	"github.com/urbit-relay/relay/lane"
 )
 
@@ -98,31 +100,68 @@ func (r *Table) configuredLocked(s lane.Ship) bool {
 	return ok
 }
 
+// pin is where the fronted ship placed a ship (Pin), and the lane that
+// placement replaced, for RevertPin (invalid: none).
+type pin struct {
+	lane, prev lane.Key
+}
+
 // Pin routes s to lane k alone until Unpin: the fronted ship vouched for
-// k (relay/vouch.go decides when, and owns the pins). Whatever was learned
-// about s is dropped, and nothing learned from the wire about s is kept
-// while the pin holds (as for a configured lane, which still wins). An
-// invalid lane or one of this process is ignored.
+// k (relay/vouch.go decides when, from its evidence; the table owns the
+// placement). Whatever was learned about s is dropped, and nothing
+// learned from the wire about s is kept while the pin holds (as for a
+// configured lane, which still wins). The lane it replaces is kept for
+// RevertPin. An invalid lane or one of this process is ignored. Past
+// MaxPins ships the least recently pinned is unpinned.
 func (r *Table) Pin(s lane.Ship, k lane.Key) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !k.IsValid() || r.IsSelf(k) || r.pinned[s] == k {
+	if !k.IsValid() || r.IsSelf(k) {
+		return
+	}
+	if r.pins == nil {
+		r.pins, _ = simplelru.NewLRU[lane.Ship, pin](MaxPins, nil)
+	}
+	p, _ := r.pins.Peek(s)
+	if p.lane == k {
 		return
 	}
 	r.changes++
-	r.pinned[s] = k
+	r.pins.Add(s, pin{lane: k, prev: p.lane})
 	r.table.Remove(s)
+}
+
+// RevertPin puts s's pin back on the lane its last Pin replaced (the
+// fronted ship's ack turned out to vouch for two lanes at once), or
+// unpins s when that pin replaced none. Nothing changes when s is not
+// pinned or is back there already.
+func (r *Table) RevertPin(s lane.Ship) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pins == nil {
+		return
+	}
+	p, ok := r.pins.Peek(s)
+	switch {
+	case !ok || p.lane == p.prev:
+	case !p.prev.IsValid():
+		r.pins.Remove(s)
+	default:
+		r.changes++
+		r.pins.Add(s, pin{lane: p.prev, prev: p.prev})
+		r.table.Remove(s)
+	}
 }
 
 // pinnedLocked returns s's pinned lane (Pin). Most relays pin nothing
 // (only a fronting relay does), so an empty table is not hashed into:
 // this is on every request's and page's path.
 func (r *Table) pinnedLocked(s lane.Ship) (lane.Key, bool) {
-	if len(r.pinned) == 0 {
+	if r.pins == nil || r.pins.Len() == 0 {
 		return lane.Key{}, false
 	}
-	k, ok := r.pinned[s]
-	return k, ok
+	p, ok := r.pins.Peek(s)
+	return p.lane, ok
 }
 
 // PinnedLane returns s's pinned lane (Pin), if any.
@@ -151,7 +190,9 @@ func (r *Table) Placed(s lane.Ship) (lane.Key, bool) {
 func (r *Table) Unpin(s lane.Ship) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.pinned, s)
+	if r.pins != nil {
+		r.pins.Remove(s)
+	}
 }
 
 // AppendLanesOf appends to dst the known lanes of ships: each one's static

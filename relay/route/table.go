@@ -117,7 +117,10 @@ type Table struct {
 	table   *simplelru.LRU[lane.Ship, *route] // guarded by mu
 	free    []*route                          // guarded by mu; evicted routes for reuse
 	changes uint64                            // guarded by mu; route changes, for metrics
-	pinned  map[lane.Ship]lane.Key            // guarded by mu; lanes the fronted ship vouches for (Pin)
+	// pins are the lanes the fronted ship vouched for (Pin), each with
+	// the lane it replaced (RevertPin); made at the first Pin (most
+	// tables pin nothing), at most MaxPins.
+	pins *simplelru.LRU[lane.Ship, pin] // guarded by mu
 	// lanes maps a lane a ship was heard at (as its direct lane or its
 	// challenger) to that ship, for KeepAlive; at most lanesCap entries.
 	// Keyed by the lane clock's seeded 64-bit hash of the lane (a
@@ -181,7 +184,7 @@ func New(self lane.Ship, sponsors *lane.Sponsors, cfg Config) (*Table, error) {
 	} else if _, err := rand.Read(seeds[:]); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
-	r := &Table{self: self, sponsors: sponsors, cfg: cfg, pinned: map[lane.Ship]lane.Key{},
+	r := &Table{self: self, sponsors: sponsors, cfg: cfg,
 		clock:   newLaneClock(cfg.LaneClockSlots, binary.LittleEndian.Uint64(seeds[:8])),
 		srcSeed: binary.LittleEndian.Uint64(seeds[8:])}
 	if cfg.SourceDivisor > 0 {
