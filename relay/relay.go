@@ -97,10 +97,11 @@
 //     socket: a pending shard (Take), the route table (AppendLanesOf),
 //     then vouching as here.
 //
-// The vouch table and the route table both hold the pins (vouch.go decides
-// under its lock, Pin applies after): the two agree only because one
-// goroutine decides the ship's datagrams (the device's reader; at a lane,
-// the reader the ship's flow reaches), which nothing checks.
+// The route table alone holds the pins (Pin, RevertPin, with the lane each
+// replaced); the vouch table holds only the evidence (pings, acks). A
+// vouch decides under the vouch table's lock and applies its route
+// operation after releasing it, so two readers vouching at once apply two
+// operations in some order, with no second copy to disagree.
 //
 // The core holds only soft state: a restart loses pending entries and learned
 // lanes, never correctness. Relay.Handle is safe for concurrent use, each

@@ -3,8 +3,6 @@ package route
 import (
 	"maps"
 
-	"github.com/hashicorp/golang-lru/v2/simplelru"
-
 	"github.com/urbit-relay/relay/lane"
 )
 
@@ -18,14 +16,8 @@ type configured struct {
 }
 
 // newConfigured returns the snapshot of static and relays, which it
-// keeps (the caller's copies): never nil maps.
+// keeps (the caller's copies, never written again; either may be nil).
 func newConfigured(static, relays map[lane.Ship]lane.Key) *configured {
-	if static == nil {
-		static = map[lane.Ship]lane.Key{}
-	}
-	if relays == nil {
-		relays = map[lane.Ship]lane.Key{}
-	}
 	c := &configured{static: static, relays: relays, lanes: make(map[lane.Key]struct{}, len(static)+len(relays))}
 	for _, m := range [...]map[lane.Ship]lane.Key{static, relays} {
 		for _, k := range m {
@@ -52,7 +44,8 @@ func (r *Table) SetStaticLane(s lane.Ship, k lane.Key) {
 	if old, ok := cf.static[s]; ok == k.IsValid() && old == k {
 		return
 	}
-	m := maps.Clone(cf.static)
+	m := make(map[lane.Ship]lane.Key, len(cf.static)+1)
+	maps.Copy(m, cf.static)
 	if k.IsValid() {
 		m[s] = k
 	} else {
@@ -119,9 +112,6 @@ func (r *Table) Pin(s lane.Ship, k lane.Key) {
 	if !k.IsValid() || r.IsSelf(k) {
 		return
 	}
-	if r.pins == nil {
-		r.pins, _ = simplelru.NewLRU[lane.Ship, pin](MaxPins, nil)
-	}
 	p, _ := r.pins.Peek(s)
 	if p.lane == k {
 		return
@@ -138,9 +128,6 @@ func (r *Table) Pin(s lane.Ship, k lane.Key) {
 func (r *Table) RevertPin(s lane.Ship) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.pins == nil {
-		return
-	}
 	p, ok := r.pins.Peek(s)
 	switch {
 	case !ok || p.lane == p.prev:
@@ -157,7 +144,7 @@ func (r *Table) RevertPin(s lane.Ship) {
 // (only a fronting relay does), so an empty table is not hashed into:
 // this is on every request's and page's path.
 func (r *Table) pinnedLocked(s lane.Ship) (lane.Key, bool) {
-	if r.pins == nil || r.pins.Len() == 0 {
+	if r.pins.Len() == 0 {
 		return lane.Key{}, false
 	}
 	p, ok := r.pins.Peek(s)
@@ -190,9 +177,7 @@ func (r *Table) Placed(s lane.Ship) (lane.Key, bool) {
 func (r *Table) Unpin(s lane.Ship) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.pins != nil {
-		r.pins.Remove(s)
-	}
+	r.pins.Remove(s)
 }
 
 // AppendLanesOf appends to dst the known lanes of ships: each one's static

@@ -135,11 +135,8 @@ func (rt *route) step(e Event, a Authority) bool {
 // stepNew starts rt's direct lane, just replaced, from StateUnknown on e
 // raised by a (replacing the lane is not a row: state.go).
 func (rt *route) stepNew(e Event, a Authority) {
-	to, ok := next(StateUnknown, e, a)
-	if !ok {
-		to = StateUnknown
-	}
-	rt.state = to
+	rt.state = StateUnknown
+	rt.step(e, a)
 }
 
 // replaceDirect makes k rt's direct lane, from StateUnknown on e raised

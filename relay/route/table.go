@@ -75,7 +75,8 @@ import (
 //     where a route starts, and routes tighten past it.
 //   - A pinned lane (Pin: the fronted ship vouched for it) is next: the
 //     ship is routed there alone, and nothing learned from the wire about
-//     it is kept, until Unpin. The caller owns the pins (relay/vouch.go).
+//     it is kept, until Unpin. The table owns the pins (with the lane each
+//     replaced: RevertPin); relay/vouch.go decides them from its evidence.
 //   - A lane is learned only from a datagram that is acted on (a poke or
 //     legacy packet sent on or handed to the fronted ship, a page that
 //     matched a pending request) or from a late copy of a page from a lane
@@ -118,8 +119,7 @@ type Table struct {
 	free    []*route                          // guarded by mu; evicted routes for reuse
 	changes uint64                            // guarded by mu; route changes, for metrics
 	// pins are the lanes the fronted ship vouched for (Pin), each with
-	// the lane it replaced (RevertPin); made at the first Pin (most
-	// tables pin nothing), at most MaxPins.
+	// the lane it replaced (RevertPin), at most MaxPins.
 	pins *simplelru.LRU[lane.Ship, pin] // guarded by mu
 	// lanes maps a lane a ship was heard at (as its direct lane or its
 	// challenger) to that ship, for KeepAlive; at most lanesCap entries.
@@ -192,6 +192,7 @@ func New(self lane.Ship, sponsors *lane.Sponsors, cfg Config) (*Table, error) {
 		r.srcCount = make([]uint32, cfg.SourceSlots)
 	}
 	r.conf.Store(newConfigured(nil, nil))
+	r.pins, _ = simplelru.NewLRU[lane.Ship, pin](MaxPins, nil)
 	r.selfKeys.Store(&[]lane.Key{})
 	r.selfPorts.Store(&[]uint16{})
 	t, err := simplelru.NewLRU[lane.Ship, *route](cfg.MaxRoutes, func(s lane.Ship, v *route) {
