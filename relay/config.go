@@ -63,13 +63,22 @@ type Config struct {
 	// that next-hops and origins may name and the ship may send to: an
 	// operator's LAN, or loopback in tests. Nil: the public internet only.
 	HintNets []netip.Prefix
-	// Fraternize sets the next-hop on pages to our own sponsors too,
-	// disabling the seed's rule (a strategy switch for the simulator).
-	Fraternize bool
+	// Withheld returns, from the fronted ship's sponsorship chain (the
+	// ship first), the sponsors that are never given a forwarder's lane
+	// as a next-hop (bareFor: their pages go without one; the publisher's
+	// own lane they are given, as anyone is). Read once, in New. Nil is
+	// the seed's rule, SeedWithheld; the simulator passes its own to
+	// compare strategies.
+	Withheld func(chain []lane.Ship) []lane.Ship
 	// PKI checks publishers' signatures on pages (a *pki.Verifier, from
 	// --pki); nil: no page counts as signed (pagesig.go).
 	PKI PageVerifier
 }
+
+// SeedWithheld is the seed's rule for Config.Withheld: every sponsor up
+// the fronted ship's chain (chain[1:]) gets no next-hop from us, so that
+// no sponsor fraternizes past its sponsee.
+func SeedWithheld(chain []lane.Ship) []lane.Ship { return chain[1:] }
 
 // AmpConfig bounds amplification: relay/amp's Config, named here while
 // callers move (docs/layout.md section 3).
@@ -137,6 +146,11 @@ func (c Config) validateOwn() error {
 			return fmt.Errorf("relay: galaxy %s has an invalid lane %v", g, ap)
 		}
 	}
+	for s, ap := range c.Pinned {
+		if !ap.IsValid() || ap.Port() == 0 {
+			return fmt.Errorf("relay: pinned lane of %s is invalid: %v", s, ap)
+		}
+	}
 	return nil
 }
 
@@ -188,15 +202,11 @@ func New(cfg Config) (*Relay, error) {
 	}
 	r.sigs.seed = lane.Mix64(seed ^ 0x9e3779b97f4a7c15)
 	r.link.init(cfg.ShipLane, cfg.Front, cfg.PublicLane)
-	chain := r.sponsors.AppendChain(nil, cfg.Ship)
-	if !cfg.Fraternize {
-		r.ourChain = chain[1:]
+	withheld := cfg.Withheld
+	if withheld == nil {
+		withheld = SeedWithheld
 	}
-	for s, ap := range cfg.Pinned {
-		if !ap.IsValid() || ap.Port() == 0 {
-			return nil, fmt.Errorf("relay: pinned lane of %s is invalid: %v", s, ap)
-		}
-	}
+	r.ourChain = withheld(r.sponsors.AppendChain(nil, cfg.Ship))
 	r.SetLanes(cfg.Galaxies, cfg.Pinned)
 	r.SetRelays(cfg.Relays)
 	for _, s := range cfg.Self {
@@ -219,7 +229,6 @@ func (r *Relay) SetLanes(galaxies, pinned map[lane.Ship]netip.AddrPort) {
 		m[r.ship] = r.link.key
 	}
 	r.routes.SetStatic(m)
-	r.trusted.store(&r.trusted.static, m)
 }
 
 // SetRelays replaces the configured relays (Config.Relays).
@@ -229,7 +238,6 @@ func (r *Relay) SetRelays(relays map[lane.Ship]netip.AddrPort) {
 		m[s] = lane.KeyOf(lane.Canon(ap))
 	}
 	r.routes.SetRelays(m)
-	r.trusted.store(&r.trusted.relays, m)
 }
 
 // AddSelf records another lane of this process (for example the public

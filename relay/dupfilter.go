@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/bits"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/urbit-relay/relay/lane"
@@ -309,36 +308,13 @@ func (d *dupFilter) undo(u *dupUndo) {
 	*u = dupUndo{}
 }
 
-// trustedLanes are the lanes the operator configured (galaxies, pinned
-// ships and the ship's own lane: Relay.SetLanes; relays: SetRelays).
-// Legacy forwards to them are not budgeted: no forged packet put them
-// there. Each set is replaced whole, never written in place.
-type trustedLanes struct {
-	static, relays atomic.Pointer[map[lane.Key]struct{}]
-}
-
-// store replaces the set p holds with the lanes of m.
-func (t *trustedLanes) store(p *atomic.Pointer[map[lane.Key]struct{}], m map[lane.Ship]lane.Key) {
-	set := make(map[lane.Key]struct{}, len(m))
-	for _, k := range m {
-		set[k] = struct{}{}
-	}
-	p.Store(&set)
-}
-
-// has reports whether k is a trusted lane, or ship, the ship's own.
-func (t *trustedLanes) has(k, ship lane.Key) bool {
-	if k == ship && ship.IsValid() {
-		return true
-	}
-	for _, p := range [...]*atomic.Pointer[map[lane.Key]struct{}]{&t.static, &t.relays} {
-		if m := p.Load(); m != nil {
-			if _, ok := (*m)[k]; ok {
-				return true
-			}
-		}
-	}
-	return false
+// trustedLane reports whether k is a lane the operator configured
+// (galaxies, pinned ships, relays: the route table owns them,
+// route.Table.Configured) or the fronted ship's own. Legacy forwards to
+// them are not budgeted: no forged packet put them there. It takes no
+// lock.
+func (r *Relay) trustedLane(k lane.Key) bool {
+	return (k == r.link.key && k.IsValid()) || r.routes.Configured(k)
 }
 
 // lockStripe is the lock of one stripe of slots, padded so that

@@ -81,7 +81,7 @@ func (r *Relay) amesPrecheck(f *fwd, a *scry.AmesPacket, out *Reader) bool {
 
 // amesAdmit admits a planned legacy forward, recorded by the duplicate
 // filter already (amesPrecheck): every target lane not trusted
-// (trustedLanes) has f.n bytes in its amplification budget. It takes the
+// (trustedLane) has f.n bytes in its amplification budget. It takes the
 // bytes, or, refusing, takes nothing, undoes the record and counts why. The targets the budget asked to
 // probe are probed, sent or not; each lock is taken alone.
 func (r *Relay) amesAdmit(f *fwd, plan *route.Plan, out *Reader) bool {
@@ -100,7 +100,7 @@ func (r *Relay) amesAdmit(f *fwd, plan *route.Plan, out *Reader) bool {
 // probe marks the targets the budget wants probed.
 func (r *Relay) amesTake(f *fwd, t *route.Targets, probe *[route.MaxTargets]bool, out *Reader) bool {
 	for i := 0; i < t.N; i++ {
-		if r.trusted.has(t.Lanes[i], r.link.key) {
+		if r.trustedLane(t.Lanes[i]) {
 			continue
 		}
 		ok, p := r.amp.Spend(t.Lanes[i], f.n, f.now)
@@ -120,7 +120,7 @@ func (r *Relay) amesTake(f *fwd, t *route.Targets, probe *[route.MaxTargets]bool
 // amesRefund gives back what amesTake took from the first k targets.
 func (r *Relay) amesRefund(f *fwd, t *route.Targets, k int) {
 	for i := 0; i < k; i++ {
-		if !r.trusted.has(t.Lanes[i], r.link.key) {
+		if !r.trustedLane(t.Lanes[i]) {
 			r.amp.Refund(t.Lanes[i], f.n, f.now)
 		}
 	}

@@ -89,7 +89,7 @@
 //   - a legacy forward, 5 to one learned lane: a duplicate-filter stripe
 //     (record, which checks the packet and records it at once), the route
 //     table (PlanInto), each target's address and network stripes unless
-//     it is configured (trustedLanes), the route table (Commit); 3 to
+//     it is configured (trustedLane), the route table (Commit); 3 to
 //     configured lanes; a duplicate dropped, 1; one not sent after all (no
 //     route, or refused by the budget), the duplicate-filter stripe again
 //     (undo). A lane whose
@@ -111,10 +111,11 @@
 //     socket: a pending shard (TakeHeld), the route table (AppendLanesOf),
 //     then vouching as here.
 //
-// The vouch table and the route table both hold the pins (vouch.go decides
-// under its lock, Pin applies after): the two agree only because one
-// goroutine decides the ship's datagrams (the device's reader; at a lane,
-// the reader the ship's flow reaches), which nothing checks.
+// The route table alone holds the pins (Pin, RevertPin, with the lane each
+// replaced); the vouch table holds only the evidence (pings, acks). A
+// vouch decides under the vouch table's lock and applies its route
+// operation after releasing it, so two readers vouching at once apply two
+// operations in some order, with no second copy to disagree.
 //
 // The core holds only soft state: a restart loses pending entries and learned
 // lanes, never correctness. Relay.Handle is safe for concurrent use, each
@@ -148,7 +149,6 @@ type Relay struct {
 	pending  *pit.Table
 	amp      *amp.Budget // nil when the budget is disabled
 	dups     *dupFilter  // nil when the filter is disabled
-	trusted  trustedLanes
 	routes   *route.Table
 	pki      PageVerifier // nil: none
 	sigs     sigBudget    // the signature checks pageAuthority may make

@@ -513,32 +513,59 @@ func TestStrategySwitches(t *testing.T) {
 		f.handle(peek(t, pub, "1", 0), alice)
 		f.handle(page(t, pub, "1", 1, tight), publisher2)
 	}
-	// The simulator's switches (route.Table.Simulate), no part of Config.
-	single := newFixture(t, nil)
-	single.r.Routes().Simulate(route.SimOptions{SingleRoute: true})
+	// The simulator's strategies are route rubrics (route.Config.Rubric)
+	// and a Withheld rule; these are test doubles of cmd/simnet's.
+	single := newFixture(t, func(c *relay.Config) { c.Routes.Rubric = singleRoute{route.Design{}} })
 	setup(single)
 	if got := sendsTo(single.handle(peek(t, pub, "2", 0), alice)); len(got) != 1 || got[0] != tight {
 		t.Errorf("SingleRoute sent to %v, want only the tightest candidate %v", got, tight)
 	}
-	noHints := newFixture(t, nil)
-	noHints.r.Routes().Simulate(route.SimOptions{NoHints: true})
+	noHints := newFixture(t, func(c *relay.Config) { c.Routes.Rubric = noHintsRubric{route.Design{}} })
 	setup(noHints)
 	if got := sendsTo(noHints.handle(peek(t, pub, "2", 0), alice)); len(got) != 1 || got[0] != publisher2 {
 		t.Errorf("NoHints sent to %v, want only %v", got, publisher2)
 	}
-	galaxyOnly := newFixture(t, func(c *relay.Config) { c.Galaxies[ship(t, "~pur")] = necLane })
-	galaxyOnly.r.Routes().Simulate(route.SimOptions{GalaxyOnly: true})
+	galaxyOnly := newFixture(t, func(c *relay.Config) {
+		c.Galaxies[ship(t, "~pur")] = necLane
+		c.Routes.Rubric = galaxyOnlyRubric{route.Design{}}
+	})
 	galaxyOnly.handle(poke(t, "~talpur", "~zod", "ping"), publisher2)
 	if got := sendsTo(galaxyOnly.handle(peek(t, pub, "1", 0), alice)); len(got) != 1 || got[0] != necLane {
 		t.Errorf("GalaxyOnly sent to %v, want the galaxy's lane %v", got, necLane)
 	}
-	frat := newFixture(t, func(c *relay.Config) { c.Fraternize = true })
+	frat := newFixture(t, func(c *relay.Config) { c.Withheld = func([]lane.Ship) []lane.Ship { return nil } })
 	frat.handle(peek(t, "~nec", "a", 1), zodLane)
 	b := oneSend(t, frat.handle(page(t, "~nec", "a", 0, netip.AddrPort{}), necLane), zodLane)
 	fp := parse(t, b)
 	if next, ok := fp.NextHopAddr(); !ok || next != necLane {
-		t.Errorf("Fraternize: page to our sponsor has next-hop %v %v", next, ok)
+		t.Errorf("Withheld none: page to our sponsor has next-hop %v %v", next, ok)
 	}
+}
+
+// singleRoute, noHintsRubric and galaxyOnlyRubric are test doubles of the
+// simulator's strategies (cmd/simnet/internal/sim/strategy.go).
+type singleRoute struct{ route.Design }
+
+func (singleRoute) Choose(cands []route.Candidate, _ route.Candidate) (to [route.MaxTargets]route.Candidate, n int) {
+	to[0] = cands[0]
+	return to, 1
+}
+
+type noHintsRubric struct{ route.Design }
+
+func (noHintsRubric) TakesHints() bool { return false }
+
+type galaxyOnlyRubric struct{ route.Design }
+
+func (g galaxyOnlyRubric) Sponsors(dst []lane.Ship, sp *lane.Sponsors, s, self lane.Ship) []lane.Ship {
+	chain := g.Design.Sponsors(dst, sp, s, self)
+	out := chain[:0]
+	for _, c := range chain {
+		if c == s || c == self || c.Class() == lane.Galaxy {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func TestOneSourceCannotFillThePendingTable(t *testing.T) {

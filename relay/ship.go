@@ -202,14 +202,14 @@ func (r *Relay) handToShip(b []byte, k Kind, from netip.AddrPort, fromKey lane.K
 // mayLearn reports whether s's lane may be learned from a datagram heard
 // from lane from that names s as its sender: not when the ship is reached
 // through a device and speaks for s (its word alone places s: vouch.go),
-// and never at a lane configured as another's (trustedLanes: a galaxy's,
+// and never at a lane configured as another's (trustedLane: a galaxy's,
 // a pinned ship's, a relay's, the ship's own). A configured lane is its
 // ship's, and a relay's lane is many ships' way but none's place: a packet
 // from it naming another sender is forged or forwarded, and a relay that
 // took it for the sender's lane would forward that sender's traffic to the
 // other relay, which may send it back (a learned loop).
 func (r *Relay) mayLearn(s lane.Ship, from lane.Key) bool {
-	return (!r.link.device || !r.speaksFor(s)) && !r.trusted.has(from, r.link.key)
+	return (!r.link.device || !r.speaksFor(s)) && !r.trustedLane(from)
 }
 
 // HandleFromShip decides datagram b, which the fronted ship's process sent

@@ -66,14 +66,17 @@ import (
 // pings (the ship's legacy ack goes where the relay routes it). Rule (b)
 // does not apply: the ship's forwards come to the relay, which routes them.
 
-// vouchTable holds the fronted ship's word (with a ship behind): the pings
-// handed to it and the lanes it vouched for. Its methods decide under mu
-// and return what to pin; the caller applies it to the route table after
-// (no lock is held while another is taken).
+// vouchTable holds the evidence of the fronted ship's word (with a ship
+// behind): the pings handed to it and each sponsee's last acks. Where a
+// sponsee is placed is the route table's (route.Table.Pin, RevertPin): one
+// owner. Its methods decide under mu and return what to pin; the caller
+// applies it to the route table after (no lock is held while another is
+// taken), so two readers vouching at once apply two route operations in
+// some order, and no two copies of a pin can disagree.
 type vouchTable struct {
-	mu    sync.Mutex
-	pings [PingTableSlots]pingSlot          // guarded by mu; by hash of the lane a ping came from
-	pins  *simplelru.LRU[lane.Ship, *vouch] // guarded by mu; at most VouchMaxShips
+	mu      sync.Mutex
+	pings   [PingTableSlots]pingSlot          // guarded by mu; by hash of the lane a ping came from
+	vouches *simplelru.LRU[lane.Ship, *vouch] // guarded by mu; at most VouchMaxShips
 }
 
 // pingSlot is the last ping handed to the ship from lane from.
@@ -89,10 +92,9 @@ type pingSlot struct {
 // is matched by its receiver, not by a name.
 const legacyPing = 0
 
-// vouch is one sponsee's pin and the last ack that set it.
+// vouch is the evidence for one sponsee: the last ack that vouched for it
+// and the names of the last acks.
 type vouch struct {
-	lane    lane.Key // the pinned lane
-	prev    lane.Key // the lane pinned before the last move (invalid: none)
 	acks    bool     // ackLane, ackName and ackAt are set
 	ackLane lane.Key // where the last ack went (invalid: its burst was contested)
 	ackName uint64   // its name key
@@ -120,19 +122,21 @@ func (v *vouch) keepName(name uint64) {
 	v.nameAt = (v.nameAt + 1) % VouchAckNames
 }
 
-// pinChange is what a vouch decided for the route table: pin Ship to Lane
-// (or, with an invalid Lane, unpin it), and unpin Evicted when valid.
+// pinChange is what a vouch decided for the route table: pin ship to lane
+// (or, with an invalid lane, unpin it), or revert its pin to the lane its
+// last pin replaced, and unpin evicted when evict.
 type pinChange struct {
 	ship    lane.Ship
 	lane    lane.Key
 	set     bool // there is a change for ship
+	revert  bool // the change is RevertPin
 	evicted lane.Ship
 	evict   bool
 }
 
 func newVouchTable() *vouchTable {
 	t := &vouchTable{}
-	t.pins, _ = simplelru.NewLRU[lane.Ship, *vouch](VouchMaxShips, nil)
+	t.vouches, _ = simplelru.NewLRU[lane.Ship, *vouch](VouchMaxShips, nil)
 	return t
 }
 
@@ -191,14 +195,16 @@ func (t *vouchTable) ackOfLocked(to lane.Key, name uint64, rcvr lane.Ship, now t
 // was of the same name, to another lane, within PingAnswerWindow, and
 // this ack's ping reached the ship before the last ack left it (both
 // pings were waiting for one answer); a ping handed over after an ack is a
-// new one, answered by an ack of its own. It returns the pin to apply.
-func (t *vouchTable) acked(s lane.Ship, to lane.Key, name uint64, rcvr lane.Ship, now time.Duration) (ok, contested bool, ch pinChange) {
+// new one, answered by an ack of its own. pinned is s's pinned lane as the
+// route table had it before the call (invalid: none). It returns the pin
+// to apply.
+func (t *vouchTable) acked(s lane.Ship, to lane.Key, name uint64, rcvr lane.Ship, pinned lane.Key, now time.Duration) (ok, contested bool, ch pinChange) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if got, ok := t.ackOfLocked(to, name, rcvr, now); !ok || got != s {
 		return false, false, ch
 	}
-	v, has := t.pins.Get(s)
+	v, has := t.vouches.Get(s)
 	if has && v.acks && v.ackName == name && now-v.ackAt <= PingAnswerWindow && v.ackLane != to &&
 		t.pings[pingSlotOf(to)].at < v.ackAt {
 		// One ack, two lanes: the ship does not say which is s's. An
@@ -207,13 +213,10 @@ func (t *vouchTable) acked(s lane.Ship, to lane.Key, name uint64, rcvr lane.Ship
 			t.pings[pingSlotOf(v.ackLane)].acked = false
 		}
 		v.ackLane = lane.Key{}
-		if v.lane != v.prev {
-			v.lane = v.prev
-			ch = pinChange{ship: s, lane: v.prev, set: true}
-		}
+		ch = pinChange{ship: s, set: true, revert: true}
 		return true, true, ch
 	}
-	if has && to != v.lane && v.ackedBefore(name) {
+	if has && to != pinned && v.ackedBefore(name) {
 		// A dupe ack (a replayed or re-sent message): not a new ping's.
 		return true, true, ch
 	}
@@ -223,7 +226,7 @@ func (t *vouchTable) acked(s lane.Ship, to lane.Key, name uint64, rcvr lane.Ship
 	t.pings[pingSlotOf(to)].acked = true
 	v.acks, v.ackLane, v.ackName, v.ackAt = true, to, name, now
 	v.keepName(name)
-	ch.move(v, s, to)
+	ch.move(s, to)
 	return true, false, ch
 }
 
@@ -231,20 +234,17 @@ func (t *vouchTable) acked(s lane.Ship, to lane.Key, name uint64, rcvr lane.Ship
 // change evicting the oldest when the table is full.
 func (t *vouchTable) addLocked(s lane.Ship) (*vouch, pinChange) {
 	var ch pinChange
-	if t.pins.Len() >= VouchMaxShips {
-		ch.evicted, _, ch.evict = t.pins.GetOldest()
+	if t.vouches.Len() >= VouchMaxShips {
+		ch.evicted, _, ch.evict = t.vouches.GetOldest()
 	}
 	v := &vouch{}
-	t.pins.Add(s, v)
+	t.vouches.Add(s, v)
 	return v, ch
 }
 
-// move pins v (s's vouch) at lane to, recording the change in ch.
-func (ch *pinChange) move(v *vouch, s lane.Ship, to lane.Key) {
-	if v.lane == to {
-		return
-	}
-	v.prev, v.lane = v.lane, to
+// move pins s at lane to, recording the change in ch (the route table
+// keeps the lane it replaces; pinning s where it is changes nothing).
+func (ch *pinChange) move(s lane.Ship, to lane.Key) {
 	ch.ship, ch.lane, ch.set = s, to, true
 }
 
@@ -257,11 +257,10 @@ func (t *vouchTable) forwarded(s lane.Ship, to lane.Key) (ok bool, ch pinChange)
 	if p := &t.pings[pingSlotOf(to)]; p.from == to && p.ship == s && !p.acked {
 		return false, ch
 	}
-	v, has := t.pins.Get(s)
-	if !has {
-		v, ch = t.addLocked(s)
+	if _, has := t.vouches.Get(s); !has {
+		_, ch = t.addLocked(s)
 	}
-	ch.move(v, s, to)
+	ch.move(s, to)
 	return true, ch
 }
 
@@ -270,12 +269,13 @@ func (ch pinChange) apply(routes *route.Table) {
 	if ch.evict {
 		routes.Unpin(ch.evicted)
 	}
-	if !ch.set {
-		return
-	}
-	if ch.lane.IsValid() {
+	switch {
+	case !ch.set:
+	case ch.revert:
+		routes.RevertPin(ch.ship)
+	case ch.lane.IsValid():
 		routes.Pin(ch.ship, ch.lane)
-	} else {
+	default:
 		routes.Unpin(ch.ship)
 	}
 }
@@ -303,7 +303,8 @@ func (r *Relay) vouchAck(c *counterBlock, to lane.Key, name uint64, rcvr lane.Sh
 	if !ok || !r.speaksFor(s) {
 		return
 	}
-	ok, contested, ch := r.link.vouch.acked(s, to, name, rcvr, now)
+	pinned, _ := r.routes.PinnedLane(s)
+	ok, contested, ch := r.link.vouch.acked(s, to, name, rcvr, pinned, now)
 	if !ok {
 		return
 	}

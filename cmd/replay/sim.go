@@ -174,20 +174,25 @@ type ship struct {
 	nextID uint64 // legacy messages sent
 }
 
+// noHints is the route rubric as specified but for next-hops, which it
+// never takes (route.Rubric).
+type noHints struct{ route.Design }
+
+func (noHints) TakesHints() bool { return false }
+
 // newShip makes the ship cfg at lane ap, d (one way) from the relay. It
 // does not ping until start.
 func (s *sim) newShip(cfg endpoint.Config, ap netip.AddrPort, d time.Duration) (*ship, error) {
 	seed := s.rng.Uint64() | 1
 	cfg.Seed = seed
-	cfg.Routes = route.Config{Seed: seed, SourceSlots: 1}
+	// Every ship reaches every other through the relay: hints would
+	// tighten its routes past the relay the fixture is recorded at.
+	cfg.Routes = route.Config{Seed: seed, SourceSlots: 1, Rubric: noHints{}}
 	cfg.Lanes = map[lane.Ship]netip.AddrPort{s.relayShip: s.relayLane}
 	c, err := endpoint.NewCore(cfg, ap)
 	if err != nil {
 		return nil, err
 	}
-	// Every ship reaches every other through the relay: hints would
-	// tighten its routes past the relay the fixture is recorded at.
-	c.Routes().Simulate(route.SimOptions{NoHints: true})
 	sh := &ship{core: c, lane: ap, wake: never}
 	s.add(ap, d, sh)
 	return sh, nil

@@ -117,7 +117,7 @@ func document(p params, secs []section) (string, error) {
 	w("**Counting.** *Datagrams per request* counts every datagram that carried the request's name on any link: the request on each hop, dual sends, retransmissions, duplicates and pages. *Pkt/s carried by galaxies (stars)* is what the hosts of that class received from the network, relay and ship together. A request is *lost* if it is not answered within %v (the seed's bound, and the pending entries' lifetime); endpoints re-send every %v until then.\n\n", prose(RequestTimeout), prose(endpoint.DefaultRetryInterval))
 	w("%s\n\n", tablesParagraph(p, foot))
 	w("### Strategies\n\n")
-	w("| strategy | relays at | route choice (`route.Config`, the same in relays and endpoints) | `relay.Config.Fraternize` |\n|---|---|---|---|\n")
+	w("| strategy | relays at | route choice (`route.Config`, the same in relays and endpoints) | fraternize (`relay.Config.Withheld` withholds none) |\n|---|---|---|---|\n")
 	for _, st := range allStrategies() {
 		where := "galaxies, stars, planets with moons"
 		if st.GalaxyOnly {
@@ -132,11 +132,11 @@ func document(p params, secs []section) (string, error) {
 		}
 		w("| %s | %s | %s | %v |\n", st.Name, where, choice, st.Fraternize)
 	}
-	w("\n**Galaxy-only** models directed messaging as Urbit runs it (UIP-0113): relays only at galaxies, one relay hop. Every ship's sponsor is overridden to its galaxy (`lane.Sponsors`) in relays and endpoints alike, so ships ping their galaxy, the galaxy learns every lane under it, and requests go requester → galaxy → receiver; `route.SimOptions.GalaxyOnly` is set too. "+
+	w("\n**Galaxy-only** models directed messaging as Urbit runs it (UIP-0113): relays only at galaxies, one relay hop. Every ship's sponsor is overridden to its galaxy (`lane.Sponsors`) in relays and endpoints alike, so ships ping their galaxy, the galaxy learns every lane under it, and requests go requester → galaxy → receiver; the `galaxyOnly` rubric (`sim.Rubric`, `route.Config.Rubric`) is run too. "+
 		"Next-hop hints stay on, as vere's galaxies always write the next-hop and Arvo takes it as a lane to try, so a public receiver is reached directly after one round trip. "+
 		"Two differences from vere: a requester here sends on its galaxy and the direct lane until the direct lane answers, then on it alone until it misses two probes, where vere drops back to sending on both after 5 s without hearing the peer; and a pending entry here holds at most %d requesters (the design's cap), where vere's holds any number. "+
 		"**Chain** is the design of UIP-0102 as built: relays at galaxies, stars and planets with moons, requests climbing the sponsorship chain, tightening to the receiver's own lane as soon as a relay names it (a next-hop names only the publisher's own lane: docs/arvo-lanes.md L3). "+
-		"**Dual send** sends each request on the tightest known-good route and the one just tighter until the tighter answers (the seed's rubric); **single** is the project's `SingleRoute` switch, the optimistic alternative: each request goes on the tightest candidate alone, proven or not, so a hint is tried at once without a copy on the known-good route, and a dead one loses requests until it fails its probes and the route falls back. "+
+		"**Dual send** sends each request on the tightest known-good route and the one just tighter until the tighter answers (the seed's rubric); **single** is the simulator's `singleRoute` rubric (`route.Config.Rubric`), the optimistic alternative: each request goes on the tightest candidate alone, proven or not, so a hint is tried at once without a copy on the known-good route, and a dead one loses requests until it fails its probes and the route falls back. "+
 		"**Fraternize** lifts the seed's rule that a relay gives none of its own sponsors a forwarder's lane as next-hop (the publisher's own lane they get in every strategy); it matters only where a relay's sponsor asks through it (a galaxy forwarding to its star) and the publisher's lane is unknown below, so it cannot change galaxy-only.\n\n", pit.DefaultMaxRequestersPerEntry)
 
 	for _, s := range secs {

@@ -154,9 +154,8 @@ func TestSoak(t *testing.T) {
 	for k := 1; k <= soakRequesters; k++ {
 		ship := lane.ShipFromUint64(uint64(k)<<16 | 1) // planets under ~nec
 		ep := soakEndpoint(t, endpoint.Config{Ship: ship, Lanes: lanes, PingInterval: -1, HintNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
-			RetryInterval: 500 * time.Millisecond},
+			RetryInterval: 500 * time.Millisecond, Routes: route.Config{Rubric: soakNoHints{}}},
 			netip.AddrFrom4([4]byte{127, 0, 1, byte(k)}))
-		ep.Routes().Simulate(route.SimOptions{NoHints: true})
 		for w := 0; w < soakWorkers; w++ {
 			workers.Add(1)
 			go func() {
@@ -331,6 +330,12 @@ func soakValue(ship lane.Ship, i int) []byte {
 }
 
 // soakEndpoint starts an endpoint on addr (any port), closed at cleanup.
+// soakNoHints is the route rubric as specified but for next-hops, which it
+// never takes: the soak's requesters stay on the relay.
+type soakNoHints struct{ route.Design }
+
+func (soakNoHints) TakesHints() bool { return false }
+
 func soakEndpoint(t *testing.T, cfg endpoint.Config, addr netip.Addr) *endpoint.Endpoint {
 	t.Helper()
 	conn, err := transport.ListenUDP(netip.AddrPortFrom(addr, 0), transport.Options{})

@@ -143,4 +143,14 @@ const (
 	// once more (one probe).
 	HeldSlotsDivisor = 16
 	MinHeldSlots     = 1024
+
+	// MaxPins is how many ships' pins (Pin: the fronted ship's word) a
+	// table holds: pins do not expire, so past it the least recently
+	// pinned is unpinned (and routed as any ship, or through the ship,
+	// again). 65,536 of about 60 bytes, 4 MiB at most: a galaxy's stars
+	// and a star's planets fit. relay/vouch.go keeps its evidence for as
+	// many ships (relay.VouchMaxShips) and unpins the ship whose evidence
+	// it evicts, so this cap is the table's own bound, reached only by
+	// another caller of Pin.
+	MaxPins = 1 << 16
 )

@@ -2,22 +2,25 @@ package route
 
 import "fmt"
 
-// The rules for a ship's own lane, as a state machine you can read: the
+// The rules for a ship's lanes, as state machines you can read: the
 // direct lane of a route is in one LaneState, its challenger (a second lane
-// heard as the same ship) in one ChallengerState, and every change of
-// either is one row of Transitions, naming the Event that causes it and
-// the Authority that event carries. While a lane is kept, its state changes
-// only through step (direct lane) and stepChallenger (challenger), which
-// refuse any change the table does not list. Replacing the lane is not a
+// heard as the same ship) in one ChallengerState, its hint and base (lanes
+// learned from next-hops) and its standing as a forwarder for the ships
+// below it each in one CandidateState, and every change of any of them is
+// one row of Transitions, ChallengerTransitions or CandidateTransitions,
+// naming the Event that causes it and the Authority that event carries.
+// While a lane is kept, its state changes only through step and stepNew
+// (direct lane), stepChallenger (challenger) and stepCand (hint, base,
+// forwarder), which refuse any change the tables do not list. Replacing the lane is not a
 // row: a new direct lane (replaceDirect, moveIn) is set to StateUnknown
 // and takes its first row at once, and an emptied challenger slot
 // (clearChallenger: its lane became the direct lane, or a newer claim
 // took the slot) is set to ChallengerNone. So the tables are the rules
-// for a lane's standing; which lane holds a slot is decided in table.go
-// (heardLocked, challengeLocked, settle). The hint, the base and the
-// forwarder have no states here (table.go's path: a proven flag, a
-// probe's time, a failure count). Auth documents each row: no code
-// reads it.
+// for a lane's standing; which lane holds a slot is decided by the
+// route's rules in route.go (hear, challenge, moveIn, settle, answered,
+// tryForwarder). Auth is checked where the event is raised: the step
+// functions take the authority of whoever raised the event, and a row
+// whose Auth differs is not taken (next).
 //
 // Who may say where a ship is (docs/reliability.md, "Who may say where a
 // ship is"), strongest first:
@@ -131,10 +134,14 @@ const (
 	// EvMove: the tick found an answered challenger and a direct lane
 	// silent for MoveSilence, or expired: the ship moved.
 	EvMove
+	// EvOffer: a candidate lane is offered: a next-hop on a page that
+	// came the way its request went (the hint), or a sponsor's lane up
+	// the receiver's chain, tried as a forwarder.
+	EvOffer
 	nEvents
 )
 
-var eventNames = [...]string{"contact", "answer", "signed", "probe-lost", "silence", "move"}
+var eventNames = [...]string{"contact", "answer", "signed", "probe-lost", "silence", "move", "offer"}
 
 func (e Event) String() string { return nameOf(eventNames[:], uint8(e), "Event") }
 
@@ -211,15 +218,65 @@ var ChallengerTransitions = [...]Row[ChallengerState]{
 	{ChallengerAnswered, EvMove, ChallengerNone, AuthTick, "the direct lane went silent for MoveSilence, or, only heard, left ProvenFailures requests unanswered that it answered: it moves in"},
 }
 
-// laneSteps and chalSteps index the tables: to+1, or 0 for no transition.
-var (
-	laneSteps [nLaneStates][nEvents]uint8
-	chalSteps [nChallengerStates][nEvents]uint8
+// CandidateState is the standing of a lane tried toward a ship that is
+// not the ship's own: the hint (a next-hop), the base (the hint it
+// replaced once it proved itself), and a sponsor's lane as a forwarder
+// for the ships below it (route.fwd).
+type CandidateState uint8
+
+const (
+	// CandidateNone: no lane.
+	CandidateNone CandidateState = iota
+	// CandidateTried: offered, not yet answered. Sent one probe at a time
+	// beside a known-good lane (a forwarder: beside the next looser way).
+	CandidateTried
+	// CandidateProven: a page came back from it for a request sent to it
+	// (a forwarder: a relayed page for a ship below it): known-good.
+	CandidateProven
+	nCandidateStates
 )
+
+var candidateStateNames = [...]string{"none", "tried", "proven"}
+
+func (s CandidateState) String() string {
+	return nameOf(candidateStateNames[:], uint8(s), "CandidateState")
+}
+
+// CandidateTransitions is every change of a hint's, a base's or a
+// forwarder's state. Which lane is the hint, the base or the forwarder is
+// decided in route.go (answered, expireProbes, tryForwarder): a base is a
+// proven hint moved aside, with its state, when a tighter hint arrives.
+// A candidate moved to CandidateNone is forgotten, and held out: a dead
+// lane for BadLaneHold, a dead hint's ship takes no hint for
+// FailedHintHold, a dead forwarder is not tried for BadLaneHold.
+var CandidateTransitions = [...]Row[CandidateState]{
+	{CandidateNone, EvOffer, CandidateTried, AuthChain, "a next-hop on a page that came the way its request went, or a sponsor's lane up the receiver's chain"},
+	{CandidateTried, EvAnswer, CandidateProven, AuthChain, "a page came back from it for a request sent to it"},
+	{CandidateProven, EvAnswer, CandidateProven, AuthChain, "it keeps answering"},
+	{CandidateProven, EvProbeLost, CandidateTried, AuthTick, "ProvenFailures unanswered while silent: demoted"},
+	{CandidateTried, EvProbeLost, CandidateNone, AuthTick, "CandidateFailures unanswered while silent: dead, held out"},
+}
+
+// laneSteps, chalSteps and candSteps index the tables: each state's row
+// for each event, with to+1 (0: no row) and the authority the row
+// requires.
+var (
+	laneSteps [nLaneStates][nEvents]stepTo
+	chalSteps [nChallengerStates][nEvents]stepTo
+	candSteps [nCandidateStates][nEvents]stepTo
+)
+
+// stepTo is one indexed row: the state it goes to, plus one (0: no row),
+// and the authority that must raise its event.
+type stepTo struct {
+	to   uint8
+	auth Authority
+}
 
 func init() {
 	indexRows(Transitions[:], laneSteps[:])
 	indexRows(ChallengerTransitions[:], chalSteps[:])
+	indexRows(CandidateTransitions[:], candSteps[:])
 }
 
 // indexRows fills steps from rows, refusing two rows for one state and
@@ -227,24 +284,31 @@ func init() {
 func indexRows[S interface {
 	~uint8
 	fmt.Stringer
-}](rows []Row[S], steps [][nEvents]uint8) {
+}](rows []Row[S], steps [][nEvents]stepTo) {
 	for _, t := range rows {
-		if steps[t.From][t.Event] != 0 {
+		if steps[t.From][t.Event].to != 0 {
 			panic(fmt.Sprintf("route: two transitions from %v on %v", t.From, t.Event))
 		}
-		steps[t.From][t.Event] = uint8(t.To) + 1
+		steps[t.From][t.Event] = stepTo{to: uint8(t.To) + 1, auth: t.Auth}
 	}
 }
 
-// next returns the state a lane in state s goes to on e, and whether
-// Transitions has that row.
-func next(s LaneState, e Event) (LaneState, bool) {
-	to := laneSteps[s][e]
-	return LaneState(to - 1), to != 0
+// next returns the state a lane in state s goes to on e raised by a, and
+// whether Transitions has that row with that authority: an event raised
+// on a weaker (or merely other) word than its row names moves nothing.
+func next(s LaneState, e Event, a Authority) (LaneState, bool) {
+	st := laneSteps[s][e]
+	return LaneState(st.to - 1), st.to != 0 && st.auth == a
+}
+
+// nextCandidate is next for a hint, a base or a forwarder.
+func nextCandidate(s CandidateState, e Event, a Authority) (CandidateState, bool) {
+	st := candSteps[s][e]
+	return CandidateState(st.to - 1), st.to != 0 && st.auth == a
 }
 
 // nextChallenger is next for the challenger slot.
-func nextChallenger(s ChallengerState, e Event) (ChallengerState, bool) {
-	to := chalSteps[s][e]
-	return ChallengerState(to - 1), to != 0
+func nextChallenger(s ChallengerState, e Event, a Authority) (ChallengerState, bool) {
+	st := chalSteps[s][e]
+	return ChallengerState(st.to - 1), st.to != 0 && st.auth == a
 }

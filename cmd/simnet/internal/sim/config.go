@@ -3,7 +3,6 @@ package sim
 import (
 	"errors"
 	"fmt"
-	"github.com/urbit-relay/relay/relay/route"
 	"time"
 
 	"github.com/urbit-relay/relay/endpoint"
@@ -187,28 +186,28 @@ func LatencyPreset(name string) (LatencyModel, error) {
 }
 
 // Strategy is a routing strategy: where relays run and how routes are
-// chosen. It maps onto the project's switches (route.SimOptions and
-// relay.Config.Fraternize).
+// chosen. It maps onto route rubrics (Rubric, strategy.go) and the relay's
+// Withheld rule (relay.Config.Withheld).
 type Strategy struct {
 	Name string
 	// GalaxyOnly models directed messaging as Urbit runs it today: relays
 	// only at galaxies, one relay hop. Every ship's sponsor (for pings and
 	// for routing, in relays and endpoints alike) is overridden to its
 	// galaxy, so each galaxy learns the lanes of every ship under it, and
-	// route.SimOptions.GalaxyOnly is set. Next-hop hints stay on: vere's galaxies
+	// the galaxyOnly rubric is run. Next-hop hints stay on: vere's galaxies
 	// always write the next-hop, and Arvo takes it as a lane to try.
 	// Without it, relays run at galaxies, stars and planets that sponsor
 	// moons, and requests climb the whole sponsorship chain.
 	GalaxyOnly bool
 	// SingleRoute sends each request on the tightest candidate lane alone,
-	// proven or not (route.SimOptions.SingleRoute), in relays and
+	// proven or not (the singleRoute rubric), in relays and
 	// endpoints: no dual send, so a dead tighter lane loses requests until
 	// its probes fail.
 	SingleRoute bool
-	// NoHints ignores next-hop fields (route.SimOptions.NoHints).
+	// NoHints ignores next-hop fields (the noHints rubric).
 	NoHints bool
 	// Fraternize lifts the seed's rule: relays set the next-hop on pages to
-	// their own sponsors too (relay.Config.Fraternize).
+	// their own sponsors too (relay.Config.Withheld returns nil).
 	Fraternize bool
 	// Requester is what ships that run no relay run as requester and
 	// keepalive: the project's endpoint.Core, or stock arvo and vere
@@ -217,13 +216,6 @@ type Strategy struct {
 	// VereGalaxies runs no relay anywhere: galaxies forward as stock vere
 	// does (vereGalaxy), one hop. It is today's network with stock ships.
 	VereGalaxies bool
-}
-
-// SimOptions returns the route table's strategy switches every relay and
-// endpoint of the network runs (route.Table.Simulate: no part of their
-// configuration).
-func (s Strategy) SimOptions() route.SimOptions {
-	return route.SimOptions{SingleRoute: s.SingleRoute, NoHints: s.NoHints, GalaxyOnly: s.GalaxyOnly}
 }
 
 // Config describes a simulated network.

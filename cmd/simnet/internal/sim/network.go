@@ -226,7 +226,6 @@ func New(cfg Config) (*Network, error) {
 			if err != nil {
 				return nil, fmt.Errorf("sim: relay for %s: %w", n.ships[nd.ship].ID, err)
 			}
-			r.Routes().Simulate(n.cfg.Strategy.SimOptions())
 			nd.relay = r
 		}
 	}
@@ -311,9 +310,9 @@ func (n *Network) configure(i, sponsees int) error {
 	rl.relayCfg = relay.Config{
 		Ship: s.ID, ShipLane: core.lane, Self: []netip.AddrPort{rl.lane},
 		Galaxies: n.galaxies, Pinned: pinned, Sponsors: n.sponsors,
-		Pending:    pit.Config{Seed: mix(n.cfg.Seed^uint64(s.front)<<40) | 1},
-		Routes:     n.routes(n.cfg.Seed ^ uint64(s.front)<<20),
-		Fraternize: st.Fraternize,
+		Pending:  pit.Config{Seed: mix(n.cfg.Seed^uint64(s.front)<<40) | 1},
+		Routes:   n.routes(n.cfg.Seed ^ uint64(s.front)<<20),
+		Withheld: withheld(st),
 	}
 	n.sizeTables(&rl.relayCfg, sponsees, n.cfg.ProductionTables)
 	if s.Class != lane.Galaxy && sponsor.Relay && sponsor.ID != s.ID {
@@ -443,7 +442,6 @@ func (n *Network) boot(id int32) {
 		// The configuration is built by configure from valid lanes.
 		panic(fmt.Sprintf("sim: endpoint for %s: %v", n.ships[nd.ship].ID, err))
 	}
-	c.Routes().Simulate(n.cfg.Strategy.SimOptions())
 	nd.core = c
 	nd.born = true
 	s := &n.ships[nd.ship]
@@ -703,7 +701,6 @@ func (n *Network) ProductionTablesOnChain(i int) error {
 			if err != nil {
 				return fmt.Errorf("sim: relay for %s: %w", s.ID, err)
 			}
-			r.Routes().Simulate(n.cfg.Strategy.SimOptions())
 			nd.relay = r
 		}
 		sp := n.shipOf(n.sponsors.Sponsor(s.ID))
@@ -715,12 +712,13 @@ func (n *Network) ProductionTablesOnChain(i int) error {
 }
 
 // routes returns the route table configuration of the network's strategy
-// for a relay or endpoint, its hashes seeded from v (never 0, which would
+// (its Rubric) for a relay or endpoint, its hashes seeded from v (never 0, which would
 // draw from crypto/rand) so that a run repeats, and its per-source counters
 // sized for the simulation (RouteSourceSlots) unless ProductionTables.
 func (n *Network) routes(v uint64) route.Config {
 	var c route.Config
 	c.Seed = mix(v) | 1
+	c.Rubric = Rubric(n.cfg.Strategy)
 	if !n.cfg.ProductionTables {
 		c.SourceSlots = RouteSourceSlots
 	}

@@ -196,7 +196,6 @@ func (n *Network) RestartRelay(i int) error {
 	if err != nil {
 		return err
 	}
-	r.Routes().Simulate(n.cfg.Strategy.SimOptions())
 	nd.relay = r
 	return nil
 }

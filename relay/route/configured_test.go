@@ -1,0 +1,96 @@
+package route
+
+import (
+	"testing"
+
+	"github.com/urbit-relay/relay/lane"
+)
+
+// TestConfiguredIsTheTablesLanes: Configured answers from the lanes the
+// table routes by (SetStatic, SetStaticLane, SetRelays), one owner: a lane
+// stops being configured when the table stops routing by it.
+func TestConfiguredIsTheTablesLanes(t *testing.T) {
+	r := newTable(t)
+	gal, rel, other := key("198.51.100.7:7"), key("198.51.100.8:8"), key("198.51.100.9:9")
+	r.SetStatic(map[lane.Ship]lane.Key{nec: gal})
+	r.SetRelays(map[lane.Ship]lane.Key{marnec: rel})
+	for _, c := range []struct {
+		k    lane.Key
+		want bool
+	}{{gal, true}, {rel, true}, {other, false}} {
+		if got := r.Configured(c.k); got != c.want {
+			t.Errorf("Configured(%v) = %v, want %v", c.k, got, c.want)
+		}
+	}
+	r.SetStaticLane(planet, other)
+	if !r.Configured(other) || !r.Configured(gal) || !r.Configured(rel) {
+		t.Errorf("SetStaticLane: a lane added or kept is not configured")
+	}
+	r.SetStaticLane(nec, lane.Key{})
+	if r.Configured(gal) {
+		t.Errorf("a removed lane is still configured")
+	}
+	if tg := r.Select(nec, lane.Key{}, 0); tg.N > 0 && tg.Lanes[0] == gal {
+		t.Errorf("the table still routes by a removed lane")
+	}
+	r.SetRelays(nil)
+	if r.Configured(rel) || !r.Configured(other) {
+		t.Errorf("SetRelays(nil): relays' lanes configured %v, static's %v", r.Configured(rel), r.Configured(other))
+	}
+}
+
+// TestRevertPin: RevertPin puts a pin back on the lane its last Pin
+// replaced, or unpins a ship whose pin replaced none; twice is once.
+func TestRevertPin(t *testing.T) {
+	r := newTable(t)
+	a, b := key("203.0.113.10:10"), key("203.0.113.11:11")
+	r.RevertPin(planet) // nothing pinned: nothing happens
+	if _, ok := r.PinnedLane(planet); ok {
+		t.Fatal("RevertPin pinned an unpinned ship")
+	}
+	r.Pin(planet, a)
+	r.Pin(planet, b)
+	r.RevertPin(planet)
+	if k, ok := r.PinnedLane(planet); !ok || k != a {
+		t.Fatalf("reverted to %v %v, want %v", k, ok, a)
+	}
+	r.RevertPin(planet)
+	if k, _ := r.PinnedLane(planet); k != a {
+		t.Fatalf("a second revert moved the pin to %v", k)
+	}
+	r.Pin(planet, b)
+	if k, _ := r.PinnedLane(planet); k != b {
+		t.Fatalf("pinned at %v, want %v", k, b)
+	}
+	r.RevertPin(planet)
+	if k, _ := r.PinnedLane(planet); k != a {
+		t.Fatalf("after re-pinning, reverted to %v, want %v", k, a)
+	}
+	m := lane.Ship{Lo: 0x0006_0101}
+	r.Pin(m, a)
+	r.RevertPin(m) // its pin replaced none: unpinned
+	if _, ok := r.PinnedLane(m); ok {
+		t.Fatal("a first pin reverted is still pinned")
+	}
+	if tg := r.Select(m, lane.Key{}, 0); tg.N > 0 && tg.Lanes[0] == a {
+		t.Fatal("the table still routes by the reverted pin")
+	}
+}
+
+// TestPinCap: past MaxPins ships the least recently pinned is unpinned,
+// and the others keep theirs.
+func TestPinCap(t *testing.T) {
+	r := newTable(t)
+	k := key("203.0.113.12:12")
+	for i := 0; i <= MaxPins; i++ {
+		r.Pin(lane.Ship{Lo: uint64(i)<<32 | 0x0101}, k)
+	}
+	if _, ok := r.PinnedLane(lane.Ship{Lo: 0x0101}); ok {
+		t.Error("the oldest pin survived past MaxPins")
+	}
+	for _, i := range []uint64{1, MaxPins} {
+		if _, ok := r.PinnedLane(lane.Ship{Lo: i<<32 | 0x0101}); !ok {
+			t.Errorf("pin %d lost", i)
+		}
+	}
+}

@@ -1,0 +1,293 @@
+package route
+
+import (
+	"slices"
+	"time"
+
+	"github.com/urbit-relay/relay/lane"
+)
+
+// Candidate is one lane considered by a plan, for a Rubric to choose
+// from.
+type Candidate struct {
+	Lane   lane.Key
+	Proven bool // known-good: proven, configured, pinned, or a heard direct lane
+	Busy   bool // an unproven lane with a probe outstanding (path.busy)
+	// fwd names the sponsor whose standing as a forwarder this lane is
+	// tried for (its route's fwd path), when fwdOK.
+	fwd   lane.Ship
+	fwdOK bool
+}
+
+// Targets is a plan's choice: up to MaxTargets lanes, tightest first.
+type Targets struct {
+	Lanes [MaxTargets]lane.Key
+	N     int
+	// Looped is set when a candidate was skipped because it is the lane the
+	// request came from.
+	Looped bool
+	// Sponsee is set when the walk reached the fronted ship itself: the
+	// receiver is below us and no lane below us is known.
+	Sponsee bool
+}
+
+// Query is what one datagram asks of the route table: where a datagram for
+// Rcvr, heard from lane From, goes. When Learn is set, the datagram also
+// names its sender (a hop-0 poke's payload ship, an unrelayed legacy
+// packet's sender): if it is sent, Sender is recorded as contacting us from
+// From (see Contacted).
+type Query struct {
+	Rcvr   lane.Ship
+	From   lane.Key
+	Sender lane.Ship
+	Learn  bool
+}
+
+// Plan is a route decision not yet acted on: the lanes a datagram would be
+// sent on, made without changing the table. Commit applies what sending it
+// changes (the probes of the lanes it goes to, a sender's lane); a plan that
+// is not sent is simply dropped, and the table is as if it never was made.
+type Plan struct {
+	Targets
+	q Query
+	// fwd[i] is the sponsor tried as a forwarder on Lanes[i], if fwdOK[i].
+	fwd   [MaxTargets]lane.Ship
+	fwdOK [MaxTargets]bool
+}
+
+// Route plans q into p and commits the plan, under one lock: for callers
+// that send whatever they plan (the endpoint). It reports whether the plan
+// has targets. A relay, which must ask its pending table and its budgets
+// before it sends, plans (PlanInto) and commits (Commit) as two steps.
+func (r *Table) Route(p *Plan, q Query, now time.Duration) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.planLocked(p, q, now)
+	if p.N == 0 {
+		return false
+	}
+	r.commitLocked(p, now)
+	return true
+}
+
+// Plan returns the plan for q at now without changing anything.
+func (r *Table) Plan(q Query, now time.Duration) Plan {
+	var p Plan
+	r.PlanInto(&p, q, now)
+	return p
+}
+
+// PlanInto makes the plan for q at now in p, changing nothing in the
+// table; p is the caller's (a relay keeps one per reader), so nothing is
+// copied or allocated. A plan committed later (Commit) is applied to the
+// table as it is then: a route that changed in between keeps its changes,
+// and only the plan's lanes that are still the route's paths wait for an
+// answer.
+func (r *Table) PlanInto(p *Plan, q Query, now time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.planLocked(p, q, now)
+}
+
+// Commit records that p, made at or before now, was sent: each of its
+// target lanes that is a path of the receiver's route starts waiting for an
+// answer, and a sender named by its query is recorded as contacting us.
+// Committing a plan with no targets records only the sender.
+func (r *Table) Commit(p *Plan, now time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.commitLocked(p, now)
+}
+
+// Select plans a request for receiver s heard from lane from and commits
+// it: for callers that always send what they plan (the endpoint). It never
+// returns from, nor a lane of this process.
+func (r *Table) Select(s lane.Ship, from lane.Key, now time.Duration) Targets {
+	var p Plan
+	r.Route(&p, Query{Rcvr: s, From: from}, now)
+	return p.Targets
+}
+
+func (r *Table) commitLocked(p *Plan, now time.Duration) {
+	if p.N > 0 {
+		if rt := r.getLocked(p.q.Rcvr, false, lane.Key{}); rt != nil {
+			r.changes += r.advanceLocked(p.q.Rcvr, rt, now)
+			rt.sent(p.Lanes[:p.N], now)
+		}
+		for i := 0; i < p.N; i++ {
+			if !p.fwdOK[i] {
+				continue
+			}
+			sp := r.getLocked(p.fwd[i], true, p.q.From)
+			if sp == nil {
+				continue
+			}
+			r.changes += sp.tryForwarder(p.Lanes[i], now, &r.cfg)
+		}
+	}
+	if p.q.Learn {
+		r.heardLocked(p.q.Sender, p.q.From, now, true, false)
+	}
+}
+
+// planLocked chooses the lanes for q at now. It reads the table only: the
+// receiver's route is judged as expiry would leave it at now, on a copy.
+func (r *Table) planLocked(p *Plan, q Query, now time.Duration) {
+	*p = Plan{q: q}
+	t := &p.Targets
+	cands := &r.cands
+	n := 0
+	// done is set once a proven Candidate is in: looser candidates are
+	// never chosen (the rubric takes the tightest proven one and the one
+	// just tighter), so the walk stops there.
+	done := false
+	selfKeys := *r.selfKeys.Load()
+	add := func(c Candidate) {
+		if done || !c.Lane.IsValid() || slices.Contains(selfKeys, c.Lane) || n == len(cands) {
+			return
+		}
+		if c.Lane == q.From {
+			t.Looped = true
+			return
+		}
+		for i := 0; i < n; i++ {
+			if cands[i].Lane == c.Lane {
+				return
+			}
+		}
+		cands[n] = c
+		n++
+		done = c.Proven
+	}
+	var fallback Candidate
+	s := q.Rcvr
+	// A configured lane wins over anything learned (ConfiguredWins), or
+	// comes after the ship's learned lanes.
+	cf := r.conf.Load()
+	configured := func() {
+		if k, ok := cf.static[s]; ok {
+			add(Candidate{Lane: k, Proven: true})
+			return
+		}
+		if len(cf.relays) > 0 { // usually none: skip the lookup
+			if k, ok := cf.relays[s]; ok {
+				add(Candidate{Lane: k, Proven: true})
+			}
+		}
+	}
+	if s != r.self && r.cfg.ConfiguredWins {
+		configured()
+	}
+	if k, ok := r.pinnedLocked(s); ok {
+		add(Candidate{Lane: k, Proven: true})
+	}
+	// chal is the challenger to probe beside the plan's known-good lane.
+	var chal Candidate
+	if v, ok := r.table.Peek(s); ok && !done {
+		rt := v
+		if v.probesDue(now, &r.cfg) || v.settleDue(now, &r.cfg, r.clock) || v.expiryDue(now, &r.cfg, r.clock) {
+			// Judge the route as the tick will leave it, on a copy.
+			c := *v
+			c.advance(now, &r.cfg, r.clock)
+			rt = &c
+		}
+		if r.directFreshLocked(rt, now) {
+			proven := rt.directProven()
+			add(Candidate{Lane: rt.direct.lane, Proven: proven, Busy: rt.direct.busy(proven)})
+			if c := &rt.chal; c.valid() && (rt.chalProven() || c.waiting == 0) && c.lane != q.From && !slices.Contains(selfKeys, c.lane) {
+				chal = Candidate{Lane: c.lane, Proven: rt.chalProven()}
+			}
+		}
+		add(Candidate{Lane: rt.hint.lane, Proven: rt.hint.proven(), Busy: rt.hint.busy(rt.hint.proven())})
+		add(Candidate{Lane: rt.base.lane, Proven: rt.base.proven(), Busy: rt.base.busy(rt.base.proven())})
+	}
+	if s != r.self && !done {
+		if !r.cfg.ConfiguredWins {
+			configured()
+		}
+		chain := r.cfg.Rubric.Sponsors(r.chain[:0], r.sponsors, s, r.self)
+		for _, sp := range chain {
+			if done {
+				break
+			}
+			if sp == s {
+				continue
+			}
+			if sp == r.self {
+				t.Sponsee = n == 0
+				break
+			}
+			if c, held := r.addSponsorLocked(sp, now, add); held && !fallback.Lane.IsValid() {
+				fallback = c
+			}
+		}
+	}
+	if n == 0 && fallback.Lane.IsValid() {
+		// Every way left is a sponsor set aside for not forwarding: try
+		// it rather than nothing.
+		add(fallback)
+		t.Sponsee = false
+	}
+	if n == 0 {
+		return
+	}
+	to, m := r.cfg.Rubric.Choose(cands[:n], chal)
+	for _, c := range to[:m] {
+		p.setTarget(c)
+	}
+}
+
+// setTarget appends c to p's targets.
+func (p *Plan) setTarget(c Candidate) {
+	p.Lanes[p.N], p.fwd[p.N], p.fwdOK[p.N] = c.Lane, c.fwd, c.fwdOK
+	p.N++
+}
+
+// addSponsorLocked offers sponsor sp's lane to add as a way to the ships
+// below it, or returns it as held when the sponsor is set aside for not
+// forwarding (the plan's last resort). A galaxy's configured lane and a configured relay are
+// known-good: stock vere forwards as a galaxy for its own sponsees, and a
+// relay forwards by definition. Any other sponsor lane (a star's, learned
+// from its pings or pinned) is known-good only once a page for a ship
+// below it has come back from it (see route.fwd); until then it is tried
+// beside the next looser route, and after CandidateFailures unanswered
+// tries it is left alone for BadLaneHold.
+func (r *Table) addSponsorLocked(sp lane.Ship, now time.Duration, add func(Candidate)) (c Candidate, held bool) {
+	cf := r.conf.Load()
+	if k, ok := cf.relays[sp]; ok {
+		add(Candidate{Lane: k, Proven: true})
+		return c, false
+	}
+	k, static := cf.static[sp]
+	if !static {
+		k, static = r.pinnedLocked(sp) // the ship vouched for it: as if configured
+	}
+	if static && sp.Class() == lane.Galaxy {
+		add(Candidate{Lane: k, Proven: true})
+		return c, false
+	}
+	v, has := r.table.Peek(sp)
+	if !static {
+		if !has || !r.directFreshLocked(v, now) {
+			return c, false
+		}
+		k = v.direct.lane
+	}
+	c = Candidate{Lane: k, fwd: sp, fwdOK: true}
+	if has {
+		fw, badUntil := v.fwd, v.fwdBadUntil
+		if fw.waiting != 0 && now-fw.waiting >= r.cfg.ProbeTimeout {
+			c := *v
+			c.expireFwd(now, &r.cfg)
+			fw, badUntil = c.fwd, c.fwdBadUntil
+		}
+		if now < badUntil {
+			return c, true
+		}
+		if fw.lane == k {
+			c.Proven = fw.proven()
+		}
+	}
+	add(c)
+	return c, false
+}
