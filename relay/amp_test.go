@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/relay/amp"
 	"github.com/urbit-relay/relay/scry"
 )
 
@@ -63,16 +64,16 @@ func setOf(lanes []netip.AddrPort) map[netip.AddrPort]bool {
 // in both the probes (one a ProbeInterval per lane, never answered by a
 // victim).
 func addrBound(addrs int, dur time.Duration) int {
-	return addrs * (relay.DefaultAmpBurst + int(float64(relay.DefaultAmpRate)*dur.Seconds()) + probeBytes(dur))
+	return addrs * (amp.DefaultBurst + int(float64(amp.DefaultRate)*dur.Seconds()) + probeBytes(dur))
 }
 
 func netBound(addrs int, dur time.Duration) int {
-	return relay.DefaultAmpNetBurst + int(float64(relay.DefaultAmpNetRate)*dur.Seconds()) +
-		addrs*(relay.DefaultAmpLightBurst+int(float64(relay.DefaultAmpLightRate)*dur.Seconds())+probeBytes(dur))
+	return amp.DefaultNetBurst + int(float64(amp.DefaultNetRate)*dur.Seconds()) +
+		addrs*(amp.DefaultLightBurst+int(float64(amp.DefaultLightRate)*dur.Seconds())+probeBytes(dur))
 }
 
 // probeBytes is the most a lane is sent in probes over dur.
-func probeBytes(dur time.Duration) int { return 28 * (1 + int(dur/relay.DefaultProbeInterval)) }
+func probeBytes(dur time.Duration) int { return 28 * (1 + int(dur/amp.DefaultProbeInterval)) }
 
 // TestAmplificationIsBounded: whatever the attacker's rate, a victim
 // address gets at most Burst + Rate*t bytes through the relay; without the

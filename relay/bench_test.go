@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/relay/amp"
 	"github.com/urbit-relay/relay/scry"
 )
 
@@ -19,7 +20,7 @@ func BenchmarkDecide(b *testing.B) {
 			// A budget no benchmark can exhaust: the amplification check
 			// runs, and never refuses.
 			f := newFixture(b, func(c *relay.Config) {
-				c.Amp = relay.AmpConfig{Rate: relay.MaxAmpRate, Burst: relay.MaxAmpBurst, NetRate: relay.MaxAmpRate, NetBurst: relay.MaxAmpBurst, ProofLifetime: -1}
+				c.Amp = amp.Config{Rate: amp.MaxRate, Burst: amp.MaxBurst, NetRate: amp.MaxRate, NetBurst: amp.MaxBurst, ProofLifetime: -1}
 			})
 			out := relay.NewReader(4)
 			buf := make([]byte, 0, 1600)
@@ -57,7 +58,7 @@ func BenchmarkDecideBatch(b *testing.B) {
 	for _, pending := range []int{0, 1_000_000} {
 		for _, pf := range []bool{false, true} {
 			b.Run(fmt.Sprintf("pending=%d/prefetch=%v", pending, pf), func(b *testing.B) {
-				f := newFixture(b, func(c *relay.Config) { c.Amp = relay.AmpConfig{Rate: -1} })
+				f := newFixture(b, func(c *relay.Config) { c.Amp = amp.Config{Rate: -1} })
 				out := relay.NewReader(2 * batch)
 				buf := make([]byte, 0, 1600)
 				for i := 0; i < pending; i++ {
@@ -118,7 +119,7 @@ func BenchmarkDecideBatch(b *testing.B) {
 // `-mutexprofile` shows which one the goroutines wait on.
 func BenchmarkDecideParallel(b *testing.B) {
 	f := newFixture(b, func(c *relay.Config) {
-		c.Amp = relay.AmpConfig{Rate: relay.MaxAmpRate, Burst: relay.MaxAmpBurst, NetRate: relay.MaxAmpRate, NetBurst: relay.MaxAmpBurst, ProofLifetime: -1}
+		c.Amp = amp.Config{Rate: amp.MaxRate, Burst: amp.MaxBurst, NetRate: amp.MaxRate, NetBurst: amp.MaxBurst, ProofLifetime: -1}
 	})
 	var next atomic.Uint32
 	b.ReportAllocs()
@@ -151,7 +152,7 @@ func BenchmarkDecideParallel(b *testing.B) {
 // per-source caps and shares of the pending and route tables. The route
 // table's lane learning and probes have no switch.
 func BenchmarkDecideDefences(b *testing.B) {
-	unlimited := relay.AmpConfig{Rate: relay.MaxAmpRate, Burst: relay.MaxAmpBurst, NetRate: relay.MaxAmpRate, NetBurst: relay.MaxAmpBurst, ProofLifetime: -1}
+	unlimited := amp.Config{Rate: amp.MaxRate, Burst: amp.MaxBurst, NetRate: amp.MaxRate, NetBurst: amp.MaxBurst, ProofLifetime: -1}
 	noShares := func(c *relay.Config) {
 		c.Pending.MaxEntriesPerSource = -1
 		c.Pending.MaxRequestersPerSource = -1
@@ -163,12 +164,12 @@ func BenchmarkDecideDefences(b *testing.B) {
 		mod  func(*relay.Config)
 	}{
 		{"all", func(c *relay.Config) { c.Amp = unlimited }},
-		{"amp=off", func(c *relay.Config) { c.Amp = relay.AmpConfig{Rate: -1} }},
+		{"amp=off", func(c *relay.Config) { c.Amp = amp.Config{Rate: -1} }},
 		{"amp=address-only", func(c *relay.Config) { c.Amp = unlimited; c.Amp.NetRate = -1 }},
 		{"dup=off", func(c *relay.Config) { c.Amp = unlimited; c.Dup = relay.DupConfig{Window: -1} }},
 		{"shares=off", func(c *relay.Config) { c.Amp = unlimited; noShares(c) }},
 		{"none", func(c *relay.Config) {
-			c.Amp = relay.AmpConfig{Rate: -1}
+			c.Amp = amp.Config{Rate: -1}
 			c.Dup = relay.DupConfig{Window: -1}
 			noShares(c)
 		}},
@@ -211,7 +212,7 @@ func benchRoundTrips(b *testing.B, f *fixture, out *relay.Reader, req, resp []by
 // refusing, no probes) admits it.
 func BenchmarkDecideLegacy(b *testing.B) {
 	f := newFixture(b, func(c *relay.Config) {
-		c.Amp = relay.AmpConfig{Rate: relay.MaxAmpRate, Burst: relay.MaxAmpBurst, NetRate: relay.MaxAmpRate, NetBurst: relay.MaxAmpBurst, ProofLifetime: -1}
+		c.Amp = amp.Config{Rate: amp.MaxRate, Burst: amp.MaxBurst, NetRate: amp.MaxRate, NetBurst: amp.MaxBurst, ProofLifetime: -1}
 	})
 	carol := netip.MustParseAddrPort("198.18.7.7:6000")
 	f.handle(legacy(b, "~sampel-palnet", "~nec", 50, 0), carol) // carol's lane learned

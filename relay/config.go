@@ -43,9 +43,9 @@ type Config struct {
 	Pending pit.Config
 	// Routes configures the route table.
 	Routes route.Config
-	// Amp bounds amplification (see AmpConfig); the zero value takes the
+	// Amp bounds amplification (see amp.Config); the zero value takes the
 	// defaults.
-	Amp AmpConfig
+	Amp amp.Config
 	// Dup sizes the legacy ames duplicate filter (see DupConfig); the
 	// zero value takes the defaults.
 	Dup DupConfig
@@ -80,11 +80,7 @@ type Config struct {
 // no sponsor fraternizes past its sponsee.
 func SeedWithheld(chain []lane.Ship) []lane.Ship { return chain[1:] }
 
-// AmpConfig bounds amplification: relay/amp's Config, named here while
-// callers move (docs/layout.md section 3).
-type AmpConfig = amp.Config
-
-// ConfigError is a field of Config's AmpConfig or DupConfig that New (and
+// ConfigError is a field of Config's amp.Config or DupConfig that New (and
 // their Validate) rejects. The pending and route tables' settings are
 // rejected by their packages' own ConfigError (pit.ConfigError,
 // route.ConfigError), which New wraps.

@@ -3,8 +3,8 @@ package relay
 import (
 	"time"
 
-	"github.com/urbit-relay/relay/relay/amp"
 	"github.com/urbit-relay/relay/relay/pit"
+	"github.com/urbit-relay/relay/relay/route"
 	"github.com/urbit-relay/relay/scry"
 )
 
@@ -59,14 +59,16 @@ const (
 	// acks of one name to two lanes count as one contested ack.
 	PingAnswerWindow = time.Second
 
-	// VouchMaxShips is how many sponsees' vouched lanes the fronted ship's
-	// table holds (vouch.go; fronting mode): pins do not expire, so past it
-	// the least recently vouched sponsee is unpinned (and routed as any
-	// ship, or through the ship, again). 65,536 of about 150 bytes, 10 MiB
-	// at most: a galaxy's stars and a star's planets fit. Only an ack or a
-	// forward from the ship adds one; a sponsee whose pin is evicted is
-	// reached through the ship, whose next forward to it pins it again.
-	VouchMaxShips = 1 << 16
+	// VouchMaxShips is how many sponsees' evidence (their pings, the
+	// ship's acks) the vouch table holds (vouch.go): the route table's
+	// pin cap, route.MaxPins, so that every pinned sponsee has its
+	// evidence; past it the least recently vouched sponsee's evidence is
+	// dropped and it is unpinned (and routed as any ship, or through the
+	// ship, again). About 150 bytes a sponsee, 10 MiB at most: a galaxy's
+	// stars and a star's planets fit. Only an ack or a forward from the
+	// ship adds one; a sponsee unpinned so is reached through the ship,
+	// whose next forward to it pins it again.
+	VouchMaxShips = route.MaxPins
 
 	// VouchAckNames is how many of a sponsee's acked ping names its vouch
 	// remembers, so that an ack of one of them to another lane (arvo acks a
@@ -106,28 +108,6 @@ const (
 	// (counterBlock), so that readers on different cores never write the
 	// same line: 64 bytes on amd64 and most arm64 cores.
 	cacheLine = 64
-)
-
-// The amplification budget's defaults and caps, now relay/amp's (kept
-// here while callers move: docs/layout.md section 3).
-const (
-	DefaultAmpRate       = amp.DefaultRate
-	DefaultAmpBurst      = amp.DefaultBurst
-	DefaultAmpSlots      = amp.DefaultSlots
-	DefaultAmpNetRate    = amp.DefaultNetRate
-	DefaultAmpNetBurst   = amp.DefaultNetBurst
-	DefaultAmpLightRate  = amp.DefaultLightRate
-	DefaultAmpLightBurst = amp.DefaultLightBurst
-	DefaultAmpNetSlots   = amp.DefaultNetSlots
-	DefaultAmpNet4Bits   = amp.DefaultNet4Bits
-	DefaultAmpNet6Bits   = amp.DefaultNet6Bits
-	MaxAmpRate           = amp.MaxRate
-	MaxAmpBurst          = amp.MaxBurst
-	DefaultProbeAfter    = amp.DefaultProbeAfter
-	DefaultProbeInterval = amp.DefaultProbeInterval
-	ProbeAnswerWindow    = amp.ProbeAnswerWindow
-	DefaultProofLifetime = amp.DefaultProofLifetime
-	DefaultProofSlots    = amp.DefaultProofSlots
 )
 
 // The duplicate filter's and the signature budget's locks.

@@ -154,7 +154,7 @@ const (
 	EventNextHopUnencodable                  // pages whose next-hop could not be written (IPv6 lane)
 	EventNextHopUnknown                      // relayed pages sent on without a next-hop: the publisher's own lane unknown here, and the page not relayed exactly once
 	EventLateAnswers                         // unsolicited pages that answered a probe outstanding on their lane (counted in drops too)
-	EventProbesSent                          // STUN binding requests the relay sent a lane to prove it answers (AmpConfig)
+	EventProbesSent                          // STUN binding requests the relay sent a lane to prove it answers (amp.Config)
 	EventLanesProven                         // probes answered from their lane: the lane is exempt from the amplification budget
 	EventSignatureChecks                     // page signatures checked (--pki): solicited first pages that could prove a lane
 	EventSignatureChecksRefused              // page signatures not checked, over the check budget (SigChecksPerLane, SigChecksPerSecond): the page credits nothing

@@ -13,6 +13,7 @@ import (
 
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/relay/amp"
 	"github.com/urbit-relay/relay/relay/route"
 	"github.com/urbit-relay/relay/scry"
 )
@@ -98,7 +99,7 @@ func FuzzDecide(f *testing.F) {
 			c.Pending.Shards = 2
 			c.Pending.MaxRequestersPerEntry = 3
 			c.Routes.MaxRoutes = maxRoutes
-			c.Amp = relay.AmpConfig{Rate: 1000, Burst: 4000, Slots: 8, NetRate: 2000, NetBurst: 8000, NetSlots: 8,
+			c.Amp = amp.Config{Rate: 1000, Burst: 4000, Slots: 8, NetRate: 2000, NetBurst: 8000, NetSlots: 8,
 				LightRate: 100, LightBurst: 1500, ProbeAfter: 1000, ProofSlots: 8}
 			c.Dup = relay.DupConfig{Slots: 16} // small: sets fill and evict
 		})

@@ -5,7 +5,7 @@ package relay_test
 // source, and each forged peek, from an address of its own, counted as a
 // source as real as the NAT's, so the flood levelled the NAT down to one
 // requester: 1/200 of its ships got the page. A requester now counts as
-// receiving once its lane answered a STUN probe of the relay's (AmpConfig's
+// receiving once its lane answered a STUN probe of the relay's (amp.Config's
 // proofs): a full entry probes the newcomers it refuses, a proven one asks
 // again as such (pit.AddProven) and takes a one-shot requester's place,
 // and no one-shot newcomer displaces a proven requester. The twins: 500

@@ -18,7 +18,7 @@ import (
 // heard from there, which a forged packet can name a victim): every byte
 // forwarded to a lane that is neither configured (a galaxy, pinned or
 // relay lane) nor the ship's own spends from its address's and network's
-// budgets (AmpConfig). A forward goes to all its targets or to none.
+// budgets (amp.Config). A forward goes to all its targets or to none.
 //
 // It is forwardPath: the pre-check is the duplicate filter's (amesPrecheck),
 // the admit the budgets' and the filter's (amesAdmit), the edit the origin

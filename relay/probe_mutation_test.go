@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/relay/amp"
 	"github.com/urbit-relay/relay/scry"
 )
 
@@ -63,10 +64,10 @@ func proveLane(t *testing.T, f *fixture, probe *scry.STUNRequest, from netip.Add
 func TestProbeWhenPageRefused(t *testing.T) {
 	for _, c := range []struct {
 		what string
-		amp  relay.AmpConfig
+		amp  amp.Config
 	}{
-		{"address budget", relay.AmpConfig{Rate: 1, Burst: 4000, ProbeAfter: noThresholdProbe}},
-		{"network budget", relay.AmpConfig{Rate: 1 << 20, Burst: 1 << 20, NetRate: 1, NetBurst: 4000,
+		{"address budget", amp.Config{Rate: 1, Burst: 4000, ProbeAfter: noThresholdProbe}},
+		{"network budget", amp.Config{Rate: 1 << 20, Burst: 1 << 20, NetRate: 1, NetBurst: 4000,
 			LightRate: 1, LightBurst: 1, ProbeAfter: noThresholdProbe}},
 	} {
 		t.Run(c.what, func(t *testing.T) {
@@ -122,7 +123,7 @@ func TestProbeLegacyTargets(t *testing.T) {
 	} {
 		t.Run(c.what, func(t *testing.T) {
 			f := newFixture(t, func(cfg *relay.Config) {
-				cfg.Amp = relay.AmpConfig{Rate: 1, Burst: 4000, ProbeAfter: c.probeAfter}
+				cfg.Amp = amp.Config{Rate: 1, Burst: 4000, ProbeAfter: c.probeAfter}
 			})
 			// The planet speaks first: the relay learns its lane as alice.
 			s := f.handle(legacy(t, "~dapnep-ronmyl", "~nec", 50, 0), alice)

@@ -233,7 +233,7 @@ func (r *Relay) handle(b []byte, from netip.AddrPort, now time.Duration, out *Re
 				r.toShip(b, KindOther, from, out)
 				return
 			}
-			// The answer to the relay's own probe (AmpConfig): the lane
+			// The answer to the relay's own probe (amp.Config): the lane
 			// it came from is proven.
 			if r.amp.Answer(lane.KeyOf(from), resp.TxID, now) {
 				out.in(KindSTUN, len(b))
@@ -285,7 +285,7 @@ func (r *Relay) key(name []byte) uint64 {
 	return d.Sum64()
 }
 
-// (AmpConfig), unless k was probed lately.
+// (amp.Config), unless k was probed lately.
 func (r *Relay) probe(k lane.Key, now time.Duration, out *Reader) {
 	tx, ok := r.amp.Probe(k, now)
 	if !ok {

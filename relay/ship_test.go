@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"github.com/urbit-relay/relay/relay/amp"
 	"github.com/urbit-relay/relay/relay/route"
 	"net/netip"
 	"os"
@@ -369,7 +370,7 @@ func mustShort(t *testing.T, s string) [6]byte {
 func frontRoundTrip(tb testing.TB) func() {
 	f := newFixture(tb, func(c *relay.Config) {
 		c.Front, c.ShipLane, c.PublicLane = true, frontShipLane, selfLane
-		c.Amp = relay.AmpConfig{Rate: relay.MaxAmpRate, Burst: relay.MaxAmpBurst, NetRate: relay.MaxAmpRate, NetBurst: relay.MaxAmpBurst, ProofLifetime: -1}
+		c.Amp = amp.Config{Rate: amp.MaxRate, Burst: amp.MaxBurst, NetRate: amp.MaxRate, NetBurst: amp.MaxBurst, ProofLifetime: -1}
 	})
 	req := peek(tb, "~marzod", "bench/path", 0)
 	p := scry.NewPage(name(tb, "~marzod", "bench/path"), scry.Data{Total: 1024, AuthKind: scry.AuthSign, Auth: make([]byte, 64), Frag: make([]byte, 1024)})

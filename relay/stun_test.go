@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/relay/amp"
 	"github.com/urbit-relay/relay/scry"
 )
 
@@ -174,7 +175,7 @@ func TestSTUNWithinAmplificationBudget(t *testing.T) {
 	// A 50-byte burst: the first 40-byte answer fits and the second does
 	// not.
 	f := newFixture(t, func(c *relay.Config) {
-		c.Amp = relay.AmpConfig{Rate: 1, Burst: 50} // 64Ki slots: alice and bob share one with odds of 1 in 65,536
+		c.Amp = amp.Config{Rate: 1, Burst: 50} // 64Ki slots: alice and bob share one with odds of 1 in 65,536
 	})
 	req := stunRequest(3)
 	stunAnswer(t, f.handle(req, alice), req, alice)
@@ -247,7 +248,7 @@ func BenchmarkDecideSTUN(b *testing.B) {
 // with another id, or from another lane, proves nothing and is dropped.
 func TestProbeAnswerProvesTheLane(t *testing.T) {
 	f := newFixture(t, func(c *relay.Config) {
-		c.Amp = relay.AmpConfig{Rate: 1, Burst: 4000, ProbeAfter: 1000}
+		c.Amp = amp.Config{Rate: 1, Burst: 4000, ProbeAfter: 1000}
 	})
 	var probe []byte
 	for i := 0; probe == nil; i++ {

@@ -275,7 +275,7 @@ func (g *loadGen) runRequesters(wg *sync.WaitGroup, onAnswer func(p *pair, msgs 
 
 // answerProbe answers a STUN binding request as every vere ship does, so
 // that a relay with its amplification budget on proves the requester's
-// lane (relay.AmpConfig) and exempts it.
+// lane (amp.Config) and exempts it.
 func answerProbe(c transport.Conn, b []byte, from netip.AddrPort) {
 	var q scry.STUNRequest
 	if q.Parse(b) != nil {

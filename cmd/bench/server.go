@@ -17,6 +17,7 @@ import (
 	"github.com/urbit-relay/relay/internal/hist"
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/relay/amp"
 	"github.com/urbit-relay/relay/relay/pit"
 	"github.com/urbit-relay/relay/relay/transport"
 	"github.com/urbit-relay/relay/scry"
@@ -172,7 +173,7 @@ func relayVariant(variant string, listen netip.AddrPort, pubs, basePort int) (re
 			MaxEntries:          2_000_000,
 		},
 		// One requester address carries the whole load.
-		Amp: relay.AmpConfig{Rate: -1},
+		Amp: amp.Config{Rate: -1},
 	}
 	if variant == "" {
 		return cfg, nil
@@ -181,11 +182,11 @@ func relayVariant(variant string, listen netip.AddrPort, pubs, basePort int) (re
 		switch v {
 		case "default":
 			cfg.Pending = pit.Config{}
-			cfg.Amp = relay.AmpConfig{}
+			cfg.Amp = amp.Config{}
 		case "amp":
-			cfg.Amp = relay.AmpConfig{}
+			cfg.Amp = amp.Config{}
 		case "noamp":
-			cfg.Amp = relay.AmpConfig{Rate: -1}
+			cfg.Amp = amp.Config{Rate: -1}
 		case "nodup":
 			cfg.Dup = relay.DupConfig{Window: -1}
 		case "noshare":

@@ -37,6 +37,7 @@ import (
 
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/relay/amp"
 	"github.com/urbit-relay/relay/relay/capture"
 	"github.com/urbit-relay/relay/relay/front"
 	"github.com/urbit-relay/relay/relay/pit"
@@ -107,8 +108,8 @@ type runFlags struct {
 
 // ampConfig returns the amplification budget the amplification settings
 // give.
-func (f *runFlags) ampConfig() relay.AmpConfig {
-	a := relay.AmpConfig{Rate: f.ampRate, Burst: f.ampBurst, NetRate: f.ampNetRate, NetBurst: f.ampNetBurst}
+func (f *runFlags) ampConfig() amp.Config {
+	a := amp.Config{Rate: f.ampRate, Burst: f.ampBurst, NetRate: f.ampNetRate, NetBurst: f.ampNetBurst}
 	if !f.ampProbes {
 		a.ProofLifetime = -1
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/relay/amp"
 	"github.com/urbit-relay/relay/relay/pit"
 )
 
@@ -112,7 +113,7 @@ func TestConfigFile(t *testing.T) {
 				if r.Routes.MaxRoutes != 4096 || r.Routes.DirectLaneExpiry != 90*time.Second {
 					t.Errorf("routes %+v", r.Routes)
 				}
-				wantAmp := relay.AmpConfig{Rate: 3000000, Burst: relay.DefaultAmpBurst, NetRate: -1, NetBurst: 40000000, ProofLifetime: -1}
+				wantAmp := amp.Config{Rate: 3000000, Burst: amp.DefaultBurst, NetRate: -1, NetBurst: 40000000, ProofLifetime: -1}
 				if r.Amp != wantAmp {
 					t.Errorf("amp %+v, want %+v", r.Amp, wantAmp)
 				}

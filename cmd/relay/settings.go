@@ -20,7 +20,7 @@ import (
 	"flag"
 	"time"
 
-	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/relay/amp"
 	"github.com/urbit-relay/relay/relay/capture"
 	relaydaemon "github.com/urbit-relay/relay/relay/daemon"
 	"github.com/urbit-relay/relay/relay/front"
@@ -282,16 +282,16 @@ var settingTable = []setting{
 	{key: "amplification.rate", field: "relay.Amp.Rate",
 		doc: "answer bytes per second one address may receive (pages, STUN answers, legacy forwards to learned lanes); at most 1073741824; " +
 			"0 takes the default; negative disables the amplification budget",
-		bind: intVal(relay.DefaultAmpRate, func(v *settingVals) *int { return &v.ampRate })},
+		bind: intVal(amp.DefaultRate, func(v *settingVals) *int { return &v.ampRate })},
 	{key: "amplification.burst", field: "relay.Amp.Burst",
 		doc:  "most answer bytes one address may bank (a slot never used starts full); at most 8589934592",
-		bind: intVal(relay.DefaultAmpBurst, func(v *settingVals) *int { return &v.ampBurst })},
+		bind: intVal(amp.DefaultBurst, func(v *settingVals) *int { return &v.ampBurst })},
 	{key: "amplification.net-rate", field: "relay.Amp.NetRate",
 		doc:  "answer bytes per second one network (the address's IPv4 /24 or IPv6 /56) may receive, whatever the spread over its addresses; negative disables the per-network budget",
-		bind: intVal(relay.DefaultAmpNetRate, func(v *settingVals) *int { return &v.ampNetRate })},
+		bind: intVal(amp.DefaultNetRate, func(v *settingVals) *int { return &v.ampNetRate })},
 	{key: "amplification.net-burst", field: "relay.Amp.NetBurst",
 		doc:  "most answer bytes one network may bank",
-		bind: intVal(relay.DefaultAmpNetBurst, func(v *settingVals) *int { return &v.ampNetBurst })},
+		bind: intVal(amp.DefaultNetBurst, func(v *settingVals) *int { return &v.ampNetBurst })},
 	{key: "amplification.probes",
 		doc:  "send a lane that has been sent 256 KiB a STUN binding request; a lane that answers it (every vere ship does) is exempt from the budget for 2 minutes",
 		bind: boolVal(true, func(v *settingVals) *bool { return &v.ampProbes })},

@@ -372,7 +372,7 @@ func (r *downloadResult) section() section {
 	fmt.Fprintf(&b, "A requester (a public planet) downloads a %d-fragment message from a publisher (a planet behind a NAT) under another galaxy, with a request window: it asks for that many fragments at once and for the next each time one arrives; an unanswered request is re-sent every %v (`endpoint.DefaultRetryInterval`), as mesa does. "+
 		"Each fragment is a peek of %d bytes answered by a page of %d bytes. %d downloads run at once in each run, each requester and publisher a host of its own (every host has a public address in a /16 of its own, so the relays' per-address and per-network amplification budgets apply as in production). "+
 		"The publisher behind a NAT is reached through its star's relay (the requester's route tightens to it after a round trip through the galaxy); the same downloads direct go to a public planet under the same star, which the requester's route reaches after two round trips. "+
-		"Relays run with the production defaults (`relay.Config` with the zero `AmpConfig`; the publishers' stars and galaxies with production's table sizes too), or with the amplification budget off. "+
+		"Relays run with the production defaults (`relay.Config` with the zero `amp.Config`; the publishers' stars and galaxies with production's table sizes too), or with the amplification budget off. "+
 		"*Completion* is from the first request to the last fragment's arrival (mean, and the range over the downloads); *first try* the fragments answered before their request was re-sent; *pages through relays / direct* how the fragments arrived (hop count above 0, or 0); *datagrams per fragment* every copy of its request and page on every link; *refused* the pages the relays' budget withheld. Design strategy, fast preset, no link loss.\n\n",
 		d0.fragments, prose(endpoint.DefaultRetryInterval), r.peekBytes, r.pageLen, d0.pairs)
 	t := table{head: []string{"window", "publisher", "budget", "completion mean (min–max)", "first try", "sends per fragment", "pages through relays / direct", "datagrams per fragment", "refused"}}
@@ -453,7 +453,7 @@ func (r *downloadResult) notes() []string {
 	}
 	return []string{
 		fmt.Sprintf("**The budget is absolute, so a bulk download fits it.** Through the publisher's star under the defaults a fragment took %s sends (window %d) and %s (window %d), against %s and %s with the budget off, and the relays refused %s: "+
-			"the budget allows an address 1 MiB a second, banked up to 8 MiB, and its /24 2 MiB a second, banked up to 16 MiB (relay.AmpConfig), and a %d-fragment message of %d-byte pages is %s MB; a lane busier than that for long is probed with a STUN request, which every ship answers, and is then not budgeted. "+
+			"the budget allows an address 1 MiB a second, banked up to 8 MiB, and its /24 2 MiB a second, banked up to 16 MiB (amp.Config), and a %d-fragment message of %d-byte pages is %s MB; a lane busier than that for long is probed with a STUN request, which every ship answers, and is then not budgeted. "+
 			"A page the budget does refuse is lost at the relay (its pending entry is spent when the page arrives) and the requester learns of it only when its re-send is due, a second later. "+
 			"A window of %d moves %s fragments a second (%s with the budget off); a window of %d, one round trip a fragment, %s a second (%s).",
 			sends(0, dlNAT), ws[0], sends(1, dlNAT), ws[1], sends(0, dlNATOff), sends(1, dlNATOff), refusedBoth(nat0.throttled, nat1.throttled),

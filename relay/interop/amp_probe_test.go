@@ -10,6 +10,7 @@ import (
 
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/relay/amp"
 	"github.com/urbit-relay/relay/scry"
 )
 
@@ -30,7 +31,7 @@ func TestProbeProvesAVereRequester(t *testing.T) {
 		ShipLane: laneOf(pub),
 		Self:     []netip.AddrPort{laneOf(sock)},
 		HintNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
-		Amp:      relay.AmpConfig{ProbeAfter: 1}, // probe at the first page
+		Amp:      amp.Config{ProbeAfter: 1}, // probe at the first page
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -89,7 +89,7 @@
 // lane (AddProven; flagReceives, kept until the entry goes). The relay's
 // evidence is authority, not a guess: the lane answered a STUN binding
 // request the relay sent there with a random transaction id (relay's
-// AmpConfig proofs), which an off-path forger never sees. Asking twice is
+// amp.Config proofs), which an off-path forger never sees. Asking twice is
 // no evidence (a forger sends two datagrams as easily as one), nor is a
 // route for the lane (a route is learned for ships, not for requesters).
 // The relay asks for the proof where it matters: when a full entry

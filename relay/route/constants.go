@@ -114,7 +114,7 @@ const (
 
 	// RouteSourceIPv6Bits is the IPv6 prefix one source's route share is
 	// counted by: a /56, the network the amplification budget counts by
-	// (relay.DefaultAmpNet6Bits), what ISPs commonly give one customer.
+	// (amp.DefaultNet6Bits), what ISPs commonly give one customer.
 	// Counted by /64, one customer's 256 /64s took 256 shares: 17 of them
 	// filled a 4,096-route table (issue 21).
 	RouteSourceIPv6Bits = 56

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/urbit-relay/relay/lane"
-	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/relay/amp"
 )
 
 // TestHostsHaveTheirOwnNetworks checks the address plan: every host's lanes
@@ -102,7 +102,7 @@ func TestProductionTablesOnChain(t *testing.T) {
 			continue
 		}
 		c := n.nodes[s.front].relayCfg
-		production := c.Amp == relay.AmpConfig{} && c.Routes.LaneClockSlots == 0 && c.Pending.Shards == 0
+		production := c.Amp == amp.Config{} && c.Routes.LaneClockSlots == 0 && c.Pending.Shards == 0
 		if production != chain[i] {
 			t.Errorf("%s (on the chain: %v): amplification slots %d, lane clock %d, pending shards %d", s.ID, chain[i], c.Amp.Slots, c.Routes.LaneClockSlots, c.Pending.Shards)
 		}

@@ -92,7 +92,7 @@ const (
 
 	// SlotsPerSponsee and MinTableSlots size a simulated relay's tables
 	// keyed by address (relayTableSlots): the amplification budget's
-	// per-address and per-network slots (relay.AmpConfig.Slots and
+	// per-address and per-network slots (amp.Config.Slots and
 	// NetSlots) and the route table's lane clock
 	// (route.Config.LaneClockSlots). A relay hears from its sponsees,
 	// which ping it, and from a few requesters: in a 10,000-ship run of
@@ -238,7 +238,7 @@ type Config struct {
 	RetryInterval time.Duration
 	PingInterval  time.Duration
 	// NoAmpBudget runs every relay without its amplification budget
-	// (relay.AmpConfig's off switch), to compare against the default.
+	// (amp.Config's off switch), to compare against the default.
 	NoAmpBudget bool
 	// ProductionTables builds relays and route tables with production's
 	// table sizes throughout (the zero configurations), rather than the

@@ -16,6 +16,7 @@ import (
 	"github.com/urbit-relay/relay/internal/eventq"
 	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
+	"github.com/urbit-relay/relay/relay/amp"
 	"github.com/urbit-relay/relay/relay/pit"
 	"github.com/urbit-relay/relay/relay/route"
 	"github.com/urbit-relay/relay/scry"
@@ -668,7 +669,7 @@ func (n *Network) release(b []byte) {
 // RouteSourceSlots; config.go says why no figure depends on them). Seeds
 // are set by configure.
 func (n *Network) sizeTables(c *relay.Config, sponsees int, production bool) {
-	c.Amp, c.Dup = relay.AmpConfig{}, relay.DupConfig{}
+	c.Amp, c.Dup = amp.Config{}, relay.DupConfig{}
 	c.Pending.Shards = 0
 	c.Routes.LaneClockSlots, c.Routes.SourceSlots = 0, 0
 	if !production {
@@ -679,7 +680,7 @@ func (n *Network) sizeTables(c *relay.Config, sponsees int, production bool) {
 		c.Routes.LaneClockSlots, c.Routes.SourceSlots = slots, RouteSourceSlots
 	}
 	if n.cfg.NoAmpBudget {
-		c.Amp = relay.AmpConfig{Rate: -1} // the budget's off switch
+		c.Amp = amp.Config{Rate: -1} // the budget's off switch
 	}
 }
 
