@@ -595,8 +595,13 @@ func (r *Table) PageArrived(o PageObs, now time.Duration, ships []lane.Ship, dst
 		rt.direct.lane != from && r.directFreshLocked(rt, now) {
 		contested = true
 	}
+	// own: the page came at hop 0 from one of s's own lanes. Asked once:
+	// hearing a page only ever adds from to s's lanes, so own stays true
+	// after heardLocked, and is asked again below only when false.
+	own := o.Hop0 && r.ownLaneLocked(s, rt, from)
 	if o.mayProve(rt) {
-		if o.Hop0 && r.cameTheWayLocked(s, from) {
+		// cameTheWayLocked, with own already known.
+		if own || (o.Hop0 && rt != nil && rt.chal.valid() && rt.chal.lane == from && rt.chal.waiting != 0) {
 			r.heardLocked(s, from, now, false, o.Signed)
 		}
 		r.answeredLocked(o, now)
@@ -611,7 +616,7 @@ func (r *Table) PageArrived(o PageObs, now time.Duration, ships []lane.Ship, dst
 		// lane: either may be the stale one until the claim is settled
 		// (MoveSilence, the ship's ack, a signature).
 		disputed = true
-	} else if o.Hop0 && r.ownLaneLocked(s, rt, from) {
+	} else if own || (o.Hop0 && r.ownLaneLocked(s, rt, from)) {
 		placed = from
 	} else if rt != nil && rt.directProven() && r.directFreshLocked(rt, now) {
 		placed = rt.direct.lane
