@@ -98,8 +98,6 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 		// answers only a probe outstanding on the lane it came from.
 		if !fromShip {
 			obs.Signed, obs.Unverified = r.pageAuthority(b, p, fromKey, now, false, out)
-		}
-		if !fromShip {
 			lockTaken()
 			if r.routes.LateAnswer(obs, now) {
 				out.c.add(EventLateAnswers, 1)
@@ -127,43 +125,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	// seed's rule: no fraternizing).
 	own := false
 	if !fromShip {
-		// The next-hop names the publisher's own lane, never a
-		// forwarder's: a stock requester stores a relayed page's next-hop
-		// as the publisher's lane, replacing even a direct lane it holds
-		// that differs (ames.hoon +ev-update-lane, docs/arvo-lanes.md
-		// L3), and has no rule that moves it from one relay to the next:
-		// a forwarder's lane there un-tightens it. So: where the route
-		// table places the publisher (pinned; the lane a hop-0 page came
-		// from as the publisher's own; a proven, fresh direct lane), that
-		// lane; else, for a page relayed once, the next-hop it carries,
-		// which the forwarder that heard it at hop 0 wrote as the lane it
-		// heard it from (vere's _mesa_hear_page, and this function); else
-		// none, and the requester keeps the lane it holds (L2).
-		var hop netip.AddrPort
-		var named bool
-		if !disputed {
-			hop, named, own = nextHopFor(p, from, obs.Next, placed)
-		}
-		if named && own && obs.Relayed && hop != from && !r.hintOK(hop) {
-			// The publisher's lane is private here (a LAN lane the
-			// forwarder below may reach): the forwarder is the tightest
-			// lane the requester can use, as when none is carried.
-			hop, own = from, false
-			out.c.add(EventHintsScrubbed, 1)
-		}
-		if named {
-			hopShort, canShort = lane.EncodeShort(hop)
-		}
-		if !named {
-			out.c.add(EventNextHopUnknown, 1)
-		} else if !canShort {
-			out.c.add(EventNextHopUnencodable, 1)
-		} else if !r.hintOK(hop) {
-			// Never point a requester at a private lane: no next-hop,
-			// so it goes on asking us.
-			canShort = false
-			out.c.add(EventHintsScrubbed, 1)
-		}
+		hopShort, canShort, own = r.nextHop(p, from, &obs, placed, disputed, out.c)
 	}
 	hops := int(p.Header.Hops)
 	if !fromShip && hops < MaxHops {
@@ -237,6 +199,43 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 		lockTaken()
 		r.pending.Restore(key, reqs, &out.held, now)
 	}
+}
+
+// nextHop is the next-hop written on page p, which came from lane from,
+// in its 6-byte form, set false for none (counted by why), and whether it
+// names the publisher's own lane (own). It names the publisher's own lane,
+// never a forwarder's where that is known (nextHopFor): a stock requester
+// stores a relayed page's next-hop as the publisher's lane, replacing even
+// a direct lane it holds that differs (ames.hoon +ev-update-lane,
+// docs/arvo-lanes.md L3). None while the publisher's lane is disputed
+// (route.Table.PageArrived). A carried lane that is private here gives way
+// to the forwarder's, the tightest lane the requester can use; a private
+// lane is never named (hintOK).
+func (r *Relay) nextHop(p *scry.Packet, from netip.AddrPort, obs *route.PageObs, placed lane.Key, disputed bool, c *counterBlock) (short [6]byte, set, own bool) {
+	var hop netip.AddrPort
+	named := false
+	if !disputed {
+		hop, named, own = nextHopFor(p, from, obs.Next, placed)
+	}
+	if !named {
+		c.add(EventNextHopUnknown, 1)
+		return short, false, own
+	}
+	public := r.hintOK(hop)
+	if !public && own && obs.Relayed && hop != from {
+		hop, own = from, false
+		c.add(EventHintsScrubbed, 1)
+		public = r.hintOK(hop)
+	}
+	short, set = lane.EncodeShort(hop)
+	switch {
+	case !set:
+		c.add(EventNextHopUnencodable, 1)
+	case !public:
+		set = false
+		c.add(EventHintsScrubbed, 1)
+	}
+	return short, set, own
 }
 
 // nextHopFor returns the next-hop a relay writes on page p, which came from

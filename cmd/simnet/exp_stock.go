@@ -140,12 +140,11 @@ func (r *stockResult) section() section {
 			continue
 		}
 		ir := r.idle[i]
-		var reqs, lost int
+		lost := 0
 		for _, c := range ir.cats {
-			reqs += c.requests
 			lost += c.lost
 		}
-		nt.add(d.where, d.st.Name, fmt.Sprint(reqs), fmt.Sprint(ir.stock.LateCopies), fmt.Sprint(ir.stock.LateRelayed), fmt.Sprint(ir.stock.LateWouldUntighten), fmt.Sprint(ir.stock.Untightened), fmt.Sprint(lost))
+		nt.add(d.where, d.st.Name, fmt.Sprint(totalRequests(ir)), fmt.Sprint(ir.stock.LateCopies), fmt.Sprint(ir.stock.LateRelayed), fmt.Sprint(ir.stock.LateWouldUntighten), fmt.Sprint(ir.stock.Untightened), fmt.Sprint(lost))
 	}
 	b.WriteString(nt.String())
 	fmt.Fprintf(&b, "\n**The copies arvo sends to two lanes.** A request `+make-lanes` sends to `[lane, galaxy]` reaches the publisher twice, once straight and once through the galaxy (and the star's relay), and the publisher answers each (vere's `_mesa_hear_peek` answers every peek); the requester's vere hands arvo the first answer and drops the other (*second copies*). The two copies meet only at the publisher: a relay sees the galaxy's copy alone, and a mesa request names no requester beyond its lane, so a relay cannot tell the second copy of one ship's request from another ship's request for the same name, which it must answer. What a relay does aggregate is every copy that does reach it: vere's re-sends of one request (every 1 s, 9 times) and other ships' requests for the same name join one pending entry and are forwarded once per suppression window. With relays at galaxies and stars the requesters drop %d second copies in %d requests, against %d today: the relays add none. Only arvo sends them (and they are what makes a dead direct lane cost nothing); no change proposed below removes them.\n",
