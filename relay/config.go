@@ -3,6 +3,7 @@ package relay
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"net/netip"
 	"slices"
 
@@ -189,7 +190,7 @@ func New(cfg Config) (*Relay, error) {
 	r := &Relay{
 		ship:     cfg.Ship,
 		sponsors: cfg.Sponsors,
-		hashSeed: seed,
+		nameSeed: maphash.MakeSeed(),
 		pending:  pt,
 		amp:      budget,
 		dups:     dups,

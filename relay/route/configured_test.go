@@ -1,6 +1,8 @@
 package route
 
 import (
+	"encoding/binary"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/urbit-relay/relay/lane"
@@ -91,6 +93,67 @@ func TestPinCap(t *testing.T) {
 	for _, i := range []uint64{1, MaxPins} {
 		if _, ok := r.PinnedLane(lane.Ship{Lo: i<<32 | 0x0101}); !ok {
 			t.Errorf("pin %d lost", i)
+		}
+	}
+}
+
+// TestConfiguredIndexAgreesWithMaps: the snapshot's open-addressing
+// indexes answer every question as its maps do, for ships and lanes in
+// the snapshot and for others, at every size (each power of two the index
+// grows through, so that probes wrap and collide), whatever the seed.
+func TestConfiguredIndexAgreesWithMaps(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	randKey := func() lane.Key {
+		var k lane.Key
+		k.IP[10], k.IP[11] = 0xff, 0xff
+		binary.BigEndian.PutUint32(k.IP[12:], rng.Uint32()%512) // small: lanes repeat
+		k.Port = uint16(rng.IntN(4))
+		return k
+	}
+	randShip := func() lane.Ship { return lane.Ship{Hi: uint64(rng.IntN(2)), Lo: uint64(rng.IntN(600))} }
+	for _, n := range []int{0, 1, 2, 3, 7, 8, 31, 64, 300} {
+		for seed := range uint64(4) {
+			static, relays := map[lane.Ship]lane.Key{}, map[lane.Ship]lane.Key{}
+			for range n {
+				static[randShip()] = randKey()
+				if rng.IntN(3) == 0 {
+					relays[randShip()] = randKey()
+				}
+			}
+			c := newConfigured(static, relays, seed*0x9e3779b97f4a7c15)
+			lanes := map[lane.Key]bool{}
+			for _, m := range []map[lane.Ship]lane.Key{static, relays} {
+				for _, k := range m {
+					lanes[k] = true
+				}
+			}
+			for range 2000 {
+				s, k := randShip(), randKey()
+				ks, okS := static[s]
+				kr, okR := relays[s]
+				if gk, gok := c.staticOf(s); gok != okS || gk != ks {
+					t.Fatalf("n=%d: staticOf(%v) = %v %v, map %v %v", n, s, gk, gok, ks, okS)
+				}
+				if gk, gok := c.relayOf(s); gok != okR || gk != kr {
+					t.Fatalf("n=%d: relayOf(%v) = %v %v, map %v %v", n, s, gk, gok, kr, okR)
+				}
+				if (c.ship(s) != nil) != (okS || okR) {
+					t.Fatalf("n=%d: ship(%v) present %v, maps %v %v", n, s, c.ship(s) != nil, okS, okR)
+				}
+				for _, q := range []lane.Key{k, ks, kr} {
+					if got, want := c.ship(s).isOwn(q), okS && ks == q || okR && kr == q; got != want {
+						t.Fatalf("n=%d: isOwn(%v, %v) = %v, want %v", n, s, q, got, want)
+					}
+				}
+				if c.hasLane(k) != lanes[k] {
+					t.Fatalf("n=%d: hasLane(%v) = %v, want %v", n, k, c.hasLane(k), lanes[k])
+				}
+			}
+			for k := range lanes {
+				if !c.hasLane(k) {
+					t.Fatalf("n=%d: configured lane %v not indexed", n, k)
+				}
+			}
 		}
 	}
 }

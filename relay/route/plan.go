@@ -165,13 +165,11 @@ func (r *Table) planLocked(p *Plan, q Query, now time.Duration) {
 	// comes after the ship's learned lanes.
 	cf := r.conf.Load()
 	configured := func() {
-		if k, ok := cf.static[s]; ok {
-			add(Candidate{Lane: k, Proven: true})
-			return
-		}
-		if len(cf.relays) > 0 { // usually none: skip the lookup
-			if k, ok := cf.relays[s]; ok {
-				add(Candidate{Lane: k, Proven: true})
+		if e := cf.ship(s); e != nil {
+			if e.hasStatic {
+				add(Candidate{Lane: e.static, Proven: true})
+			} else if e.hasRelay {
+				add(Candidate{Lane: e.relay, Proven: true})
 			}
 		}
 	}
@@ -253,12 +251,12 @@ func (p *Plan) setTarget(c Candidate) {
 // beside the next looser route, and after CandidateFailures unanswered
 // tries it is left alone for BadLaneHold.
 func (r *Table) addSponsorLocked(sp lane.Ship, now time.Duration, add func(Candidate)) (c Candidate, held bool) {
-	cf := r.conf.Load()
-	if k, ok := cf.relays[sp]; ok {
-		add(Candidate{Lane: k, Proven: true})
+	e := r.conf.Load().ship(sp)
+	if e != nil && e.hasRelay {
+		add(Candidate{Lane: e.relay, Proven: true})
 		return c, false
 	}
-	k, static := cf.static[sp]
+	k, static := e.staticLane()
 	if !static {
 		k, static = r.pinnedLocked(sp) // the ship vouched for it: as if configured
 	}

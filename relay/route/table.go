@@ -191,7 +191,7 @@ func New(self lane.Ship, sponsors *lane.Sponsors, cfg Config) (*Table, error) {
 		r.srcCap = uint32(max(1, cfg.MaxRoutes/cfg.SourceDivisor))
 		r.srcCount = make([]uint32, cfg.SourceSlots)
 	}
-	r.conf.Store(newConfigured(nil, nil))
+	r.conf.Store(newConfigured(nil, nil, r.srcSeed))
 	r.pins, _ = simplelru.NewLRU[lane.Ship, pin](MaxPins, nil)
 	r.selfKeys.Store(&[]lane.Key{})
 	r.selfPorts.Store(&[]uint16{})
@@ -684,10 +684,7 @@ func (r *Table) onRouteLocked(s lane.Ship, rt *route, from lane.Key, now time.Du
 		if sp == r.self {
 			break
 		}
-		if k, ok := cf.static[sp]; ok && k == from {
-			return true
-		}
-		if k, ok := cf.relays[sp]; ok && k == from {
+		if cf.ship(sp).isOwn(from) {
 			return true
 		}
 		if k, ok := r.pinnedLocked(sp); ok && k == from {
@@ -710,11 +707,7 @@ func (r *Table) ownLaneLocked(s lane.Ship, rt *route, from lane.Key) bool {
 	if rt != nil && (from == rt.direct.lane || from == rt.hint.lane || from == rt.base.lane) {
 		return true
 	}
-	cf := r.conf.Load()
-	if k, ok := cf.static[s]; ok && k == from {
-		return true
-	}
-	if k, ok := cf.relays[s]; ok && k == from {
+	if r.conf.Load().ship(s).isOwn(from) {
 		return true
 	}
 	k, ok := r.pinnedLocked(s)
