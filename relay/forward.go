@@ -136,9 +136,12 @@ func (r *Relay) forwardPath(f *fwd, a *scry.AmesPacket, out *Reader) {
 	if !r.admit(f, plan, out) {
 		return
 	}
-	// 8. Commit what is sent.
-	lockTaken()
-	r.routes.Commit(plan, f.now)
+	// 8. Commit what is sent (nothing to commit, and no lock, for a plan
+	// of configured or pinned lanes to a receiver with no route).
+	if plan.Touches() {
+		lockTaken()
+		r.routes.Commit(plan, f.now)
+	}
 	// 9. Edit, and 10. send.
 	r.forward(r.edit(f, out), f.kind, &plan.Targets, out)
 }

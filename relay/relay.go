@@ -78,7 +78,9 @@
 //
 //   - a forwarded request, 3: the route table (PlanInto), a pending shard
 //     (Add: the admit), the route table (Commit, which records a poke's
-//     sender too); aggregated (not forwarded), the first 2;
+//     sender too); 2 when the commit would change nothing (a configured or
+//     pinned lane, no route for the receiver, no sender to learn:
+//     route.Plan.Touches); aggregated (not forwarded), the first 2;
 //   - a page to one requester, 4: a pending shard (TakeHeld), the route
 //     table (PageArrived), the requester's address stripe and its
 //     network's (Spend); 2 more for each further requester, none for the

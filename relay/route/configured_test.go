@@ -157,3 +157,53 @@ func TestConfiguredIndexAgreesWithMaps(t *testing.T) {
 		}
 	}
 }
+
+// TestCommitSkippedOnlyWhenNothingChanges: a plan that does not Touch the
+// table is one whose full commit (commitLocked) changes nothing: no route
+// made, no change counted, no lane waiting; and a plan to a ship with a
+// route, a plan through a sponsor tried as a forwarder, or one that learns
+// a sender, Touches it.
+func TestCommitSkippedOnlyWhenNothingChanges(t *testing.T) {
+	now := 10 * sec
+	rt := newTable(t)
+	rt.Contacted(marnec, marnecKey, now) // a route: ~marnec's direct lane
+	plan := func(q Query) *Plan {
+		var p Plan
+		rt.PlanInto(&p, q, now)
+		if p.N == 0 {
+			t.Fatalf("%+v: no targets", q)
+		}
+		return &p
+	}
+	// To ~nec's configured lane, no route, nothing learned: untouched,
+	// and the full commit indeed changes nothing.
+	p := plan(Query{Rcvr: nec, From: alice})
+	if p.Touches() {
+		t.Fatalf("a plan to a configured lane touches the table")
+	}
+	before, n := rt.Changes(), rt.table.Len()
+	rt.mu.Lock()
+	rt.commitLocked(p, now)
+	rt.mu.Unlock()
+	if rt.Changes() != before || rt.table.Len() != n {
+		t.Fatalf("the skipped commit would have changed the table: changes %d -> %d, routes %d -> %d", before, rt.Changes(), n, rt.table.Len())
+	}
+	// The same plan learning its sender touches it.
+	if !plan(Query{Rcvr: nec, From: alice, Sender: planet, Learn: true}).Touches() {
+		t.Fatalf("a plan that learns its sender does not touch the table")
+	}
+	// To ~marnec, which has a route: its lane starts waiting.
+	p = plan(Query{Rcvr: marnec, From: alice})
+	if !p.Touches() {
+		t.Fatalf("a plan to a routed ship does not touch the table")
+	}
+	rt.Commit(p, now)
+	if r, _ := rt.table.Peek(marnec); r.direct.waiting == 0 {
+		t.Fatalf("the commit of a routed ship's plan left its lane not waiting")
+	}
+	// To ~marnec's planet, through ~marnec tried as a forwarder.
+	p = plan(Query{Rcvr: planet, From: alice})
+	if !p.Touches() {
+		t.Fatalf("a plan through a sponsor tried as a forwarder does not touch the table: %+v", p)
+	}
+}

@@ -53,6 +53,27 @@ type Plan struct {
 	// fwd[i] is the sponsor tried as a forwarder on Lanes[i], if fwdOK[i].
 	fwd   [MaxTargets]lane.Ship
 	fwdOK [MaxTargets]bool
+	// routed: the receiver had a route when the plan was made.
+	routed bool
+}
+
+// Touches reports whether committing p would change the table: the
+// receiver had a route when p was made (its lanes' probes), a lane of p
+// tries a sponsor as a forwarder, or p's query names a sender to learn.
+// A plan whose lanes are all configured or pinned, for a receiver with no
+// route, touches nothing, and Commit returns without the table's lock. A
+// route another reader makes for the receiver between plan and commit is
+// then left as if this commit had come first.
+func (p *Plan) Touches() bool {
+	if p.q.Learn || p.routed && p.N > 0 {
+		return true
+	}
+	for i := 0; i < p.N; i++ {
+		if p.fwdOK[i] {
+			return true
+		}
+	}
+	return false
 }
 
 // Route plans q into p and commits the plan, under one lock: for callers
@@ -94,6 +115,9 @@ func (r *Table) PlanInto(p *Plan, q Query, now time.Duration) {
 // answer, and a sender named by its query is recorded as contacting us.
 // Committing a plan with no targets records only the sender.
 func (r *Table) Commit(p *Plan, now time.Duration) {
+	if !p.Touches() {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.commitLocked(p, now)
@@ -181,7 +205,9 @@ func (r *Table) planLocked(p *Plan, q Query, now time.Duration) {
 	}
 	// chal is the challenger to probe beside the plan's known-good lane.
 	var chal Candidate
-	if v, ok := r.table.Peek(s); ok && !done {
+	v, routed := r.table.Peek(s)
+	p.routed = routed
+	if routed && !done {
 		rt := v
 		if v.probesDue(now, &r.cfg) || v.settleDue(now, &r.cfg, r.clock) || v.expiryDue(now, &r.cfg, r.clock) {
 			// Judge the route as the tick will leave it, on a copy.
