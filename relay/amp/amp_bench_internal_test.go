@@ -80,3 +80,47 @@ func benchAmp(b *testing.B, page int) {
 		}
 	})
 }
+
+// BenchmarkAmpSpend is one reader's spend per page, by path: "unproven"
+// spends from the address's and the network's buckets, which never run
+// out (as in the relay's BenchmarkDecide, but probing on); "proven" is a lane that answered the relay's probe,
+// as vere's requesters are once busy (cmd/bench); "proven-nat" is 16
+// proven lanes of one address (ships behind one NAT, or cmd/bench's
+// requesters on one host).
+func BenchmarkAmpSpend(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		lanes  int
+		sameIP bool
+		proven bool
+	}{
+		{"unproven", 1024, false, false},
+		{"proven", 1024, false, true},
+		{"proven-nat", 16, true, true},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			a := newTestAmp(b, Config{Rate: MaxRate, Burst: MaxBurst, NetRate: MaxRate, NetBurst: MaxBurst})
+			now := time.Second
+			keys := make([]lane.Key, c.lanes)
+			for i := range keys {
+				keys[i] = ampKey(uint32(i))
+				if c.sameIP {
+					keys[i] = ampKey(0)
+					keys[i].Port = uint16(4000 + i)
+				}
+				if c.proven {
+					tx, ok := a.Probe(keys[i], now)
+					if !ok || !a.Answer(keys[i], tx, now) {
+						b.Fatalf("lane %d not proven", i)
+					}
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				now += time.Microsecond
+				a.Spend(keys[i&(c.lanes-1)], 500, now)
+			}
+		})
+	}
+}
