@@ -411,11 +411,6 @@ func fromHalves(hi, lo uint64) (b [16]byte) {
 	return b
 }
 
-// v4MappedLo is the low half's bottom 32 bits (bytes 8-11, ff ff after
-// two zeros, as hash16 reads them) of an IPv4-mapped address, whose high
-// half is zero: lane.Key.Is4.
-const v4MappedLo = 0xffff0000
-
 // netHalves returns the halves of the masked address of the network of
 // the address of halves hi and lo: its IPv4 prefix if it is IPv4-mapped,
 // else its IPv6 prefix.
@@ -741,7 +736,13 @@ type proofSlot struct {
 // holds reports whether s holds lane k.
 func (s *proofSlot) holds(k lane.Key) bool {
 	hi, lo := nativeHalves(k.IP)
-	return s.ip0.Load() == hi && s.ip1.Load() == lo && s.port.Load() == uint32(k.Port)
+	return s.holdsHalves(hi, lo, uint32(k.Port))
+}
+
+// holdsHalves is holds of the lane of address halves hi and lo
+// (nativeHalves) and port.
+func (s *proofSlot) holdsHalves(hi, lo uint64, port uint32) bool {
+	return s.ip0.Load() == hi && s.ip1.Load() == lo && s.port.Load() == port
 }
 
 // provenUntil is when s's proof ends.
@@ -792,8 +793,9 @@ func (t *proofTable) waysOf(h uint64, port uint16) (set []proofSlot, mu *sync.Mu
 // holding returns the slot of set holding k, or nil. Its lock must be
 // held, or its stripe's version read before and checked after.
 func holding(k lane.Key, set []proofSlot) *proofSlot {
+	hi, lo := nativeHalves(k.IP)
 	for i := range set {
-		if set[i].holds(k) {
+		if set[i].holdsHalves(hi, lo, uint32(k.Port)) {
 			return &set[i]
 		}
 	}
