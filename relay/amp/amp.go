@@ -60,6 +60,15 @@
 // share a slot, or churning slots, gains nothing: only a slot never used
 // starts full. Each table is guarded by 64 striped locks, each over a run
 // of slots; no call holds two locks.
+//
+// A proven lane's spend takes no lock when its address's slot is already
+// up to date (Spend's lock-free look, as for every page of a reader's
+// batch but the first): it reads the address's slot and the lane's proof
+// under each stripe's version (a seqlock, which a writer holding the
+// stripe makes odd while it changes what the look reads), writes nothing,
+// and answers only where the locked path would change nothing in the
+// address's slot and give the same answer at that instant; otherwise, or
+// when a writer interferes, it takes the locked path.
 package amp
 
 import (
@@ -69,7 +78,9 @@ import (
 	"math/bits"
 	mrand "math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/urbit-relay/relay/lane"
 )
@@ -195,14 +206,31 @@ type Budget struct {
 	addr   bucketParams // static
 	light  bucketParams // static: the light allowance, in the address's slot
 	seed   uint64       // static
+	mix0   uint64       // static: hash16's first round when the first half is zero (seedMix)
 	shift  uint         // static: log2 of the slots per stripe
 	slots  []ampSlot    // static slice; slot i guarded by stripes[i>>shift].mu
 	probes int64        // static: ProbeAfter in token units
 
 	net          *Budget     // static: the per-network budget; nil if disabled or this is it
-	mask4, mask6 [2]uint64   // static: a network's prefix, over the address's 128 bits
+	mask4, mask6 [2]uint64   // static: a network's prefix, over the address's halves as hash16 reads them
 	proofs       *proofTable // static: nil when probing is disabled
+
+	// versions[j] is stripe j's version: odd while a writer holding
+	// the stripe changes a slot's ip or proven, which Spend's lock-free
+	// look reads (stripeVersions).
+	versions stripeVersions
 }
+
+// stripeVersions is a table's seqlock versions, one a stripe. A writer
+// holding stripe j's lock brackets each change a lock-free reader could
+// see torn with begin and end; a reader's look holds if the version it
+// read before was even and is unchanged after (holds).
+type stripeVersions [ampStripes]atomic.Uint32
+
+func (v *stripeVersions) begin(j uint64)                  { v[j].Add(1) }
+func (v *stripeVersions) end(j uint64)                    { v[j].Add(1) }
+func (v *stripeVersions) read(j uint64) uint32            { return v[j].Load() }
+func (v *stripeVersions) holds(j uint64, was uint32) bool { return was&1 == 0 && v[j].Load() == was }
 
 // bucketParams are a token bucket's rate and size. Tokens are kept in
 // nanobytes (bytes times 1e9), so that a refill of rate bytes a second
@@ -243,15 +271,34 @@ type ampStripe struct {
 	_  [ampStripePad]byte
 }
 
+// ampSlot is one address's (one network's) buckets. ip, last and proven
+// are read by Spend's lock-free look: they are written only with atomic
+// stores (ipHalf, Store), by a writer holding the stripe, ip and proven
+// between its version's begin and end when ip changes. last never goes
+// back.
 type ampSlot struct {
-	ip     [16]byte
-	tokens int64         // nanobytes allowed now
-	light  int64         // nanobytes of light allowance (an address's slot)
-	last   time.Duration // when tokens were last brought up to date; 0: never used
+	ip     [16]byte // first: its halves are 8-byte aligned (ipHalf)
+	tokens int64    // nanobytes allowed now
+	light  int64    // nanobytes of light allowance (an address's slot)
+	// last is when tokens were last brought up to date (a
+	// time.Duration); 0: never used.
+	last atomic.Int64
 	// proven is when the latest proof recorded for a lane of this
-	// address ends (an address's slot): until then a send looks the lane
-	// up in the proof table.
-	proven time.Duration
+	// address ends (a time.Duration; an address's slot): until then a
+	// send looks the lane up in the proof table.
+	proven atomic.Int64
+}
+
+// ipHalf returns half h (0: bytes 0-7, 1: bytes 8-15) of s.ip as an
+// atomic word, in the machine's byte order (nativeHalves). ip is the
+// first field of a struct that atomic.Int64 aligns to 8 bytes.
+func (s *ampSlot) ipHalf(h int) *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Pointer(&s.ip[8*h]))
+}
+
+// nativeHalves returns ip's halves as ipHalf reads them.
+func nativeHalves(ip [16]byte) (uint64, uint64) {
+	return binary.NativeEndian.Uint64(ip[:8]), binary.NativeEndian.Uint64(ip[8:])
 }
 
 // New returns the budget for cfg, its zero fields given their defaults,
@@ -270,6 +317,9 @@ func (a *Budget) Proven(k lane.Key, now time.Duration) bool {
 	if !a.Probing() {
 		return false
 	}
+	if ok, _, held := a.proofs.provenLockFree(k, now); held {
+		return ok
+	}
 	ok, _ := a.proofs.proven(k, now)
 	return ok
 }
@@ -286,7 +336,7 @@ func newAmpTable(cfg Config) (*Budget, error) {
 	a.light = newBucketParams(cfg.LightRate, cfg.LightBurst)
 	if cfg.ProofLifetime > 0 {
 		a.probes = int64(cfg.ProbeAfter) * nanobytes
-		if a.proofs, err = newProofTable(cfg); err != nil {
+		if a.proofs, err = newProofTable(cfg, a.seed); err != nil {
 			return nil, err
 		}
 	}
@@ -295,7 +345,7 @@ func newAmpTable(cfg Config) (*Budget, error) {
 	}
 	// An IPv4 address is IPv4-mapped in a lane.Key's 16 bytes: its
 	// prefix counts from bit 96.
-	a.mask4, a.mask6 = prefixMask(96+cfg.Net4Bits), prefixMask(cfg.Net6Bits)
+	a.mask4, a.mask6 = hashHalves(prefixMask(96+cfg.Net4Bits)), hashHalves(prefixMask(cfg.Net6Bits))
 	a.net, err = newAmpBank(newBucketParams(cfg.NetRate, cfg.NetBurst), cfg.NetSlots)
 	return a, err
 }
@@ -310,7 +360,7 @@ func newAmpBank(p bucketParams, n int) (*Budget, error) {
 	// when there are fewer slots than stripes.
 	per := max(n/ampStripes, 1)
 	return &Budget{
-		addr: p, seed: seed,
+		addr: p, seed: seed, mix0: seedMix(seed),
 		shift: uint(bits.TrailingZeros(uint(per))),
 		slots: make([]ampSlot, n),
 	}, nil
@@ -327,7 +377,8 @@ func randomSeed() (uint64, error) {
 }
 
 // prefixMask returns the mask of the first n of 128 bits, as the
-// big-endian halves of an address.
+// big-endian halves of an address (hashHalves turns them into halves as
+// hash16 reads them).
 func prefixMask(n int) [2]uint64 {
 	hi, lo := ^uint64(0), ^uint64(0)
 	switch {
@@ -341,26 +392,49 @@ func prefixMask(n int) [2]uint64 {
 	return [2]uint64{hi, lo}
 }
 
-// network returns the masked address of ip's network: its IPv4 prefix if
-// ip is IPv4-mapped, else its IPv6 prefix.
-func (a *Budget) network(ip [16]byte) [16]byte {
-	hi := binary.BigEndian.Uint64(ip[:8])
-	lo := binary.BigEndian.Uint64(ip[8:])
+// hashHalves turns big-endian halves of 16 bytes into their halves as
+// hash16 reads them (little-endian).
+func hashHalves(be [2]uint64) [2]uint64 {
+	return [2]uint64{bits.ReverseBytes64(be[0]), bits.ReverseBytes64(be[1])}
+}
+
+// halves returns ip's halves as hash16 reads them.
+func halves(ip [16]byte) (hi, lo uint64) {
+	return binary.LittleEndian.Uint64(ip[:8]), binary.LittleEndian.Uint64(ip[8:])
+}
+
+// fromHalves returns the 16 bytes whose halves (as hash16 reads them) are
+// hi and lo.
+func fromHalves(hi, lo uint64) (b [16]byte) {
+	binary.LittleEndian.PutUint64(b[:8], hi)
+	binary.LittleEndian.PutUint64(b[8:], lo)
+	return b
+}
+
+// netHalves returns the halves of the masked address of the network of
+// the address of halves hi and lo: its IPv4 prefix if it is IPv4-mapped,
+// else its IPv6 prefix.
+func (a *Budget) netHalves(hi, lo uint64) (uint64, uint64) {
 	m := &a.mask6
-	if (lane.Key{IP: ip}).Is4() {
+	if hi == 0 && uint32(lo) == v4MappedLo {
 		m = &a.mask4
 	}
-	var n [16]byte
-	binary.BigEndian.PutUint64(n[:8], hi&m[0])
-	binary.BigEndian.PutUint64(n[8:], lo&m[1])
-	return n
+	return hi & m[0], lo & m[1]
+}
+
+// network returns the masked address of ip's network (netHalves).
+func (a *Budget) network(ip [16]byte) [16]byte {
+	return fromHalves(a.netHalves(halves(ip)))
 }
 
 // index returns ip's slot: a seeded hash of all 16 bytes, each half mixed
 // in whole (lane.Mix64 is a bijection with full avalanche), so that the
 // addresses of one network spread over the slots like any others.
-func (a *Budget) index(ip [16]byte) uint64 {
-	return hash16(a.seed, ip) & uint64(len(a.slots)-1)
+func (a *Budget) index(ip [16]byte) uint64 { return a.indexHalves(halves(ip)) }
+
+// indexHalves is index of the address of halves hi and lo (halves).
+func (a *Budget) indexHalves(hi, lo uint64) uint64 {
+	return hashFrom(a.seed, a.mix0, hi, lo) & uint64(len(a.slots)-1)
 }
 
 // hash16 is the seeded hash of 16 bytes the budget's tables index by.
@@ -369,8 +443,25 @@ func hash16(seed uint64, b [16]byte) uint64 {
 	return lane.Mix64(h ^ binary.LittleEndian.Uint64(b[8:]))
 }
 
+// seedMix is hash16's first round for bytes whose first half is zero, as
+// every IPv4-mapped address's and IPv4 network's is.
+func seedMix(seed uint64) uint64 { return lane.Mix64(seed) }
+
+// hashFrom is hash16(seed, fromHalves(hi, lo)), mix0 seedMix(seed): the
+// first round taken from mix0 when hi is zero.
+func hashFrom(seed, mix0, hi, lo uint64) uint64 {
+	h := mix0
+	if hi != 0 {
+		h = lane.Mix64(seed ^ hi)
+	}
+	return lane.Mix64(h ^ lo)
+}
+
+// stripeOf returns slot i's stripe.
+func (a *Budget) stripeOf(i uint64) uint64 { return (i >> a.shift) % ampStripes }
+
 // stripe returns the lock guarding slot i.
-func (a *Budget) stripe(i uint64) *sync.Mutex { return &a.stripes[(i>>a.shift)%ampStripes].mu }
+func (a *Budget) stripe(i uint64) *sync.Mutex { return &a.stripes[a.stripeOf(i)].mu }
 
 // slotLocked returns slot i, ip's, brought up to date at now. A slot never
 // used starts full; a slot held by another address is taken over with the
@@ -378,19 +469,63 @@ func (a *Budget) stripe(i uint64) *sync.Mutex { return &a.stripes[(i>>a.shift)%a
 // must be locked.
 func (a *Budget) slotLocked(i uint64, ip [16]byte, now time.Duration) *ampSlot {
 	s := &a.slots[i]
-	if s.last == 0 {
-		*s = ampSlot{ip: ip, tokens: a.addr.burst, light: a.light.burst, last: max(now, 1)}
+	last := time.Duration(s.last.Load())
+	if last == 0 {
+		a.holdLocked(i, s, ip)
+		s.tokens, s.light = a.addr.burst, a.light.burst
+		s.last.Store(int64(max(now, 1)))
 		return s
 	}
-	if dt := now - s.last; dt > 0 {
+	if dt := now - last; dt > 0 {
 		s.tokens = a.addr.refill(s.tokens, dt)
 		s.light = a.light.refill(s.light, dt)
-		s.last = now
+		s.last.Store(int64(now))
 	}
 	if s.ip != ip {
-		s.ip, s.proven = ip, 0
+		a.holdLocked(i, s, ip)
 	}
 	return s
+}
+
+// holdLocked gives slot i, s, to ip, with no proof: ip and proven change
+// together for Spend's lock-free look (stripeVersions). Its stripe must be
+// locked.
+func (a *Budget) holdLocked(i uint64, s *ampSlot, ip [16]byte) {
+	j := a.stripeOf(i)
+	hi, lo := nativeHalves(ip)
+	a.versions.begin(j)
+	s.ipHalf(0).Store(hi)
+	s.ipHalf(1).Store(lo)
+	s.proven.Store(0)
+	a.versions.end(j)
+}
+
+// provenLockFree is Spend's lock-free look for lane k, whose address
+// hashes to h (hashFrom): held reports that it answers for Spend, and
+// renew whether k should be probed again; held false, the locked path
+// decides. It answers when, at one instant, k's address holds its slot
+// with a proof recorded past now and the slot is up to date at now (so
+// that the locked path's slotLocked would change nothing: last never goes
+// back), and at a later one k's proof is live (as the locked path looks
+// it up after unlocking). Probing must be on.
+func (a *Budget) provenLockFree(h uint64, k lane.Key, now time.Duration) (renew, held bool) {
+	i := h & uint64(len(a.slots)-1)
+	j := a.stripeOf(i)
+	s := &a.slots[i]
+	was := a.versions.read(j)
+	last := time.Duration(s.last.Load())
+	// A slot never used has no proof (proven 0) and last 0: the look
+	// passes it only for now < 0, and a lane is proven only once its
+	// slot is in use (markProven), so the proof table then refuses.
+	if last < now || time.Duration(s.proven.Load()) <= now {
+		return false, false
+	}
+	hi, lo := nativeHalves(k.IP)
+	if s.ipHalf(0).Load() != hi || s.ipHalf(1).Load() != lo || !a.versions.holds(j, was) {
+		return false, false
+	}
+	ok, renew, held := a.proofs.provenLockFreeOf(h, k, now)
+	return renew, held && ok
 }
 
 // Spend takes n bytes from the budgets of lane k's address and of its
@@ -402,20 +537,45 @@ func (a *Budget) Spend(k lane.Key, n int, now time.Duration) (ok, probe bool) {
 	if a == nil {
 		return true, false
 	}
+	hi, lo := halves(k.IP)
+	h := hashFrom(a.seed, a.mix0, hi, lo)
+	if a.proofs != nil {
+		if renew, held := a.provenLockFree(h, k, now); held {
+			return true, renew
+		}
+	}
+	return a.spendLocked(h, hi, lo, k, n, now)
+}
+
+// spendLocked is Spend without its lock-free look, for k of halves hi and
+// lo (halves) hashing to h (hashFrom): what Spend answers whenever the
+// look does not.
+func (a *Budget) spendLocked(h, hi, lo uint64, k lane.Key, n int, now time.Duration) (ok, probe bool) {
 	need := int64(n) * nanobytes
-	i := a.index(k.IP)
+	i := h & uint64(len(a.slots)-1)
 	mu := a.stripe(i)
 	mu.Lock()
 	lockTaken()
 	s := a.slotLocked(i, k.IP, now)
-	if s.proven > now {
-		mu.Unlock()
-		if ok, renew := a.proofs.proven(k, now); ok {
+	if time.Duration(s.proven.Load()) > now {
+		// The proof looked up without its lock while this stripe's is
+		// held (no call holds two locks); if a writer interferes, with
+		// its lock once this one's is released, and this slot brought up
+		// to date again.
+		ok, renew, held := a.proofs.provenLockFreeOf(h, k, now)
+		if held && ok {
+			mu.Unlock()
 			return true, renew
 		}
-		mu.Lock()
-		lockTaken()
-		s = a.slotLocked(i, k.IP, now)
+		if !held {
+			mu.Unlock()
+			if ok, renew := a.proofs.proven(k, now); ok {
+				return true, renew
+			}
+			mu.Lock()
+			lockTaken()
+			s = a.slotLocked(i, k.IP, now)
+		}
 	}
 	if s.tokens < need {
 		mu.Unlock()
@@ -424,7 +584,10 @@ func (a *Budget) Spend(k lane.Key, n int, now time.Duration) (ok, probe bool) {
 	s.tokens -= need
 	probe = a.proofs != nil && s.tokens < a.addr.burst-a.probes
 	mu.Unlock()
-	if a.net == nil || a.net.take(a.network(k.IP), need, now) {
+	if a.net == nil {
+		return true, probe
+	}
+	if nhi, nlo := a.netHalves(hi, lo); a.net.takeHalves(nhi, nlo, need, now) {
 		return true, probe
 	}
 	// The network's bucket is empty: the address's light allowance, or
@@ -471,7 +634,16 @@ func (a *Budget) add(ip [16]byte, n int64, now time.Duration) {
 // take takes n nanobytes from ip's slot, reporting false (and taking
 // nothing) if it does not have them.
 func (a *Budget) take(ip [16]byte, n int64, now time.Duration) bool {
-	i := a.index(ip)
+	return a.takeAt(a.index(ip), ip, n, now)
+}
+
+// takeHalves is take of the 16 bytes of halves hi and lo (halves).
+func (a *Budget) takeHalves(hi, lo uint64, n int64, now time.Duration) bool {
+	return a.takeAt(a.indexHalves(hi, lo), fromHalves(hi, lo), n, now)
+}
+
+// takeAt is take of ip, whose slot is i.
+func (a *Budget) takeAt(i uint64, ip [16]byte, n int64, now time.Duration) bool {
 	mu := a.stripe(i)
 	mu.Lock()
 	lockTaken()
@@ -495,7 +667,8 @@ func (a *Budget) markProven(k lane.Key, until, now time.Duration) {
 	mu.Lock()
 	lockTaken()
 	s := a.slotLocked(i, k.IP, now)
-	s.proven = max(s.proven, until)
+	// Alone, proven is read whole by Spend's lock-free look: no version.
+	s.proven.Store(int64(max(time.Duration(s.proven.Load()), until)))
 	mu.Unlock()
 }
 
@@ -536,26 +709,49 @@ type proofTable struct {
 	rngMu sync.Mutex
 	rng   *mrand.ChaCha8
 
-	seed     uint64        // static
+	seed     uint64        // static: the address table's (newProofTable)
+	mix0     uint64        // static: seedMix(seed)
 	shift    uint          // static
 	lifetime time.Duration // static: ProofLifetime
 	interval time.Duration // static: ProbeInterval
 	slots    []proofSlot   // static slice; slot i guarded by stripes[i>>shift].mu
+
+	// versions[j] is odd while a writer holding stripe j changes the
+	// lane a slot holds (provenLockFree reads it).
+	versions stripeVersions
 }
 
-// proofSlot is one lane's probe and proof.
+// proofSlot is one lane's probe and proof. Its lane (ip0, ip1: the
+// address's halves as nativeHalves gives them; port) and until are read
+// by provenLockFree: written only with atomic stores by a writer holding
+// the stripe, the lane between its version's begin and end.
 type proofSlot struct {
-	lane   lane.Key
-	tx     [12]byte      // the last probe's transaction id
-	probed time.Duration // when it was sent; 0: never
-	until  time.Duration // proven until
+	ip0, ip1 atomic.Uint64
+	port     atomic.Uint32
+	tx       [12]byte      // the last probe's transaction id
+	probed   time.Duration // when it was sent; 0: never
+	until    atomic.Int64  // proven until (a time.Duration)
 }
 
-func newProofTable(cfg Config) (*proofTable, error) {
-	seed, err := randomSeed()
-	if err != nil {
-		return nil, err
-	}
+// holds reports whether s holds lane k.
+func (s *proofSlot) holds(k lane.Key) bool {
+	hi, lo := nativeHalves(k.IP)
+	return s.holdsHalves(hi, lo, uint32(k.Port))
+}
+
+// holdsHalves is holds of the lane of address halves hi and lo
+// (nativeHalves) and port.
+func (s *proofSlot) holdsHalves(hi, lo uint64, port uint32) bool {
+	return s.ip0.Load() == hi && s.ip1.Load() == lo && s.port.Load() == port
+}
+
+// provenUntil is when s's proof ends.
+func (s *proofSlot) provenUntil() time.Duration { return time.Duration(s.until.Load()) }
+
+// newProofTable returns the proof table for cfg (filled), whose lanes are
+// indexed by their address's hash in the address table of seed mixed with
+// the port (ways), so that a spend hashes the address once.
+func newProofTable(cfg Config, seed uint64) (*proofTable, error) {
 	var key [32]byte
 	if _, err := rand.Read(key[:]); err != nil {
 		return nil, fmt.Errorf("amp: seed: %w", err)
@@ -563,7 +759,7 @@ func newProofTable(cfg Config) (*proofTable, error) {
 	per := max(cfg.ProofSlots/ampStripes, 1)
 	return &proofTable{
 		rng:  mrand.NewChaCha8(key),
-		seed: seed, shift: uint(bits.TrailingZeros(uint(per))),
+		seed: seed, mix0: seedMix(seed), shift: uint(bits.TrailingZeros(uint(per))),
 		lifetime: cfg.ProofLifetime, interval: cfg.ProbeInterval,
 		slots: make([]proofSlot, cfg.ProofSlots),
 	}, nil
@@ -577,20 +773,29 @@ func newProofTable(cfg Config) (*proofTable, error) {
 const proofWays = 4
 
 // ways returns k's slots (proofWays adjacent slots of one stripe, fewer
-// when a stripe holds fewer) and their lock. A lane is in at most one of
-// them.
-func (t *proofTable) ways(k lane.Key) (set []proofSlot, mu *sync.Mutex) {
-	i := lane.Mix64(hash16(t.seed, k.IP)^uint64(k.Port)) & uint64(len(t.slots)-1)
-	mu = &t.stripes[(i>>t.shift)%ampStripes].mu
-	n := uint64(min(proofWays, 1<<t.shift))
-	base := i &^ (n - 1)
-	return t.slots[base : base+n], mu
+// when a stripe holds fewer), their lock and their stripe. A lane is in
+// at most one of them.
+func (t *proofTable) ways(k lane.Key) (set []proofSlot, mu *sync.Mutex, stripe uint64) {
+	hi, lo := halves(k.IP)
+	return t.waysOf(hashFrom(t.seed, t.mix0, hi, lo), k.Port)
 }
 
-// holding returns the slot of set holding k, or nil. Its lock must be held.
+// waysOf is ways of the lane of port whose address hashes to h
+// (hashFrom, the table's seed).
+func (t *proofTable) waysOf(h uint64, port uint16) (set []proofSlot, mu *sync.Mutex, stripe uint64) {
+	i := lane.Mix64(h^uint64(port)) & uint64(len(t.slots)-1)
+	stripe = (i >> t.shift) % ampStripes
+	n := uint64(min(proofWays, 1<<t.shift))
+	base := i &^ (n - 1)
+	return t.slots[base : base+n], &t.stripes[stripe].mu, stripe
+}
+
+// holding returns the slot of set holding k, or nil. Its lock must be
+// held, or its stripe's version read before and checked after.
 func holding(k lane.Key, set []proofSlot) *proofSlot {
+	hi, lo := nativeHalves(k.IP)
 	for i := range set {
-		if set[i].lane == k {
+		if set[i].holdsHalves(hi, lo, uint32(k.Port)) {
 			return &set[i]
 		}
 	}
@@ -601,14 +806,38 @@ func holding(k lane.Key, set []proofSlot) *proofSlot {
 // whether the proof is in its last quarter (renew: k should be probed
 // again, so that a busy lane stays proven).
 func (t *proofTable) proven(k lane.Key, now time.Duration) (ok, renew bool) {
-	set, mu := t.ways(k)
+	set, mu, _ := t.ways(k)
 	mu.Lock()
 	lockTaken()
-	if s := holding(k, set); s != nil {
-		ok = s.until > now
-		renew = ok && s.until-now < t.lifetime/4
-	}
+	ok, renew = t.provenIn(k, set, now)
 	mu.Unlock()
+	return ok, renew
+}
+
+// provenLockFree is proven without the lock: held reports that ok and
+// renew are what proven answers at one instant of the call; held false
+// (a writer changed a lane of k's slots meanwhile), they say nothing.
+func (t *proofTable) provenLockFree(k lane.Key, now time.Duration) (ok, renew, held bool) {
+	hi, lo := halves(k.IP)
+	return t.provenLockFreeOf(hashFrom(t.seed, t.mix0, hi, lo), k, now)
+}
+
+// provenLockFreeOf is provenLockFree of k, whose address hashes to h
+// (waysOf).
+func (t *proofTable) provenLockFreeOf(h uint64, k lane.Key, now time.Duration) (ok, renew, held bool) {
+	set, _, j := t.waysOf(h, k.Port)
+	was := t.versions.read(j)
+	ok, renew = t.provenIn(k, set, now)
+	return ok, renew, t.versions.holds(j, was)
+}
+
+// provenIn is proven's answer from k's slots, set.
+func (t *proofTable) provenIn(k lane.Key, set []proofSlot, now time.Duration) (ok, renew bool) {
+	if s := holding(k, set); s != nil {
+		until := s.provenUntil()
+		ok = until > now
+		renew = ok && until-now < t.lifetime/4
+	}
 	return ok, renew
 }
 
@@ -626,7 +855,7 @@ func (t *proofTable) startable(k lane.Key, set []proofSlot, now time.Duration) *
 		return nil
 	}
 	for i := range set {
-		if s := &set[i]; free(s) && s.until <= now {
+		if s := &set[i]; free(s) && s.provenUntil() <= now {
 			return s
 		}
 	}
@@ -637,7 +866,7 @@ func (t *proofTable) startable(k lane.Key, set []proofSlot, now time.Duration) *
 // false: k was probed within ProbeInterval, or every one of its ways holds another
 // lane's proof or a probe still within ProbeInterval.
 func (t *proofTable) start(k lane.Key, now time.Duration) ([12]byte, bool) {
-	set, mu := t.ways(k)
+	set, mu, j := t.ways(k)
 	mu.Lock()
 	lockTaken()
 	ok := t.startable(k, set, now) != nil
@@ -658,8 +887,15 @@ func (t *proofTable) start(k lane.Key, now time.Duration) ([12]byte, bool) {
 	if s == nil {
 		return [12]byte{}, false
 	}
-	if s.lane != k {
-		*s = proofSlot{lane: k}
+	if !s.holds(k) {
+		hi, lo := nativeHalves(k.IP)
+		t.versions.begin(j)
+		s.ip0.Store(hi)
+		s.ip1.Store(lo)
+		s.port.Store(uint32(k.Port))
+		s.until.Store(0)
+		t.versions.end(j)
+		s.tx, s.probed = [12]byte{}, 0
 	}
 	s.tx, s.probed = tx, max(now, 1)
 	return tx, true
@@ -670,7 +906,7 @@ func (t *proofTable) start(k lane.Key, now time.Duration) ([12]byte, bool) {
 // ProofLifetime from now, and answer returns until when. An id is taken
 // once.
 func (t *proofTable) answer(k lane.Key, tx [12]byte, now time.Duration) (time.Duration, bool) {
-	set, mu := t.ways(k)
+	set, mu, _ := t.ways(k)
 	mu.Lock()
 	lockTaken()
 	defer mu.Unlock()
@@ -679,6 +915,7 @@ func (t *proofTable) answer(k lane.Key, tx [12]byte, now time.Duration) (time.Du
 		return 0, false
 	}
 	s.tx = [12]byte{}
-	s.until = now + t.lifetime
-	return s.until, true
+	// Alone, until is read whole by provenLockFree: no version.
+	s.until.Store(int64(now + t.lifetime))
+	return now + t.lifetime, true
 }

@@ -80,3 +80,53 @@ func benchAmp(b *testing.B, page int) {
 		}
 	})
 }
+
+// BenchmarkAmpSpend is one reader's spend per page, by path: "unproven"
+// spends from the address's and the network's buckets, which never run
+// out (as in the relay's BenchmarkDecide, but probing on); "proven" is a lane that answered the relay's probe,
+// as vere's requesters are once busy (cmd/bench); "proven-nat" is 16
+// proven lanes of one address (ships behind one NAT, or cmd/bench's
+// requesters on one host). The clock moves on every 32 spends, as a
+// reader's batch of datagrams shares one reading (relay.Server).
+func BenchmarkAmpSpend(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		lanes  int
+		sameIP bool
+		proven bool
+	}{
+		{"unproven", 1024, false, false},
+		{"proven", 1024, false, true},
+		{"proven-nat", 16, true, true},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			a := newTestAmp(b, Config{Rate: MaxRate, Burst: MaxBurst, NetRate: MaxRate, NetBurst: MaxBurst})
+			now := time.Second
+			// Lanes proven, if c.proven: a lane whose ways other
+			// lanes' proofs all hold (about one run in thirty of 1,024
+			// lanes) is left out.
+			var keys []lane.Key
+			for j := 0; len(keys) < c.lanes; j++ {
+				k := ampKey(uint32(j))
+				if c.sameIP {
+					k = ampKey(0)
+					k.Port = uint16(4000 + j)
+				}
+				if c.proven {
+					if tx, ok := a.Probe(k, now); !ok || !a.Answer(k, tx, now) {
+						continue
+					}
+				}
+				keys = append(keys, k)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if i%32 == 0 {
+					now += 32 * time.Microsecond
+				}
+				a.Spend(keys[i&(c.lanes-1)], 500, now)
+			}
+		})
+	}
+}

@@ -113,4 +113,10 @@ const (
 	// cacheLine is the cache line size the stripes' locks are padded to:
 	// 64 bytes on amd64 and most arm64 cores.
 	cacheLine = 64
+
+	// v4MappedLo is the low half's bottom 32 bits (bytes 8-11, two
+	// zeros then ff ff, as hash16 reads them) of an IPv4-mapped address
+	// (::ffff:0:0/96, RFC 4291 2.5.5.2), whose high half is zero: what
+	// lane.Key.Is4 checks, read as two words.
+	v4MappedLo = 0xffff0000
 )
