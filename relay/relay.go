@@ -94,11 +94,12 @@
 //     it is configured (trustedLane), the route table (Commit); 3 to
 //     configured lanes; a duplicate dropped, 1; one not sent after all (no
 //     route, or refused by the budget), the duplicate-filter stripe again
-//     (undo). A lane whose
-//     address holds a proof takes its proof stripe in place of the
-//     network's when it is proven, and the proof stripe and the address
-//     stripe again when it is not; a probe, the proof stripe twice and
-//     the generator's;
+//     (undo). A proven lane takes no lock when its address's slot is up
+//     to date (every page of a reader's batch but the first: amp's
+//     lock-free look), else its address stripe alone; a lane not proven,
+//     at an address that holds a proof, its address and network stripes;
+//     the proof stripe only when a writer interferes with the look; a
+//     probe, the proof stripe twice and the generator's;
 //   - a STUN request, 3: the route table (KeepAlive), the address and
 //     network stripes; a STUN response, the ship's STUN table (fronting
 //     mode) or the proof stripe and the address stripe (a probe's answer);
