@@ -16,18 +16,18 @@ const (
 // until the index next changes). An empty index yields (0, 0, false) and
 // must be grown before inserting.
 func (s *shard) findLocked(h uint64) (pos int, i uint32, found bool) {
-	if len(s.slots) == 0 {
+	slots := s.slots
+	mask := len(slots) - 1
+	if mask < 0 {
 		return 0, 0, false
 	}
-	mask := len(s.slots) - 1
-	tag := uint32(h >> 56)
 	pos = int(h) & mask
 	for {
-		v := s.slots[pos]
+		v := slots[pos]
 		if v == 0 {
 			return pos, 0, false
 		}
-		if v>>slotTagShift == tag {
+		if v>>slotTagShift == uint32(h>>56) {
 			i = v&slotEntryMask - 1
 			if s.entries[i].hash == h {
 				return pos, i, true
@@ -68,11 +68,17 @@ func (s *shard) deleteSlotLocked(pos int) {
 	s.slots[hole] = 0
 }
 
+// indexFullLocked reports whether one more entry would exceed the index's
+// load factor: growIndexLocked's test, which the insert inlines.
+func (s *shard) indexFullLocked() bool {
+	return (s.n+1)*indexLoadDen > len(s.slots)*indexLoadNum
+}
+
 // growIndexLocked doubles the index, if one more entry would exceed the
 // load factor, and reports whether it did. Positions from findLocked are
 // invalid after a growth.
 func (s *shard) growIndexLocked() bool {
-	if (s.n+1)*indexLoadDen <= len(s.slots)*indexLoadNum {
+	if !s.indexFullLocked() {
 		return false
 	}
 	old := s.slots

@@ -205,8 +205,11 @@ func mix(k uint64) uint64 { return lane.Mix64(k) }
 // sourceSlot returns the per-source counter slot of r's source
 // (lane.Key.Source: its IPv4 address, or its IPv6 address's /64), by a
 // seeded hash.
-func (s *shard) sourceSlot(r lane.Key) uint32 {
-	return uint32(s.sourceHash(srcWords(&r)) & (SourceSlotsPerShard - 1))
+func (s *shard) sourceSlot(r lane.Key) uint32 { return s.sourceSlotOf(&r) }
+
+// sourceSlotOf is sourceSlot reading r in place.
+func (s *shard) sourceSlotOf(r *lane.Key) uint32 {
+	return uint32(s.sourceHash(srcWords(r)) & (SourceSlotsPerShard - 1))
 }
 
 // sourceHash is the seeded hash of a source's words: seeded, so that an
@@ -285,8 +288,11 @@ func (s *shard) startLocked(nowTick uint32) {
 }
 
 // addLocked implements Table.Add (recv false) and Table.AddProven (recv
-// true) on this shard.
-func (s *shard) addLocked(h uint64, r lane.Key, recv bool, nowTick, expTick, nowMs uint32) (Verdict, bool) {
+// true) on this shard. r is read in place, never kept: the requester
+// lane.Key is passed by pointer down the Add path, since each copy of its
+// 18 bytes through the stack is two overlapping 16-byte stores that the
+// next load of it cannot forward from (a stall at every level of calls).
+func (s *shard) addLocked(h uint64, r *lane.Key, recv bool, nowTick, expTick, nowMs uint32) (Verdict, bool) {
 	s.startLocked(nowTick)
 	var rf uint8
 	if recv {
@@ -300,7 +306,7 @@ func (s *shard) addLocked(h uint64, r lane.Key, recv bool, nowTick, expTick, now
 			// wheel link (sched <= old expiry < new expiry) stays valid.
 			s.c.expired.Add(1)
 			if s.p.countEntries {
-				to := s.sourceSlot(r)
+				to := s.sourceSlotOf(r)
 				if e.slot() != to && s.sourceFullLocked(to) {
 					s.unlinkLocked(i)
 					s.dropLocked(pos, i)
@@ -312,7 +318,7 @@ func (s *shard) addLocked(h uint64, r lane.Key, recv bool, nowTick, expTick, now
 				e.src = uint16(to)
 			}
 			s.freeChunksLocked(e)
-			e.first = r
+			e.first = *r
 			e.src &= srcSlotMask
 			e.setFirstFlags(rf)
 			e.nreq = 1
@@ -333,7 +339,7 @@ func (s *shard) addLocked(h uint64, r lane.Key, recv bool, nowTick, expTick, now
 			if nf&flagReceives != f&flagReceives && e.most != 0 {
 				// One fewer requester not shown to receive: the cache
 				// of its largest source is counted afresh.
-				_, _, mostU, _ := s.tallyLocked(e, &r)
+				_, _, mostU, _ := s.tallyLocked(e, r)
 				e.most = uint16(mostU.n + 1)
 			}
 			s.bump(e, expTick)
@@ -373,7 +379,7 @@ func (s *shard) addLocked(h uint64, r lane.Key, recv bool, nowTick, expTick, now
 
 	var slot uint32
 	if s.p.countEntries {
-		slot = s.sourceSlot(r)
+		slot = s.sourceSlotOf(r)
 		if s.sourceFullLocked(slot) {
 			s.c.sourceCapped.Add(1)
 			return VerdictSourceCapped, false
@@ -399,29 +405,36 @@ func (s *shard) addLocked(h uint64, r lane.Key, recv bool, nowTick, expTick, now
 		// Removals may have moved the insertion point.
 		pos, _, _ = s.findLocked(h)
 	}
-	s.insertLocked(pos, h, r, rf, slot, expTick, nowMs)
+	// Counted before the entry is written, not after: a locked add waits
+	// for the stores before it to drain, and here none are pending but
+	// the lock's (the unlock waits for the entry's anyway).
 	s.c.added.Add(1)
+	s.insertLocked(pos, h, r, rf, slot, expTick, nowMs)
 	return VerdictForwardNew, evicted
 }
 
 // insertLocked creates an entry for h at index position pos (from
 // findLocked, a miss) with first requester r (flags f, source slot slot),
 // expiring at expTick, last forwarded at nowMs. The caller has made room.
-func (s *shard) insertLocked(pos int, h uint64, r lane.Key, f uint8, slot, expTick, nowMs uint32) uint32 {
-	if s.growIndexLocked() {
+func (s *shard) insertLocked(pos int, h uint64, r *lane.Key, f uint8, slot, expTick, nowMs uint32) uint32 {
+	if s.indexFullLocked() {
+		s.growIndexLocked()
 		pos, _, _ = s.findLocked(h)
 	}
 	i := s.allocEntryLocked()
-	s.entries[i] = entry{
-		hash:   h,
-		expiry: expTick,
-		fwdMs:  nowMs,
-		chunk:  nilIdx,
-		first:  r,
-		nreq:   1,
-		src:    uint16(slot),
-	}
-	s.entries[i].setFirstFlags(f)
+	// Every field is written in place (sched, next and prev by
+	// scheduleLocked below): a composite literal is built on the stack
+	// and copied, and that copy's loads stall on the literal's stores.
+	e := &s.entries[i]
+	e.hash = h
+	e.expiry = expTick
+	e.fwdMs = nowMs
+	e.chunk = nilIdx
+	e.first = *r
+	e.nreq = 1
+	e.src = uint16(slot) | uint16(f)<<srcSlotBits
+	e.note(f)
+	e.most = 0
 	s.slots[pos] = uint32(h>>56)<<24 | (i + 1)
 	s.n++
 	if s.p.countEntries {
@@ -453,8 +466,16 @@ func (s *shard) takeLocked(h uint64, dst []lane.Key, held *Held, nowTick uint32)
 		s.c.expired.Add(1)
 		return dst, false
 	}
+	s.c.taken.Add(1) // before the stores, as in addLocked
 	base := len(dst)
-	dst = append(dst, e.first)
+	if len(dst) < cap(dst) {
+		// Copied straight from the slab: append would copy e.first
+		// through the stack first, and stall reading it back.
+		dst = dst[:base+1]
+		dst[base] = e.first
+	} else {
+		dst = append(dst, e.first)
+	}
 	left := int(e.nreq) - 1
 	if held != nil {
 		held.flags[0] = e.firstFlags()
@@ -472,7 +493,6 @@ func (s *shard) takeLocked(h uint64, dst []lane.Key, held *Held, nowTick uint32)
 	}
 	s.unlinkLocked(i)
 	s.dropLocked(pos, i)
-	s.c.taken.Add(1)
 	return dst, true
 }
 
@@ -491,7 +511,7 @@ type scan struct {
 // counts those of r's source (lane.Key.Source). It is the linear scan
 // every Add of a live name pays; the count is asked for only when a rule
 // needs it (a full entry, or MaxRequestersPerSource).
-func (s *shard) scanRequestersLocked(e *entry, r lane.Key, count bool) scan {
+func (s *shard) scanRequestersLocked(e *entry, r *lane.Key, count bool) scan {
 	// Ports first: they tell lanes apart sooner than addresses do (an
 	// IPv4 address's first 10 bytes are those of every other).
 	if e.first.Port == r.Port && e.first.IP == r.IP {
@@ -500,7 +520,7 @@ func (s *shard) scanRequestersLocked(e *entry, r lane.Key, count bool) scan {
 	var m sourceMatch
 	same := 0
 	if count {
-		m = sourceMatchOf(&r)
+		m = sourceMatchOf(r)
 		if m.has(&e.first) {
 			same++
 		}
@@ -594,11 +614,11 @@ func (s *shard) setFlagsAt(e *entry, c uint32, k int, f uint8) {
 // as the largest less one: refused, so displacements do not chase each
 // other (each one lowers the sum of the squares of the sources' counts in
 // the pool by at least 2).
-func (s *shard) displaceLocked(e *entry, r lane.Key, rf uint8, sc scan) bool {
+func (s *shard) displaceLocked(e *entry, r *lane.Key, rf uint8, sc scan) bool {
 	if rf&flagReceives == 0 && e.most != 0 && sc.sameU+1 >= int(e.most)-1 {
 		return false // the common refusal of a flood, from the cache
 	}
-	all, any, mostU, atMostU := s.tallyLocked(e, &r)
+	all, any, mostU, atMostU := s.tallyLocked(e, r)
 	var victim, from int // join position, and its source's one-shot count
 	switch {
 	case rf&flagReceives == 0:
@@ -622,7 +642,7 @@ func (s *shard) displaceLocked(e *entry, r lane.Key, rf uint8, sc scan) bool {
 	for range k / lanesPerChunk {
 		c = s.chunks[c].next
 	}
-	s.chunks[c].lanes[k%lanesPerChunk] = r
+	s.chunks[c].lanes[k%lanesPerChunk] = *r
 	s.chunks[c].flags[k%lanesPerChunk] = rf
 	e.note(rf)
 	// The one-shot pool lost one of a source holding from (0: none) and,
@@ -724,13 +744,13 @@ func (s *shard) tallyLocked(e *entry, r *lane.Key) (all, any, mostU tallied, atM
 // source. It reports false, changing nothing, when the pool is exhausted
 // or r's source holds its share of it (Config.MaxOverflowPerSource;
 // counted).
-func (s *shard) appendRequesterLocked(i uint32, r lane.Key, f uint8) bool {
+func (s *shard) appendRequesterLocked(i uint32, r *lane.Key, f uint8) bool {
 	e := &s.entries[i]
 	k := int(e.nreq) - 1 // overflow requesters already held
 	if k%lanesPerChunk == 0 {
 		var slot uint32
 		if s.p.chunkShare > 0 {
-			slot = s.sourceSlot(r)
+			slot = s.sourceSlotOf(r)
 			if s.sources[slot].chunks >= s.p.chunkShare {
 				s.c.overflowShareCapped.Add(1)
 				return false
@@ -741,7 +761,7 @@ func (s *shard) appendRequesterLocked(i uint32, r lane.Key, f uint8) bool {
 			return false
 		}
 		s.chunks[c] = chunk{src: uint16(slot), next: nilIdx}
-		s.chunks[c].lanes[0] = r
+		s.chunks[c].lanes[0] = *r
 		s.chunks[c].flags[0] = f
 		e.note(f)
 		if s.p.chunkShare > 0 {
@@ -763,7 +783,7 @@ func (s *shard) appendRequesterLocked(i uint32, r lane.Key, f uint8) bool {
 	for range k / lanesPerChunk {
 		c = s.chunks[c].next
 	}
-	s.chunks[c].lanes[k%lanesPerChunk] = r
+	s.chunks[c].lanes[k%lanesPerChunk] = *r
 	s.chunks[c].flags[k%lanesPerChunk] = f
 	e.note(f)
 	e.nreq++
@@ -871,7 +891,7 @@ func (s *shard) restoreLocked(h uint64, reqs []lane.Key, held *Held, nowTick uin
 	if !found {
 		var slot uint32
 		if s.p.countEntries {
-			slot = s.sourceSlot(reqs[0])
+			slot = s.sourceSlotOf(&reqs[0])
 			if s.sourceFullLocked(slot) {
 				return 0
 			}
@@ -879,7 +899,7 @@ func (s *shard) restoreLocked(h uint64, reqs []lane.Key, held *Held, nowTick uin
 		if s.n >= s.p.entryCap {
 			return 0
 		}
-		i = s.insertLocked(pos, h, reqs[0], held.flags[0]|flagDelivered, slot, held.expiry, held.fwdMs)
+		i = s.insertLocked(pos, h, &reqs[0], held.flags[0]|flagDelivered, slot, held.expiry, held.fwdMs)
 		s.c.added.Add(1)
 		s.c.restored.Add(1)
 		from = 1
@@ -890,10 +910,10 @@ func (s *shard) restoreLocked(h uint64, reqs []lane.Key, held *Held, nowTick uin
 		if e.nreq >= s.p.maxReq {
 			break
 		}
-		if found && s.scanRequestersLocked(e, reqs[j], false).has {
+		if found && s.scanRequestersLocked(e, &reqs[j], false).has {
 			continue // it asked again meanwhile: its own ask stands
 		}
-		if s.appendRequesterLocked(i, reqs[j], held.flags[j]|flagDelivered) {
+		if s.appendRequesterLocked(i, &reqs[j], held.flags[j]|flagDelivered) {
 			e = &s.entries[i]
 		}
 	}

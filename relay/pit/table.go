@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"math"
+	"math/bits"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -19,6 +21,14 @@ type Table struct {
 	shardMask uint64
 	tickNs    int64
 	ttlNs     int64
+	// tickMul and tickShift divide a clock reading by tickNs with a
+	// multiply (see ticks); ttlQuot and ttlRem are ttlNs/tickNs and
+	// ttlNs%tickNs; ticksMax is the largest reading ticks divides so.
+	tickMul   uint64
+	tickShift uint
+	ttlQuot   int64
+	ttlRem    int64
+	ticksMax  int64
 
 	// expireMark is expireStarted|tick of the last Expire that ran; it lets
 	// repeated calls within one tick return without taking any lock.
@@ -49,7 +59,11 @@ func New(cfg Config) (*Table, error) {
 		shardMask: uint64(cfg.Shards - 1),
 		tickNs:    p.tickNs,
 		ttlNs:     p.ttlNs,
+		ttlQuot:   p.ttlNs / p.tickNs,
+		ttlRem:    p.ttlNs % p.tickNs,
+		ticksMax:  math.MaxInt64 - p.ttlNs - p.tickNs,
 	}
+	t.tickMul, t.tickShift = tickDivisor(p.tickNs)
 	for i := range t.shards {
 		t.shards[i].init(p)
 	}
@@ -72,6 +86,61 @@ func (t *Table) tick(now time.Duration) uint32 {
 func (t *Table) expiryTick(now time.Duration) uint32 {
 	end := int64(now) + t.ttlNs
 	return uint32((end + t.tickNs - 1) / t.tickNs)
+}
+
+// tickDivisor returns the multiplier m and shift sh that divide any n in
+// [0, 2^63) by d >= 2 as hi64(n*m) >> sh (Granlund and Montgomery,
+// "Division by invariant integers using multiplication", 1994, theorem
+// 4.2 with N = 63): with l = ceil(log2 d), m = ceil(2^(63+l) / d), which
+// fits 64 bits, and m*d - 2^(63+l) < d <= 2^l. It replaces the 64-bit
+// IDIVs by the tick (two an Add, one a Take or Expire) with one MUL.
+// Config.validate keeps d >= MinTick.
+func tickDivisor(d int64) (m uint64, sh uint) {
+	l := uint(bits.Len64(uint64(d - 1)))
+	q, r := bits.Div64(1<<(l-1), 0, uint64(d)) // 2^(63+l) / d; 2^(l-1) < d
+	if r != 0 {
+		q++
+	}
+	return q, l - 1
+}
+
+// tickFast is tick for a reading in [0, ticksMax], by tickDivisor's
+// multiply; it also returns the reading's remainder within its tick.
+func (t *Table) tickFast(n int64) (q, rem int64) {
+	hi, _ := bits.Mul64(uint64(n), t.tickMul)
+	q = int64(hi >> t.tickShift)
+	return q, n - q*t.tickNs
+}
+
+// nowTick is tick, by a multiply for every reading but a negative one.
+func (t *Table) nowTick(now time.Duration) uint32 {
+	if now < 0 {
+		return t.tick(now)
+	}
+	q, _ := t.tickFast(int64(now))
+	return uint32(q)
+}
+
+// ticks returns tick(now) and expiryTick(now) with one multiply instead
+// of two divisions, for a reading in [0, ticksMax] (any other takes the
+// divisions; TestTicksAgree pins that the two agree). With now = q*tick +
+// rem and TTL = ttlQuot*tick + ttlRem, the expiry tick is q + ttlQuot +
+// ceil((rem + ttlRem) / tick), and rem + ttlRem lies in [0, 2*tick-2].
+func (t *Table) ticks(now time.Duration) (nowTick, expTick uint32) {
+	n := int64(now)
+	if n < 0 || n > t.ticksMax {
+		return t.tick(now), t.expiryTick(now)
+	}
+	q, rem := t.tickFast(n)
+	x := rem + t.ttlRem
+	exp := q + t.ttlQuot
+	if x > 0 {
+		exp++
+	}
+	if x > t.tickNs {
+		exp++
+	}
+	return uint32(q), uint32(exp)
 }
 
 // Prefetch asks the CPU to bring key's home slot in the index into cache,
@@ -99,7 +168,7 @@ func (t *Table) Prefetch(key uint64) {
 // is a one-shot requester (see the package comment's "Who has shown it
 // receives"); AddProven is Add for one the caller has shown to receive.
 func (t *Table) Add(key uint64, requester lane.Key, now time.Duration) (v Verdict, evicted bool) {
-	return t.add(key, requester, false, now)
+	return t.add(key, &requester, false, now)
 }
 
 // AddProven is Add for a requester the caller has shown to receive at its
@@ -109,14 +178,17 @@ func (t *Table) Add(key uint64, requester lane.Key, now time.Duration) (v Verdic
 // none shown to receive is displaced by a newcomer that is not. A
 // requester already on the entry keeps the mark until the entry goes.
 func (t *Table) AddProven(key uint64, requester lane.Key, now time.Duration) (v Verdict, evicted bool) {
-	return t.add(key, requester, true, now)
+	return t.add(key, &requester, true, now)
 }
 
-func (t *Table) add(key uint64, requester lane.Key, proven bool, now time.Duration) (v Verdict, evicted bool) {
+// add is Add and AddProven; requester is read, not kept (see addLocked).
+func (t *Table) add(key uint64, requester *lane.Key, proven bool, now time.Duration) (v Verdict, evicted bool) {
 	h := mix(key)
 	s := t.shardOf(h)
+	nowTick, expTick := t.ticks(now)
+	nowMs := uint32(int64(now) / int64(time.Millisecond))
 	s.mu.Lock()
-	v, evicted = s.addLocked(h, requester, proven, t.tick(now), t.expiryTick(now), uint32(int64(now)/int64(time.Millisecond)))
+	v, evicted = s.addLocked(h, requester, proven, nowTick, expTick, nowMs)
 	s.mu.Unlock()
 	return v, evicted
 }
@@ -138,8 +210,9 @@ func (t *Table) Take(key uint64, dst []lane.Key, now time.Duration) ([]lane.Key,
 func (t *Table) TakeHeld(key uint64, dst []lane.Key, held *Held, now time.Duration) ([]lane.Key, bool) {
 	h := mix(key)
 	s := t.shardOf(h)
+	nowTick := t.nowTick(now)
 	s.mu.Lock()
-	dst, ok := s.takeLocked(h, dst, held, t.tick(now))
+	dst, ok := s.takeLocked(h, dst, held, nowTick)
 	s.mu.Unlock()
 	return dst, ok
 }
@@ -169,7 +242,7 @@ func (t *Table) Restore(key uint64, reqs []lane.Key, held *Held, now time.Durati
 	h := mix(key)
 	s := t.shardOf(h)
 	s.mu.Lock()
-	n := s.restoreLocked(h, reqs[held.base:held.base+held.n], held, t.tick(now))
+	n := s.restoreLocked(h, reqs[held.base:held.base+held.n], held, t.nowTick(now))
 	s.mu.Unlock()
 	return n
 }
@@ -197,7 +270,7 @@ func (h *Held) Delivered(i int) bool {
 // for a time proportional to its entries due), so calling it on every
 // packet costs one atomic load. Entries whose expiry was bumped are kept.
 func (t *Table) Expire(now time.Duration) int {
-	nowTick := t.tick(now)
+	nowTick := t.nowTick(now)
 	mark := t.expireMark.Load()
 	if mark&expireStarted != 0 && int32(nowTick-uint32(mark)) <= 0 {
 		return 0
