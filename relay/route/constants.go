@@ -135,14 +135,21 @@ const (
 	ChallengerFailures = 1
 
 	// HeldSlotsDivisor sizes the record of lanes held out of challenger
-	// slots (Table.held) at LaneClockSlots/HeldSlotsDivisor slots of 16
+	// slots (Table.held) at LaneClockSlots/HeldSlotsDivisor entries of 16
 	// bytes (64 KiB for a relay), at least MinHeldSlots (16 KiB, made at
 	// the first hold, so an endpoint that never sees a challenger fail
 	// pays nothing): one entry per lane that failed a probe within
-	// BadLaneHold. A collision forgets a hold, which lets that lane claim
-	// once more (one probe).
+	// BadLaneHold, in sets of HeldWays (holdRecord). A hold is forgotten
+	// only when more than HeldWays lanes of one set lose within
+	// BadLaneHold; the lane forgotten may then claim once more (one
+	// probe).
 	HeldSlotsDivisor = 16
 	MinHeldSlots     = 1024
+	// HeldWays is the held record's entries a set: four, as the
+	// amplification budget's proof table (with one, two squatter lanes
+	// sharing a slot forgot each other's hold at every loss and held the
+	// slot in turns indefinitely).
+	HeldWays = 4
 
 	// MaxPins is how many ships' pins (Pin: the fronted ship's word) a
 	// table holds: pins do not expire, so past it the least recently

@@ -143,7 +143,7 @@ type Table struct {
 	// claim that ship's slot again for BadLaneHold (see challengeLocked).
 	// It is made at the first hold: most tables (an endpoint's) never
 	// need one.
-	held *laneClock // guarded by mu
+	held *holdRecord // guarded by mu
 
 	// conf holds the operator's lanes (configured.go): an immutable
 	// snapshot, replaced under mu, read under mu by the table and without
@@ -471,7 +471,7 @@ func holdHash(s lane.Ship, k lane.Key) lane.Key {
 // heldLocked reports whether lane k lost s's challenger slot within
 // BadLaneHold.
 func (r *Table) heldLocked(s lane.Ship, k lane.Key, now time.Duration) bool {
-	return r.held != nil && r.held.heardSince(holdHash(s, k), now-r.cfg.BadLaneHold)
+	return r.held != nil && r.held.heldSince(holdHash(s, k), now-r.cfg.BadLaneHold)
 }
 
 func (r *Table) directFreshLocked(rt *route, now time.Duration) bool {
@@ -740,9 +740,9 @@ func (r *Table) advanceLocked(s lane.Ship, rt *route, now time.Duration) uint64 
 	changes, lost := rt.advance(now, &r.cfg, r.clock)
 	if lost.IsValid() {
 		if r.held == nil {
-			r.held = newLaneClock(max(MinHeldSlots, r.cfg.LaneClockSlots/HeldSlotsDivisor), r.srcSeed^heldSeedMix)
+			r.held = newHoldRecord(max(MinHeldSlots, r.cfg.LaneClockSlots/HeldSlotsDivisor), r.srcSeed^heldSeedMix)
 		}
-		r.held.hear(holdHash(s, lost), now)
+		r.held.hold(holdHash(s, lost), now)
 	}
 	return changes
 }
