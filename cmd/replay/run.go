@@ -592,6 +592,7 @@ func (r *runner) serve(l int32, name string) {
 				r.pubHeld.Add(1)
 			}
 			r.mu.Unlock()
+			r.releaseIfPassed(an.hold)
 			return
 		}
 		r.mu.Unlock()
@@ -618,10 +619,25 @@ func (r *runner) reply(l int32, key string) {
 		r.held = append(r.held, held{hold: h, lane: l, action: ai})
 		r.heldCount.Store(int64(len(r.held)))
 		r.mu.Unlock()
+		r.releaseIfPassed(h)
 		return
 	}
 	r.mu.Unlock()
 	r.send(ai, false)
+}
+
+// releaseIfPassed releases what is held if the schedule has reached hold
+// since the caller, having held an answer for it, stored heldCount. The
+// schedule stores sentActions and then loads heldCount; the holder stores
+// heldCount and then loads sentActions: of the two, at least one sees the
+// other's store, so an answer held just as the schedule passed its hold
+// is released by one of them (releaseHeld takes each answer once), never
+// left waiting for a schedule that has ended (a run with --limit stops at
+// its last action).
+func (r *runner) releaseIfPassed(hold int) {
+	if n := r.sentActions.Load(); n >= int64(hold) {
+		r.releaseHeld(int(n))
+	}
 }
 
 // releaseHeld sends the held answers whose hold the schedule has reached.
