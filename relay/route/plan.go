@@ -229,7 +229,12 @@ func (r *Table) planLocked(p *Plan, q Query, now time.Duration) {
 		if !r.cfg.ConfiguredWins {
 			configured()
 		}
-		chain := r.cfg.Rubric.Sponsors(r.chain[:0], r.sponsors, s, r.self)
+		var chain []lane.Ship
+		if r.design {
+			chain = Design{}.Sponsors(r.chain[:0], r.sponsors, s, r.self)
+		} else {
+			chain = r.cfg.Rubric.Sponsors(r.chain[:0], r.sponsors, s, r.self)
+		}
 		for _, sp := range chain {
 			if done {
 				break
@@ -255,7 +260,13 @@ func (r *Table) planLocked(p *Plan, q Query, now time.Duration) {
 	if n == 0 {
 		return
 	}
-	to, m := r.cfg.Rubric.Choose(cands[:n], chal)
+	var to [MaxTargets]Candidate
+	var m int
+	if r.design {
+		to, m = Design{}.Choose(cands[:n], chal)
+	} else {
+		to, m = r.cfg.Rubric.Choose(cands[:n], chal)
+	}
 	for _, c := range to[:m] {
 		p.setTarget(c)
 	}

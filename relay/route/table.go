@@ -113,6 +113,10 @@ type Table struct {
 	self     lane.Ship
 	sponsors *lane.Sponsors
 	cfg      Config
+	// design: cfg.Rubric is Design, whose methods the hot paths call
+	// directly (planLocked, answeredConfLocked) rather than through the
+	// interface.
+	design bool
 
 	mu      sync.Mutex
 	table   *simplelru.LRU[lane.Ship, *route] // guarded by mu
@@ -184,7 +188,8 @@ func New(self lane.Ship, sponsors *lane.Sponsors, cfg Config) (*Table, error) {
 	} else if _, err := rand.Read(seeds[:]); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
-	r := &Table{self: self, sponsors: sponsors, cfg: cfg,
+	_, design := cfg.Rubric.(Design)
+	r := &Table{self: self, sponsors: sponsors, cfg: cfg, design: design,
 		clock:   newLaneClock(cfg.LaneClockSlots, binary.LittleEndian.Uint64(seeds[:8])),
 		srcSeed: binary.LittleEndian.Uint64(seeds[8:])}
 	if cfg.SourceDivisor > 0 {
@@ -420,7 +425,16 @@ func (r *Table) heard(s lane.Ship, k lane.Key, now time.Duration, kept bool) {
 // where it was sent from, and a copy of a signed page can be replayed from
 // any lane.
 func (r *Table) heardLocked(s lane.Ship, k lane.Key, now time.Duration, kept, signed bool) {
-	if !k.IsValid() || r.IsSelf(k) || r.configuredLocked(s) {
+	r.heardConfLocked(s, k, now, kept, signed, r.configuredLocked(s))
+}
+
+// heardConfLocked is heardLocked given configured, which must be
+// configuredLocked(s) as it is under the same hold of mu (PageArrived
+// asks it once for heardConfLocked and answeredConfLocked together).
+func (r *Table) heardConfLocked(s lane.Ship, k lane.Key, now time.Duration, kept, signed, configured bool) {
+	// configured first: it is known, and IsSelf costs a scan of the
+	// self lanes. Either one alone teaches nothing.
+	if configured || !k.IsValid() || r.IsSelf(k) {
 		return
 	}
 	rt := r.getLocked(s, true, k)
@@ -595,28 +609,37 @@ func (r *Table) PageArrived(o PageObs, now time.Duration, ships []lane.Ship, dst
 		rt.direct.lane != from && r.directFreshLocked(rt, now) {
 		contested = true
 	}
+	// s's configured lanes and its pin, looked up once for the whole
+	// call: only SetStatic, SetStaticLane, SetRelays, Pin, RevertPin and
+	// Unpin change them, each under mu, which this call holds.
+	cs := r.conf.Load().ship(s)
+	pk, pinned := r.pinnedLocked(s)
 	// own: the page came at hop 0 from one of s's own lanes. Asked once:
 	// hearing a page only ever adds from to s's lanes, so own stays true
-	// after heardLocked, and is asked again below only when false.
-	own := o.Hop0 && r.ownLaneLocked(s, rt, from)
+	// after heardConfLocked, and is asked again below only when false.
+	own := o.Hop0 && ownLane(rt, from, cs, pk, pinned)
 	if o.mayProve(rt) {
+		// configuredLocked(s), from the same lookups.
+		configured := pinned || r.cfg.ConfiguredWins && cs != nil
 		// cameTheWayLocked, with own already known.
 		if own || (o.Hop0 && rt != nil && rt.chal.valid() && rt.chal.lane == from && rt.chal.waiting != 0) {
-			r.heardLocked(s, from, now, false, o.Signed)
+			r.heardConfLocked(s, from, now, false, o.Signed, configured)
 		}
-		r.answeredLocked(o, now)
+		r.answeredConfLocked(o, now, configured)
+		if rt == nil && !configured && from.IsValid() {
+			// heardConfLocked or answeredConfLocked may have made it
+			// (neither does for a configured ship or an invalid lane).
+			rt, _ = r.table.Peek(s)
+		}
 	}
-	if rt == nil { // heardLocked may have made it
-		rt, _ = r.table.Peek(s)
-	}
-	if k, ok := r.pinnedLocked(s); ok {
-		placed = k
+	if pinned {
+		placed = pk
 	} else if rt != nil && rt.chal.valid() && r.directFreshLocked(rt, now) {
 		// Another lane claims the publisher beside a working direct
 		// lane: either may be the stale one until the claim is settled
 		// (MoveSilence, the ship's ack, a signature).
 		disputed = true
-	} else if own || (o.Hop0 && r.ownLaneLocked(s, rt, from)) {
+	} else if own || (o.Hop0 && ownLane(rt, from, cs, pk, pinned)) {
 		placed = from
 	} else if rt != nil && rt.directProven() && r.directFreshLocked(rt, now) {
 		placed = rt.direct.lane
@@ -625,11 +648,17 @@ func (r *Table) PageArrived(o PageObs, now time.Duration, ships []lane.Ship, dst
 }
 
 func (r *Table) answeredLocked(o PageObs, now time.Duration) {
+	r.answeredConfLocked(o, now, r.configuredLocked(o.Publisher))
+}
+
+// answeredConfLocked is answeredLocked given configured, which must be
+// configuredLocked(o.Publisher) as it is under the same hold of mu.
+func (r *Table) answeredConfLocked(o PageObs, now time.Duration, configured bool) {
 	s, from, next := o.Publisher, o.From, o.Next
 	if o.Relayed {
 		r.forwardedLocked(s, from, now)
 	}
-	if !from.IsValid() || r.configuredLocked(s) {
+	if !from.IsValid() || configured {
 		return
 	}
 	// A next-hop is worth a route only from a page that came the way the
@@ -639,7 +668,7 @@ func (r *Table) answeredLocked(o PageObs, now time.Duration) {
 	// below passes us its publisher's own lane only to hand on to stock
 	// requesters, see relay's nextHopFor).
 	hint := next.IsValid() && next != from && r.HintAllowed(next) &&
-		!r.sponsorOfLocked(s) && r.cfg.Rubric.TakesHints()
+		!r.sponsorOfLocked(s) && (r.design || r.cfg.Rubric.TakesHints())
 	rt := r.getLocked(s, false, from)
 	hint = hint && r.onRouteLocked(s, rt, from, now)
 	if rt == nil && hint {
@@ -701,17 +730,22 @@ func (r *Table) onRouteLocked(s lane.Ship, rt *route, from lane.Key, now time.Du
 // requests for s are sent on: its direct lane, hint or base (rt, which may
 // be nil), or its configured, relay or pinned lane.
 func (r *Table) ownLaneLocked(s lane.Ship, rt *route, from lane.Key) bool {
+	pk, pinned := r.pinnedLocked(s)
+	return ownLane(rt, from, r.conf.Load().ship(s), pk, pinned)
+}
+
+// ownLane is ownLaneLocked for s given its lookups, made under the same
+// hold of mu: rt its route (may be nil), cs its configured lanes
+// (configured.ship: nil when none), and pk, pinned its pin
+// (pinnedLocked).
+func ownLane(rt *route, from lane.Key, cs *confShip, pk lane.Key, pinned bool) bool {
 	if !from.IsValid() {
 		return false
 	}
 	if rt != nil && (from == rt.direct.lane || from == rt.hint.lane || from == rt.base.lane) {
 		return true
 	}
-	if r.conf.Load().ship(s).isOwn(from) {
-		return true
-	}
-	k, ok := r.pinnedLocked(s)
-	return ok && k == from
+	return cs.isOwn(from) || pinned && pk == from
 }
 
 // forwardedLocked records that a relayed page for s came back from lane
