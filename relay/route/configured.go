@@ -104,8 +104,11 @@ func (c *configured) relayOf(s lane.Ship) (lane.Key, bool) {
 }
 
 // isOwn reports whether k is s's static or relay lane.
-func (e *confShip) isOwn(k lane.Key) bool {
-	return e != nil && (e.hasStatic && e.static == k || e.hasRelay && e.relay == k)
+func (e *confShip) isOwn(k lane.Key) bool { return e.isOwnAt(&k) }
+
+// isOwnAt is isOwn(*k), read in place (see PageArrived).
+func (e *confShip) isOwnAt(k *lane.Key) bool {
+	return e != nil && (e.hasStatic && e.static == *k || e.hasRelay && e.relay == *k)
 }
 
 // laneSlot returns k's slot in lanes, or the empty slot where k would go.

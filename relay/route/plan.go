@@ -83,7 +83,7 @@ func (p *Plan) Touches() bool {
 func (r *Table) Route(p *Plan, q Query, now time.Duration) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.planLocked(p, q, now)
+	r.planLocked(p, &q, now)
 	if p.N == 0 {
 		return false
 	}
@@ -107,7 +107,7 @@ func (r *Table) Plan(q Query, now time.Duration) Plan {
 func (r *Table) PlanInto(p *Plan, q Query, now time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.planLocked(p, q, now)
+	r.planLocked(p, &q, now)
 }
 
 // Commit records that p, made at or before now, was sent: each of its
@@ -156,8 +156,11 @@ func (r *Table) commitLocked(p *Plan, now time.Duration) {
 
 // planLocked chooses the lanes for q at now. It reads the table only: the
 // receiver's route is judged as expiry would leave it at now, on a copy.
-func (r *Table) planLocked(p *Plan, q Query, now time.Duration) {
-	*p = Plan{q: q}
+func (r *Table) planLocked(p *Plan, qp *Query, now time.Duration) {
+	*p = Plan{q: *qp}
+	// q is read in place from p (see PageArrived: a copied lane.Key
+	// stalls the loads after it).
+	q := &p.q
 	t := &p.Targets
 	cands := &r.cands
 	n := 0

@@ -27,7 +27,7 @@ type path struct {
 // heardSince reports whether anything arrived from p's lane at or after
 // t, by the lane clock.
 func (p *path) heardSince(t time.Duration, clock *laneClock) bool {
-	return clock != nil && clock.heardSince(p.lane, t)
+	return clock != nil && clock.heardSinceAt(&p.lane, t)
 }
 
 // directHeardSince reports whether anything arrived from rt's direct lane

@@ -41,7 +41,7 @@ func (Design) Choose(cands []Candidate, chal Candidate) (to [MaxTargets]Candidat
 		}
 	}
 	switch {
-	case chal.Lane.IsValid():
+	case chal.Lane != lane.Key{}: // IsValid, read in place
 		// The challenger is probed beside the lane that works.
 		to[n] = chal
 		n++
