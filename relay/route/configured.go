@@ -290,8 +290,10 @@ func (r *Table) AppendLanesOf(dst []lane.Key, ships []lane.Ship) []lane.Key {
 func (r *Table) appendLanesOfLocked(dst []lane.Key, ships []lane.Ship) []lane.Key {
 	cf := r.conf.Load()
 	for _, s := range ships {
-		if k, ok := cf.staticOf(s); ok {
-			dst = append(dst, k)
+		// staticOf, its lane appended from where it is (see
+		// PageArrived: a lane.Key copied stalls the loads after it).
+		if e := cf.ship(s); e != nil && e.hasStatic {
+			dst = append(dst, e.static)
 		}
 		if k, ok := r.pinnedLocked(s); ok {
 			dst = append(dst, k)
