@@ -34,11 +34,10 @@ type Design struct{}
 // candidate just tighter unless that is unproven with a probe out.
 func (Design) Choose(cands []Candidate, chal Candidate) (to [MaxTargets]Candidate, n int) {
 	good, beside := designPick(cands, &chal)
-	switch {
-	case beside == len(cands):
+	if beside == len(cands) {
 		to[n] = chal
 		n++
-	case beside >= 0:
+	} else if beside >= 0 {
 		to[n] = cands[beside]
 		n++
 	}
@@ -58,11 +57,11 @@ func designPick(cands []Candidate, chal *Candidate) (good, beside int) {
 			break
 		}
 	}
-	switch {
-	case chal.Lane != lane.Key{}: // IsValid, read in place
+	if chal.Lane != (lane.Key{}) { // IsValid, read in place
 		// The challenger is probed beside the lane that works.
 		return good, len(cands)
-	case good > 0 && !cands[good-1].Busy:
+	}
+	if good > 0 && !cands[good-1].Busy {
 		// The lane just tighter is tried, one probe at a time while it
 		// is unproven.
 		return good, good - 1
