@@ -104,8 +104,11 @@ func (c *configured) relayOf(s lane.Ship) (lane.Key, bool) {
 }
 
 // isOwn reports whether k is s's static or relay lane.
-func (e *confShip) isOwn(k lane.Key) bool {
-	return e != nil && (e.hasStatic && e.static == k || e.hasRelay && e.relay == k)
+func (e *confShip) isOwn(k lane.Key) bool { return e.isOwnAt(&k) }
+
+// isOwnAt is isOwn(*k), read in place (see PageArrived).
+func (e *confShip) isOwnAt(k *lane.Key) bool {
+	return e != nil && (e.hasStatic && e.static == *k || e.hasRelay && e.relay == *k)
 }
 
 // laneSlot returns k's slot in lanes, or the empty slot where k would go.
@@ -287,8 +290,10 @@ func (r *Table) AppendLanesOf(dst []lane.Key, ships []lane.Ship) []lane.Key {
 func (r *Table) appendLanesOfLocked(dst []lane.Key, ships []lane.Ship) []lane.Key {
 	cf := r.conf.Load()
 	for _, s := range ships {
-		if k, ok := cf.staticOf(s); ok {
-			dst = append(dst, k)
+		// staticOf, its lane appended from where it is (see
+		// PageArrived: a lane.Key copied stalls the loads after it).
+		if e := cf.ship(s); e != nil && e.hasStatic {
+			dst = append(dst, e.static)
 		}
 		if k, ok := r.pinnedLocked(s); ok {
 			dst = append(dst, k)

@@ -83,7 +83,7 @@ func (p *Plan) Touches() bool {
 func (r *Table) Route(p *Plan, q Query, now time.Duration) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.planLocked(p, q, now)
+	r.planLocked(p, &q, now)
 	if p.N == 0 {
 		return false
 	}
@@ -107,7 +107,7 @@ func (r *Table) Plan(q Query, now time.Duration) Plan {
 func (r *Table) PlanInto(p *Plan, q Query, now time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.planLocked(p, q, now)
+	r.planLocked(p, &q, now)
 }
 
 // Commit records that p, made at or before now, was sent: each of its
@@ -156,8 +156,11 @@ func (r *Table) commitLocked(p *Plan, now time.Duration) {
 
 // planLocked chooses the lanes for q at now. It reads the table only: the
 // receiver's route is judged as expiry would leave it at now, on a copy.
-func (r *Table) planLocked(p *Plan, q Query, now time.Duration) {
-	*p = Plan{q: q}
+func (r *Table) planLocked(p *Plan, qp *Query, now time.Duration) {
+	*p = Plan{q: *qp}
+	// q is read in place from p (see PageArrived: a copied lane.Key
+	// stalls the loads after it).
+	q := &p.q
 	t := &p.Targets
 	cands := &r.cands
 	n := 0
@@ -166,22 +169,46 @@ func (r *Table) planLocked(p *Plan, q Query, now time.Duration) {
 	// just tighter), so the walk stops there.
 	done := false
 	selfKeys := *r.selfKeys.Load()
-	add := func(c Candidate) {
-		if done || !c.Lane.IsValid() || slices.Contains(selfKeys, c.Lane) || n == len(cands) {
-			return
+	// admits reports whether the candidate lane *k is taken, as the n-th:
+	// the walk is not done, k is a lane, not this process's, not the one
+	// the request came from (that sets Looped), and not taken already.
+	// Lanes are read in place here and in addLane (see PageArrived).
+	admits := func(k *lane.Key) bool {
+		if done || !isValid(k) || n == len(cands) {
+			return false
 		}
-		if c.Lane == q.From {
-			t.Looped = true
-			return
-		}
-		for i := 0; i < n; i++ {
-			if cands[i].Lane == c.Lane {
-				return
+		for i := range selfKeys {
+			if selfKeys[i] == *k {
+				return false
 			}
 		}
-		cands[n] = c
-		n++
-		done = c.Proven
+		if *k == q.From {
+			t.Looped = true
+			return false
+		}
+		for i := 0; i < n; i++ {
+			if cands[i].Lane == *k {
+				return false
+			}
+		}
+		return true
+	}
+	// add offers candidate c; addLane offers lane *k as a candidate
+	// that tries no sponsor as a forwarder, without building one first.
+	add := func(c Candidate) {
+		if admits(&c.Lane) {
+			cands[n] = c
+			n++
+			done = c.Proven
+		}
+	}
+	addLane := func(k *lane.Key, proven, busy bool) {
+		if admits(k) {
+			c := &cands[n]
+			c.Lane, c.Proven, c.Busy, c.fwd, c.fwdOK = *k, proven, busy, lane.Ship{}, false
+			n++
+			done = proven
+		}
 	}
 	var fallback Candidate
 	s := q.Rcvr
@@ -191,9 +218,9 @@ func (r *Table) planLocked(p *Plan, q Query, now time.Duration) {
 	configured := func() {
 		if e := cf.ship(s); e != nil {
 			if e.hasStatic {
-				add(Candidate{Lane: e.static, Proven: true})
+				addLane(&e.static, true, false)
 			} else if e.hasRelay {
-				add(Candidate{Lane: e.relay, Proven: true})
+				addLane(&e.relay, true, false)
 			}
 		}
 	}
@@ -201,7 +228,7 @@ func (r *Table) planLocked(p *Plan, q Query, now time.Duration) {
 		configured()
 	}
 	if k, ok := r.pinnedLocked(s); ok {
-		add(Candidate{Lane: k, Proven: true})
+		addLane(&k, true, false)
 	}
 	// chal is the challenger to probe beside the plan's known-good lane.
 	var chal Candidate
@@ -217,19 +244,24 @@ func (r *Table) planLocked(p *Plan, q Query, now time.Duration) {
 		}
 		if r.directFreshLocked(rt, now) {
 			proven := rt.directProven()
-			add(Candidate{Lane: rt.direct.lane, Proven: proven, Busy: rt.direct.busy(proven)})
+			addLane(&rt.direct.lane, proven, rt.direct.busy(proven))
 			if c := &rt.chal; c.valid() && (rt.chalProven() || c.waiting == 0) && c.lane != q.From && !slices.Contains(selfKeys, c.lane) {
 				chal = Candidate{Lane: c.lane, Proven: rt.chalProven()}
 			}
 		}
-		add(Candidate{Lane: rt.hint.lane, Proven: rt.hint.proven(), Busy: rt.hint.busy(rt.hint.proven())})
-		add(Candidate{Lane: rt.base.lane, Proven: rt.base.proven(), Busy: rt.base.busy(rt.base.proven())})
+		addLane(&rt.hint.lane, rt.hint.proven(), rt.hint.busy(rt.hint.proven()))
+		addLane(&rt.base.lane, rt.base.proven(), rt.base.busy(rt.base.proven()))
 	}
 	if s != r.self && !done {
 		if !r.cfg.ConfiguredWins {
 			configured()
 		}
-		chain := r.cfg.Rubric.Sponsors(r.chain[:0], r.sponsors, s, r.self)
+		var chain []lane.Ship
+		if r.design {
+			chain = Design{}.Sponsors(r.chain[:0], r.sponsors, s, r.self)
+		} else {
+			chain = r.cfg.Rubric.Sponsors(r.chain[:0], r.sponsors, s, r.self)
+		}
 		for _, sp := range chain {
 			if done {
 				break
@@ -255,14 +287,27 @@ func (r *Table) planLocked(p *Plan, q Query, now time.Duration) {
 	if n == 0 {
 		return
 	}
+	if r.design {
+		// Design.Choose, without copying the candidates out and back.
+		// (if, not switch: mutation testing sees a case's condition as
+		// uncovered.)
+		good, beside := designPick(cands[:n], &chal)
+		if beside == n {
+			p.setTarget(&chal)
+		} else if beside >= 0 {
+			p.setTarget(&cands[beside])
+		}
+		p.setTarget(&cands[good])
+		return
+	}
 	to, m := r.cfg.Rubric.Choose(cands[:n], chal)
-	for _, c := range to[:m] {
-		p.setTarget(c)
+	for i := range m {
+		p.setTarget(&to[i])
 	}
 }
 
-// setTarget appends c to p's targets.
-func (p *Plan) setTarget(c Candidate) {
+// setTarget appends *c to p's targets.
+func (p *Plan) setTarget(c *Candidate) {
 	p.Lanes[p.N], p.fwd[p.N], p.fwdOK[p.N] = c.Lane, c.fwd, c.fwdOK
 	p.N++
 }

@@ -33,26 +33,40 @@ type Design struct{}
 // is), and beside it on the challenger when there is one, else on the
 // candidate just tighter unless that is unproven with a probe out.
 func (Design) Choose(cands []Candidate, chal Candidate) (to [MaxTargets]Candidate, n int) {
-	good := len(cands) - 1
+	good, beside := designPick(cands, &chal)
+	if beside == len(cands) {
+		to[n] = chal
+		n++
+	} else if beside >= 0 {
+		to[n] = cands[beside]
+		n++
+	}
+	to[n] = cands[good]
+	return to, n + 1
+}
+
+// designPick is Design.Choose as indexes, for a table running Design to
+// take its choice without copying candidates: good is the index in cands
+// of the lane sent on, and beside what is sent beside it, tighter:
+// len(cands) for *chal, an index in cands, or -1 for nothing.
+func designPick(cands []Candidate, chal *Candidate) (good, beside int) {
+	good = len(cands) - 1
 	for i := range cands {
 		if cands[i].Proven {
 			good = i
 			break
 		}
 	}
-	switch {
-	case chal.Lane.IsValid():
+	if chal.Lane != (lane.Key{}) { // IsValid, read in place
 		// The challenger is probed beside the lane that works.
-		to[n] = chal
-		n++
-	case good > 0 && !cands[good-1].Busy:
+		return good, len(cands)
+	}
+	if good > 0 && !cands[good-1].Busy {
 		// The lane just tighter is tried, one probe at a time while it
 		// is unproven.
-		to[n] = cands[good-1]
-		n++
+		return good, good - 1
 	}
-	to[n] = cands[good]
-	return to, n + 1
+	return good, -1
 }
 
 // Sponsors walks s's whole sponsorship chain.

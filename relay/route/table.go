@@ -113,6 +113,10 @@ type Table struct {
 	self     lane.Ship
 	sponsors *lane.Sponsors
 	cfg      Config
+	// design: cfg.Rubric is Design, whose methods the hot paths call
+	// directly (planLocked, answeredConfLocked) rather than through the
+	// interface.
+	design bool
 
 	mu      sync.Mutex
 	table   *simplelru.LRU[lane.Ship, *route] // guarded by mu
@@ -184,7 +188,8 @@ func New(self lane.Ship, sponsors *lane.Sponsors, cfg Config) (*Table, error) {
 	} else if _, err := rand.Read(seeds[:]); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
-	r := &Table{self: self, sponsors: sponsors, cfg: cfg,
+	_, design := cfg.Rubric.(Design)
+	r := &Table{self: self, sponsors: sponsors, cfg: cfg, design: design,
 		clock:   newLaneClock(cfg.LaneClockSlots, binary.LittleEndian.Uint64(seeds[:8])),
 		srcSeed: binary.LittleEndian.Uint64(seeds[8:])}
 	if cfg.SourceDivisor > 0 {
@@ -198,7 +203,7 @@ func New(self lane.Ship, sponsors *lane.Sponsors, cfg Config) (*Table, error) {
 	t, err := simplelru.NewLRU[lane.Ship, *route](cfg.MaxRoutes, func(s lane.Ship, v *route) {
 		// Called with mu held, from Add.
 		for _, p := range [...]*path{&v.direct, &v.chal} {
-			if h := r.clock.laneHash(p.lane); r.lanes[h] == s {
+			if h := r.clock.laneHashAt(&p.lane); r.lanes[h] == s {
 				delete(r.lanes, h)
 			}
 		}
@@ -219,7 +224,7 @@ func New(self lane.Ship, sponsors *lane.Sponsors, cfg Config) (*Table, error) {
 // Arrived records that a datagram arrived from lane k at now: what keeps
 // a lane alive. It takes no lock and allocates nothing; the relay calls it
 // for every datagram it reads.
-func (r *Table) Arrived(k lane.Key, now time.Duration) { r.clock.hear(k, now) }
+func (r *Table) Arrived(k lane.Key, now time.Duration) { r.clock.hearAt(&k, now) }
 
 // KeepAlive records that lane k sent a keepalive at now (a STUN binding
 // request the relay answered): a ship whose direct lane is k stays
@@ -230,10 +235,10 @@ func (r *Table) Arrived(k lane.Key, now time.Duration) { r.clock.hear(k, now) }
 // (found through lanes, checked against the route), not only in the lane
 // clock, whose slots any lane can overwrite.
 func (r *Table) KeepAlive(k lane.Key, now time.Duration) {
-	r.clock.hear(k, now)
+	r.clock.hearAt(&k, now)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s, ok := r.lanes[r.clock.laneHash(k)]
+	s, ok := r.lanes[r.clock.laneHashAt(&k)]
 	if !ok {
 		return
 	}
@@ -256,13 +261,13 @@ func (r *Table) indexLocked(s lane.Ship, k lane.Key) {
 			if rt, ok := r.table.Peek(t); ok {
 				for _, p := range [...]*path{&rt.direct, &rt.chal} {
 					if p.valid() {
-						r.lanes[r.clock.laneHash(p.lane)] = t
+						r.lanes[r.clock.laneHashAt(&p.lane)] = t
 					}
 				}
 			}
 		}
 	}
-	h := r.clock.laneHash(k)
+	h := r.clock.laneHashAt(&k)
 	if t, ok := r.lanes[h]; ok && t != s {
 		if v, ok := r.table.Peek(t); ok && v.direct.lane == k {
 			// k is another ship's direct lane: a claim naming s from
@@ -420,7 +425,17 @@ func (r *Table) heard(s lane.Ship, k lane.Key, now time.Duration, kept bool) {
 // where it was sent from, and a copy of a signed page can be replayed from
 // any lane.
 func (r *Table) heardLocked(s lane.Ship, k lane.Key, now time.Duration, kept, signed bool) {
-	if !k.IsValid() || r.IsSelf(k) || r.configuredLocked(s) {
+	if r.configuredLocked(s) {
+		return
+	}
+	r.heardOpenLocked(s, k, now, kept, signed)
+}
+
+// heardOpenLocked is heardLocked for a ship s open to learning: one that
+// configuredLocked(s) reports false for under the same hold of mu (the
+// caller asked; PageArrived asks once for this and answeredConfLocked).
+func (r *Table) heardOpenLocked(s lane.Ship, k lane.Key, now time.Duration, kept, signed bool) {
+	if !k.IsValid() || r.IsSelf(k) {
 		return
 	}
 	rt := r.getLocked(s, true, k)
@@ -589,35 +604,47 @@ func (r *Table) LateAnswer(o PageObs, now time.Duration) bool {
 func (r *Table) PageArrived(o PageObs, now time.Duration, ships []lane.Ship, dst []lane.Key) (_ []lane.Key, contested bool, placed lane.Key, disputed bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s, from := o.Publisher, o.From
+	// from is read in place: a lane.Key copied is stored with
+	// overlapping 16-byte moves, which the loads after it stall on.
+	s, from := o.Publisher, &o.From
 	rt, _ := r.table.Peek(s)
-	if rt != nil && from.IsValid() && rt.chal.valid() && rt.chal.lane == from &&
-		rt.direct.lane != from && r.directFreshLocked(rt, now) {
+	if rt != nil && isValid(from) && rt.chal.valid() && rt.chal.lane == *from &&
+		rt.direct.lane != *from && r.directFreshLocked(rt, now) {
 		contested = true
 	}
+	// s's configured lanes and its pin, looked up once for the whole
+	// call: only SetStatic, SetStaticLane, SetRelays, Pin, RevertPin and
+	// Unpin change them, each under mu, which this call holds.
+	cs := r.conf.Load().ship(s)
+	pk, pinned := r.pinnedLocked(s)
 	// own: the page came at hop 0 from one of s's own lanes. Asked once:
 	// hearing a page only ever adds from to s's lanes, so own stays true
-	// after heardLocked, and is asked again below only when false.
-	own := o.Hop0 && r.ownLaneLocked(s, rt, from)
+	// after heardOpenLocked, and is asked again below only when false.
+	own := o.Hop0 && ownLane(rt, from, cs, &pk, pinned)
 	if o.mayProve(rt) {
+		// configuredLocked(s), from the same lookups.
+		configured := pinned || r.cfg.ConfiguredWins && cs != nil
 		// cameTheWayLocked, with own already known.
-		if own || (o.Hop0 && rt != nil && rt.chal.valid() && rt.chal.lane == from && rt.chal.waiting != 0) {
-			r.heardLocked(s, from, now, false, o.Signed)
+		// (heardLocked teaches nothing of a configured ship.)
+		if !configured && (own || (o.Hop0 && rt != nil && rt.chal.valid() && rt.chal.lane == *from && rt.chal.waiting != 0)) {
+			r.heardOpenLocked(s, *from, now, false, o.Signed)
 		}
-		r.answeredLocked(o, now)
+		r.answeredConfLocked(&o, now, configured)
+		if rt == nil && !configured && isValid(from) {
+			// heardOpenLocked or answeredConfLocked may have made it
+			// (neither does for a configured ship or an invalid lane).
+			rt, _ = r.table.Peek(s)
+		}
 	}
-	if rt == nil { // heardLocked may have made it
-		rt, _ = r.table.Peek(s)
-	}
-	if k, ok := r.pinnedLocked(s); ok {
-		placed = k
+	if pinned {
+		placed = pk
 	} else if rt != nil && rt.chal.valid() && r.directFreshLocked(rt, now) {
 		// Another lane claims the publisher beside a working direct
 		// lane: either may be the stale one until the claim is settled
 		// (MoveSilence, the ship's ack, a signature).
 		disputed = true
-	} else if own || (o.Hop0 && r.ownLaneLocked(s, rt, from)) {
-		placed = from
+	} else if own || (o.Hop0 && ownLane(rt, from, cs, &pk, pinned)) {
+		placed = *from
 	} else if rt != nil && rt.directProven() && r.directFreshLocked(rt, now) {
 		placed = rt.direct.lane
 	}
@@ -625,13 +652,19 @@ func (r *Table) PageArrived(o PageObs, now time.Duration, ships []lane.Ship, dst
 }
 
 func (r *Table) answeredLocked(o PageObs, now time.Duration) {
-	s, from, next := o.Publisher, o.From, o.Next
+	r.answeredConfLocked(&o, now, r.configuredLocked(o.Publisher))
+}
+
+// answeredConfLocked is answeredLocked given configured, which must be
+// configuredLocked(o.Publisher) as it is under the same hold of mu.
+func (r *Table) answeredConfLocked(o *PageObs, now time.Duration, configured bool) {
 	if o.Relayed {
-		r.forwardedLocked(s, from, now)
+		r.forwardedLocked(o.Publisher, o.From, now)
 	}
-	if !from.IsValid() || r.configuredLocked(s) {
+	if configured || !isValid(&o.From) {
 		return
 	}
+	s, from, next := o.Publisher, o.From, o.Next
 	// A next-hop is worth a route only from a page that came the way the
 	// request went, and only if it may be a target; and never for a ship
 	// we sponsor from further up its chain (the seed's rule: no
@@ -639,7 +672,7 @@ func (r *Table) answeredLocked(o PageObs, now time.Duration) {
 	// below passes us its publisher's own lane only to hand on to stock
 	// requesters, see relay's nextHopFor).
 	hint := next.IsValid() && next != from && r.HintAllowed(next) &&
-		!r.sponsorOfLocked(s) && r.cfg.Rubric.TakesHints()
+		!r.sponsorOfLocked(s) && (r.design || r.cfg.Rubric.TakesHints())
 	rt := r.getLocked(s, false, from)
 	hint = hint && r.onRouteLocked(s, rt, from, now)
 	if rt == nil && hint {
@@ -701,18 +734,26 @@ func (r *Table) onRouteLocked(s lane.Ship, rt *route, from lane.Key, now time.Du
 // requests for s are sent on: its direct lane, hint or base (rt, which may
 // be nil), or its configured, relay or pinned lane.
 func (r *Table) ownLaneLocked(s lane.Ship, rt *route, from lane.Key) bool {
-	if !from.IsValid() {
+	pk, pinned := r.pinnedLocked(s)
+	return ownLane(rt, &from, r.conf.Load().ship(s), &pk, pinned)
+}
+
+// ownLane is ownLaneLocked for s given its lookups, made under the same
+// hold of mu: rt its route (may be nil), cs its configured lanes
+// (configured.ship: nil when none), and pk, pinned its pin
+// (pinnedLocked). The lanes are read in place (see PageArrived).
+func ownLane(rt *route, from *lane.Key, cs *confShip, pk *lane.Key, pinned bool) bool {
+	if !isValid(from) {
 		return false
 	}
-	if rt != nil && (from == rt.direct.lane || from == rt.hint.lane || from == rt.base.lane) {
+	if rt != nil && (*from == rt.direct.lane || *from == rt.hint.lane || *from == rt.base.lane) {
 		return true
 	}
-	if r.conf.Load().ship(s).isOwn(from) {
-		return true
-	}
-	k, ok := r.pinnedLocked(s)
-	return ok && k == from
+	return cs.isOwnAt(from) || pinned && *pk == *from
 }
+
+// isValid is k.IsValid(), read in place (see PageArrived).
+func isValid(k *lane.Key) bool { return *k != lane.Key{} }
 
 // forwardedLocked records that a relayed page for s came back from lane
 // from: if that is the lane one of s's sponsors is being tried at as a

@@ -1,0 +1,140 @@
+package route
+
+import (
+	"testing"
+	"time"
+
+	"github.com/urbit-relay/relay/lane"
+)
+
+// The hot paths read lanes in place (by pointer) where lane.Key's methods
+// take them by value; these pin that the in-place forms are the same.
+
+// TestKeyHashIsHash: the lane clock's in-place hash is lane.Key.Hash, so
+// that reading lanes in place changed no slot.
+func TestKeyHashIsHash(t *testing.T) {
+	keys := []lane.Key{{}, key("203.0.113.10:5000"), key("[2001:db8::1]:13337"), {Port: 1}}
+	var k lane.Key
+	for i := range 1000 {
+		for j := range k.IP {
+			k.IP[j] = byte(lane.Mix64(uint64(i*len(k.IP)+j) + 1))
+		}
+		k.Port = uint16(lane.Mix64(uint64(i)))
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
+		if got, want := keyHash(&k), k.Hash(); got != want {
+			t.Fatalf("keyHash(%v) = %#x, Hash %#x", k, got, want)
+		}
+	}
+}
+
+// chooseAsSpecified is Design.Choose as it was written before designPick:
+// the reference the table's in-place choice must keep.
+func chooseAsSpecified(cands []Candidate, chal Candidate) (to [MaxTargets]Candidate, n int) {
+	good := len(cands) - 1
+	for i := range cands {
+		if cands[i].Proven {
+			good = i
+			break
+		}
+	}
+	switch {
+	case chal.Lane.IsValid():
+		to[n] = chal
+		n++
+	case good > 0 && !cands[good-1].Busy:
+		to[n] = cands[good-1]
+		n++
+	}
+	to[n] = cands[good]
+	return to, n + 1
+}
+
+// TestDesignChooseAsSpecified: Design.Choose (through designPick) and a
+// table's plan, with Design and with a rubric that only embeds it (the
+// interface path), choose as chooseAsSpecified does, for every list of up
+// to three candidates, proven or busy or neither, with and without a
+// challenger.
+func TestDesignChooseAsSpecified(t *testing.T) {
+	lanesOf := []lane.Key{key("203.0.113.1:1"), key("203.0.113.2:2"), key("203.0.113.3:3")}
+	chalKey := key("203.0.113.4:4")
+	for n := 1; n <= 3; n++ {
+		for bits := 0; bits < 1<<(2*n); bits++ {
+			cands := make([]Candidate, n)
+			for i := range cands {
+				cands[i] = Candidate{Lane: lanesOf[i], Proven: bits>>(2*i)&1 != 0, Busy: bits>>(2*i+1)&1 != 0}
+			}
+			for _, chal := range []Candidate{{}, {Lane: chalKey, Proven: bits&1 != 0}} {
+				want, wn := chooseAsSpecified(cands, chal)
+				got, gn := Design{}.Choose(cands, chal)
+				if gn != wn || got != want {
+					t.Fatalf("cands %+v chal %+v: Choose %+v (%d), want %+v (%d)", cands, chal, got[:gn], gn, want[:wn], wn)
+				}
+				good, beside := designPick(cands, &chal)
+				var p Plan
+				switch {
+				case beside == n:
+					p.setTarget(&chal)
+				case beside >= 0:
+					p.setTarget(&cands[beside])
+				}
+				p.setTarget(&cands[good])
+				if p.N != wn {
+					t.Fatalf("cands %+v chal %+v: designPick %d, %d: %d lanes, want %d", cands, chal, good, beside, p.N, wn)
+				}
+				for i := range wn {
+					if p.Lanes[i] != want[i].Lane {
+						t.Fatalf("cands %+v chal %+v: designPick %d, %d: lanes %v, want %+v", cands, chal, good, beside, p.Lanes[:p.N], want[:wn])
+					}
+				}
+			}
+		}
+	}
+}
+
+// embedsDesign is a rubric that is not Design but chooses as it does,
+// so that a table running it plans through the Rubric interface.
+type embedsDesign struct{ Design }
+
+// TestPlanByDesignAsByInterface: a table running Design (its choice made
+// in place, designPick) plans as one running the same rubric through the
+// interface, for a configured galaxy, a direct lane beside its galaxy,
+// and a proven direct lane with a challenger.
+func TestPlanByDesignAsByInterface(t *testing.T) {
+	mk := func(rb Rubric) *Table {
+		rt, err := New(self, nil, Config{Seed: 1, Rubric: rb})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt.SetStatic(map[lane.Ship]lane.Key{nec: necKey})
+		return rt
+	}
+	a, b := mk(nil), mk(embedsDesign{})
+	if !a.design || b.design {
+		t.Fatalf("design flags %v %v", a.design, b.design)
+	}
+	evil := key("203.0.113.66:6666")
+	steps := []func(rt *Table, now time.Duration){
+		func(rt *Table, now time.Duration) {},
+		func(rt *Table, now time.Duration) { rt.Contacted(planet, planetKey, now) },
+		func(rt *Table, now time.Duration) { rt.Answered(planet, planetKey, lane.Key{}, false, now) },
+		func(rt *Table, now time.Duration) {
+			rt.PageArrived(PageObs{Publisher: planet, From: evil, Hop0: true}, now, nil, nil)
+		},
+		func(rt *Table, now time.Duration) { rt.Contacted(planet, evil, now) },
+	}
+	for i, step := range steps {
+		now := sec + time.Duration(i)*time.Millisecond
+		step(a, now)
+		step(b, now)
+		for _, s := range []lane.Ship{nec, marnec, planet} {
+			pa, pb := a.Plan(Query{Rcvr: s, From: alice}, now), b.Plan(Query{Rcvr: s, From: alice}, now)
+			if pa != pb {
+				t.Fatalf("step %d, ship %v: Design plans %+v, through the interface %+v", i, s, pa, pb)
+			}
+			a.Commit(&pa, now)
+			b.Commit(&pb, now)
+		}
+	}
+}
