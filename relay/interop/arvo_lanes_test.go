@@ -282,6 +282,14 @@ func runArvoScenario(t *testing.T, all *outsideLog, sc arvoScenario) []arvoRound
 	ready := req.All("READY", nil)[0]
 	port, _ := ready.Num("port")
 	reqLane := fmt.Sprintf("%s:%d", rip, int(port))
+	// Every round was answered, so P read every round's request: wait
+	// until the harness has read P's line for the last one (P runs on, and
+	// its stdout may lag R's exit under load; a CI run once saw round 5
+	// with no reader).
+	last := fmt.Sprintf("/c/x/4/seed/%d", rounds[len(rounds)-1].n)
+	if _, ok := pub.Next("RECV", map[string]any{"type": "peek", "path": last}, 10*time.Second); !ok {
+		t.Fatalf("%s: P never logged reading %s, which was answered\n%s", sc.name, last, pub.Tail(40))
+	}
 	for i := range rounds {
 		path := fmt.Sprintf("/c/x/4/seed/%d", rounds[i].n)
 		var from []string
