@@ -162,7 +162,13 @@ func Mix64(k uint64) uint64 {
 // round: the port goes into bits 16-31 of the address's low word, which an
 // IPv4-mapped address fills with the constant 0xffff, and the high word,
 // zero for IPv4, is rotated in.
-func (k Key) Hash() uint64 {
+func (k Key) Hash() uint64 { return HashOf(&k) }
+
+// HashOf is k.Hash(), reading *k in place: a Key passed by value is copied
+// with two overlapping 16-byte stores, and the 8-byte loads that read it
+// next stall on them (a failed store-to-load forward), so the
+// per-datagram paths hash lanes where they lie.
+func HashOf(k *Key) uint64 {
 	w := binary.LittleEndian.Uint64(k.IP[8:16]) ^ uint64(k.Port)<<16
 	w ^= bits.RotateLeft64(binary.LittleEndian.Uint64(k.IP[0:8]), 29)
 	return Mix64(w ^ 0x9E3779B97F4A7C15)

@@ -12,7 +12,7 @@ import (
 )
 
 // benchKey returns the i-th key of a benchmark stream: distinct, spread like
-// the relay's xxhash of a name.
+// the relay's seeded hash of a name.
 func benchKey(stream, i uint64) uint64 { return mix(stream<<48 ^ i) }
 
 // fillTable adds n entries with one requester each at time now.

@@ -7,8 +7,9 @@
 //
 // # Semantics
 //
-// Keys are 64-bit hashes of request names, computed by the caller (xxhash);
-// two names with the same hash share an entry. Requesters are lane.Keys.
+// Keys are 64-bit hashes of request names, computed by the caller (the
+// relay's: seeded hash/maphash); two names with the same hash share an
+// entry. Requesters are lane.Keys.
 // Time is passed in as the caller's monotonic clock (time since the relay's
 // start); the package never reads a clock.
 //

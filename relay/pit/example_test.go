@@ -16,7 +16,7 @@ func Example() {
 	}
 	alice := lane.KeyOf(netip.MustParseAddrPort("192.0.2.1:13337"))
 	bob := lane.KeyOf(netip.MustParseAddrPort("198.51.100.7:31337"))
-	const name = 0x5eed // the relay's xxhash of the request name
+	const name = 0x5eed // the relay's seeded hash of the request name
 
 	v, _ := table.Add(name, alice, 0)
 	fmt.Println(v, v.Forward())

@@ -122,14 +122,15 @@ func TestSourceIsAnAddressOrASlash64(t *testing.T) {
 		"[::1]:1", "[2001:db8::ffff:c000:201]:1"}
 	for _, group := range same {
 		for _, ap := range group[1:] {
-			if s.sourceSlot(key(ap)) != s.sourceSlot(key(group[0])) {
+			if ka, k0 := key(ap), key(group[0]); s.sourceSlot(&ka) != s.sourceSlot(&k0) {
 				t.Errorf("%s and %s are counted as different sources", ap, group[0])
 			}
 		}
 	}
 	seen := map[uint32]string{}
 	for _, ap := range distinct {
-		slot := s.sourceSlot(key(ap))
+		k := key(ap)
+		slot := s.sourceSlot(&k)
 		if other, dup := seen[slot]; dup {
 			t.Errorf("%s and %s are counted as one source", ap, other)
 		}

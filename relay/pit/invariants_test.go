@@ -60,8 +60,8 @@ func checkShardLocked(tb testing.TB, si int, s *shard) {
 				continue
 			}
 			if s.p.countEntries {
-				if e.slot() != s.sourceSlot(e.first) {
-					fail("entry %d src %d, its first requester's slot %d", i, e.slot(), s.sourceSlot(e.first))
+				if e.slot() != s.sourceSlot(&e.first) {
+					fail("entry %d src %d, its first requester's slot %d", i, e.slot(), s.sourceSlot(&e.first))
 				}
 				want[e.slot()].entries++
 			}
@@ -69,8 +69,8 @@ func checkShardLocked(tb testing.TB, si int, s *shard) {
 				continue
 			}
 			for c := e.chunk; c != nilIdx; c = s.chunks[c].next {
-				if e.most == 0 && uint32(s.chunks[c].src) != s.sourceSlot(s.chunks[c].lanes[0]) {
-					fail("chunk %d src %d, its first lane's slot %d", c, s.chunks[c].src, s.sourceSlot(s.chunks[c].lanes[0]))
+				if e.most == 0 && uint32(s.chunks[c].src) != s.sourceSlot(&s.chunks[c].lanes[0]) {
+					fail("chunk %d src %d, its first lane's slot %d", c, s.chunks[c].src, s.sourceSlot(&s.chunks[c].lanes[0]))
 				}
 				want[s.chunks[c].src].chunks++
 			}

@@ -48,7 +48,7 @@ func newModel(cfg Config, t *Table) *model {
 		cfg:     cfg,
 		p:       newParams(cfg),
 		shardOf: func(key uint64) int { return int((mix(key) >> 32) & mask) },
-		source:  t.shards[0].sourceSlot,
+		source:  func(r lane.Key) uint32 { return t.shards[0].sourceSlot(&r) },
 		entries: map[uint64]*modelEntry{},
 	}
 }

@@ -205,10 +205,7 @@ func mix(k uint64) uint64 { return lane.Mix64(k) }
 // sourceSlot returns the per-source counter slot of r's source
 // (lane.Key.Source: its IPv4 address, or its IPv6 address's /64), by a
 // seeded hash.
-func (s *shard) sourceSlot(r lane.Key) uint32 { return s.sourceSlotOf(&r) }
-
-// sourceSlotOf is sourceSlot reading r in place.
-func (s *shard) sourceSlotOf(r *lane.Key) uint32 {
+func (s *shard) sourceSlot(r *lane.Key) uint32 {
 	return uint32(s.sourceHash(srcWords(r)) & (SourceSlotsPerShard - 1))
 }
 
@@ -306,7 +303,7 @@ func (s *shard) addLocked(h uint64, r *lane.Key, recv bool, nowTick, expTick, no
 			// wheel link (sched <= old expiry < new expiry) stays valid.
 			s.c.expired.Add(1)
 			if s.p.countEntries {
-				to := s.sourceSlotOf(r)
+				to := s.sourceSlot(r)
 				if e.slot() != to && s.sourceFullLocked(to) {
 					s.unlinkLocked(i)
 					s.dropLocked(pos, i)
@@ -379,7 +376,7 @@ func (s *shard) addLocked(h uint64, r *lane.Key, recv bool, nowTick, expTick, no
 
 	var slot uint32
 	if s.p.countEntries {
-		slot = s.sourceSlotOf(r)
+		slot = s.sourceSlot(r)
 		if s.sourceFullLocked(slot) {
 			s.c.sourceCapped.Add(1)
 			return VerdictSourceCapped, false
@@ -750,7 +747,7 @@ func (s *shard) appendRequesterLocked(i uint32, r *lane.Key, f uint8) bool {
 	if k%lanesPerChunk == 0 {
 		var slot uint32
 		if s.p.chunkShare > 0 {
-			slot = s.sourceSlotOf(r)
+			slot = s.sourceSlot(r)
 			if s.sources[slot].chunks >= s.p.chunkShare {
 				s.c.overflowShareCapped.Add(1)
 				return false
@@ -891,7 +888,7 @@ func (s *shard) restoreLocked(h uint64, reqs []lane.Key, held *Held, nowTick uin
 	if !found {
 		var slot uint32
 		if s.p.countEntries {
-			slot = s.sourceSlotOf(&reqs[0])
+			slot = s.sourceSlot(&reqs[0])
 			if s.sourceFullLocked(slot) {
 				return 0
 			}

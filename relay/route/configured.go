@@ -87,27 +87,9 @@ func (c *configured) ship(s lane.Ship) *confShip {
 	return nil
 }
 
-// staticOf returns s's static lane, as static[s].
-func (c *configured) staticOf(s lane.Ship) (lane.Key, bool) {
-	if e := c.ship(s); e != nil && e.hasStatic {
-		return e.static, true
-	}
-	return lane.Key{}, false
-}
-
-// relayOf returns s's configured relay lane, as relays[s].
-func (c *configured) relayOf(s lane.Ship) (lane.Key, bool) {
-	if e := c.ship(s); e != nil && e.hasRelay {
-		return e.relay, true
-	}
-	return lane.Key{}, false
-}
-
-// isOwn reports whether k is s's static or relay lane.
-func (e *confShip) isOwn(k lane.Key) bool { return e.isOwnAt(&k) }
-
-// isOwnAt is isOwn(*k), read in place (see PageArrived).
-func (e *confShip) isOwnAt(k *lane.Key) bool {
+// isOwn reports whether *k is s's static or relay lane (e, s's
+// configured lanes, may be nil: none), read in place (see PageArrived).
+func (e *confShip) isOwn(k *lane.Key) bool {
 	return e != nil && (e.hasStatic && e.static == *k || e.hasRelay && e.relay == *k)
 }
 
@@ -290,7 +272,7 @@ func (r *Table) AppendLanesOf(dst []lane.Key, ships []lane.Ship) []lane.Key {
 func (r *Table) appendLanesOfLocked(dst []lane.Key, ships []lane.Ship) []lane.Key {
 	cf := r.conf.Load()
 	for _, s := range ships {
-		// staticOf, its lane appended from where it is (see
+		// Its static lane, appended from where it is (see
 		// PageArrived: a lane.Key copied stalls the loads after it).
 		if e := cf.ship(s); e != nil && e.hasStatic {
 			dst = append(dst, e.static)

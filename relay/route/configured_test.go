@@ -131,17 +131,23 @@ func TestConfiguredIndexAgreesWithMaps(t *testing.T) {
 				s, k := randShip(), randKey()
 				ks, okS := static[s]
 				kr, okR := relays[s]
-				if gk, gok := c.staticOf(s); gok != okS || gk != ks {
-					t.Fatalf("n=%d: staticOf(%v) = %v %v, map %v %v", n, s, gk, gok, ks, okS)
+				if gk, gok := c.ship(s).staticLane(); gok != okS || gk != ks {
+					t.Fatalf("n=%d: static lane of %v = %v %v, map %v %v", n, s, gk, gok, ks, okS)
 				}
-				if gk, gok := c.relayOf(s); gok != okR || gk != kr {
-					t.Fatalf("n=%d: relayOf(%v) = %v %v, map %v %v", n, s, gk, gok, kr, okR)
+				var gk lane.Key
+				e := c.ship(s)
+				gok := e != nil && e.hasRelay
+				if gok {
+					gk = e.relay
+				}
+				if gok != okR || gk != kr {
+					t.Fatalf("n=%d: relay lane of %v = %v %v, map %v %v", n, s, gk, gok, kr, okR)
 				}
 				if (c.ship(s) != nil) != (okS || okR) {
 					t.Fatalf("n=%d: ship(%v) present %v, maps %v %v", n, s, c.ship(s) != nil, okS, okR)
 				}
 				for _, q := range []lane.Key{k, ks, kr} {
-					if got, want := c.ship(s).isOwn(q), okS && ks == q || okR && kr == q; got != want {
+					if got, want := c.ship(s).isOwn(&q), okS && ks == q || okR && kr == q; got != want {
 						t.Fatalf("n=%d: isOwn(%v, %v) = %v, want %v", n, s, q, got, want)
 					}
 				}

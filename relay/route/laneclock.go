@@ -1,8 +1,6 @@
 package route
 
 import (
-	"encoding/binary"
-	"math/bits"
 	"sync/atomic"
 	"time"
 
@@ -42,28 +40,14 @@ func newLaneClock(n int, seed uint64) *laneClock {
 	return &laneClock{slots: make([]laneSlot, n), mask: uint64(n - 1), seed: seed}
 }
 
-// laneHash is the lane's seeded hash, never 0: 0 marks an empty slot.
-func (c *laneClock) laneHash(k lane.Key) uint64 { return c.laneHashAt(&k) }
+// laneHash is lane *k's seeded hash, never 0: 0 marks an empty slot. The
+// lane is read in place (lane.HashOf); the per-datagram paths pass lanes
+// by pointer.
+func (c *laneClock) laneHash(k *lane.Key) uint64 { return lane.Mix64(lane.HashOf(k)^c.seed) | 1 }
 
-// laneHashAt is laneHash(*k), read in place: a lane.Key passed by value
-// is copied with overlapping 16-byte stores, which the hash's 8-byte
-// loads stall on (keyHash). The per-datagram paths pass lanes by pointer.
-func (c *laneClock) laneHashAt(k *lane.Key) uint64 { return lane.Mix64(keyHash(k)^c.seed) | 1 }
-
-// keyHash is k.Hash(), computed in place (see laneHashAt); the two must
-// agree (TestKeyHashIsHash).
-func keyHash(k *lane.Key) uint64 {
-	w := binary.LittleEndian.Uint64(k.IP[8:16]) ^ uint64(k.Port)<<16
-	w ^= bits.RotateLeft64(binary.LittleEndian.Uint64(k.IP[0:8]), 29)
-	return lane.Mix64(w ^ 0x9E3779B97F4A7C15)
-}
-
-// hear records that something arrived from k at now.
-func (c *laneClock) hear(k lane.Key, now time.Duration) { c.hearAt(&k, now) }
-
-// hearAt is hear(*k, now), read in place (laneHashAt).
-func (c *laneClock) hearAt(k *lane.Key, now time.Duration) {
-	h := c.laneHashAt(k)
+// hear records that something arrived from *k at now.
+func (c *laneClock) hear(k *lane.Key, now time.Duration) {
+	h := c.laneHash(k)
 	s := &c.slots[h&c.mask]
 	if s.hash.Load() != h {
 		s.hash.Store(h)
@@ -73,12 +57,9 @@ func (c *laneClock) hearAt(k *lane.Key, now time.Duration) {
 	s.at.Store(int64(now))
 }
 
-// heardSince reports whether something arrived from k at or after t.
-func (c *laneClock) heardSince(k lane.Key, t time.Duration) bool { return c.heardSinceAt(&k, t) }
-
-// heardSinceAt is heardSince(*k, t), read in place (laneHashAt).
-func (c *laneClock) heardSinceAt(k *lane.Key, t time.Duration) bool {
-	h := c.laneHashAt(k)
+// heardSince reports whether something arrived from *k at or after t.
+func (c *laneClock) heardSince(k *lane.Key, t time.Duration) bool {
+	h := c.laneHash(k)
 	s := &c.slots[h&c.mask]
 	return s.hash.Load() == h && time.Duration(s.at.Load()) >= t
 }

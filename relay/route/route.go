@@ -27,7 +27,7 @@ type path struct {
 // heardSince reports whether anything arrived from p's lane at or after
 // t, by the lane clock.
 func (p *path) heardSince(t time.Duration, clock *laneClock) bool {
-	return clock != nil && clock.heardSinceAt(&p.lane, t)
+	return clock != nil && clock.heardSince(&p.lane, t)
 }
 
 // directHeardSince reports whether anything arrived from rt's direct lane
@@ -68,10 +68,8 @@ func (p *path) stepCand(e Event, a Authority) bool {
 // answered or times out.
 func (p *path) busy(proven bool) bool { return !proven && p.waiting != 0 }
 
-// valid reports whether p holds a lane (p.lane.IsValid()). It compares
-// the lane in place: IsValid, taking its Key by value, copies it first
-// with overlapping stores, and the loads that follow stall on them.
-func (p *path) valid() bool { return p.lane != lane.Key{} }
+// valid reports whether p holds a lane, read in place (isValid).
+func (p *path) valid() bool { return isValid(&p.lane) }
 
 // route is the per-receiver state. It holds no pointers.
 type route struct {

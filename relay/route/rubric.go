@@ -57,7 +57,7 @@ func designPick(cands []Candidate, chal *Candidate) (good, beside int) {
 			break
 		}
 	}
-	if chal.Lane != (lane.Key{}) { // IsValid, read in place
+	if isValid(&chal.Lane) {
 		// The challenger is probed beside the lane that works.
 		return good, len(cands)
 	}

@@ -528,7 +528,7 @@ func TestKeepAliveHeldOnTheRoute(t *testing.T) {
 	}
 	// Eviction drops the evicted route's lanes from the index.
 	rt.mu.Lock()
-	_, indexed := rt.lanes[rt.clock.laneHash(planetKey)]
+	_, indexed := rt.lanes[rt.clock.laneHash(&planetKey)]
 	rt.mu.Unlock()
 	if !indexed {
 		t.Fatal("the planet's direct lane is not indexed")
@@ -540,8 +540,8 @@ func TestKeepAliveHeldOnTheRoute(t *testing.T) {
 		t.Fatal("the planet's route was not evicted")
 	}
 	rt.mu.Lock()
-	_, indexed = rt.lanes[rt.clock.laneHash(planetKey)]
-	_, chalIndexed := rt.lanes[rt.clock.laneHash(evilKey)]
+	_, indexed = rt.lanes[rt.clock.laneHash(&planetKey)]
+	_, chalIndexed := rt.lanes[rt.clock.laneHash(&evilKey)]
 	rt.mu.Unlock()
 	if indexed || chalIndexed {
 		t.Error("an evicted route's lanes are still indexed")

@@ -203,7 +203,7 @@ func New(self lane.Ship, sponsors *lane.Sponsors, cfg Config) (*Table, error) {
 	t, err := simplelru.NewLRU[lane.Ship, *route](cfg.MaxRoutes, func(s lane.Ship, v *route) {
 		// Called with mu held, from Add.
 		for _, p := range [...]*path{&v.direct, &v.chal} {
-			if h := r.clock.laneHashAt(&p.lane); r.lanes[h] == s {
+			if h := r.clock.laneHash(&p.lane); r.lanes[h] == s {
 				delete(r.lanes, h)
 			}
 		}
@@ -224,7 +224,7 @@ func New(self lane.Ship, sponsors *lane.Sponsors, cfg Config) (*Table, error) {
 // Arrived records that a datagram arrived from lane k at now: what keeps
 // a lane alive. It takes no lock and allocates nothing; the relay calls it
 // for every datagram it reads.
-func (r *Table) Arrived(k lane.Key, now time.Duration) { r.clock.hearAt(&k, now) }
+func (r *Table) Arrived(k lane.Key, now time.Duration) { r.clock.hear(&k, now) }
 
 // KeepAlive records that lane k sent a keepalive at now (a STUN binding
 // request the relay answered): a ship whose direct lane is k stays
@@ -235,10 +235,10 @@ func (r *Table) Arrived(k lane.Key, now time.Duration) { r.clock.hearAt(&k, now)
 // (found through lanes, checked against the route), not only in the lane
 // clock, whose slots any lane can overwrite.
 func (r *Table) KeepAlive(k lane.Key, now time.Duration) {
-	r.clock.hearAt(&k, now)
+	r.clock.hear(&k, now)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s, ok := r.lanes[r.clock.laneHashAt(&k)]
+	s, ok := r.lanes[r.clock.laneHash(&k)]
 	if !ok {
 		return
 	}
@@ -261,13 +261,13 @@ func (r *Table) indexLocked(s lane.Ship, k lane.Key) {
 			if rt, ok := r.table.Peek(t); ok {
 				for _, p := range [...]*path{&rt.direct, &rt.chal} {
 					if p.valid() {
-						r.lanes[r.clock.laneHashAt(&p.lane)] = t
+						r.lanes[r.clock.laneHash(&p.lane)] = t
 					}
 				}
 			}
 		}
 	}
-	h := r.clock.laneHashAt(&k)
+	h := r.clock.laneHash(&k)
 	if t, ok := r.lanes[h]; ok && t != s {
 		if v, ok := r.table.Peek(t); ok && v.direct.lane == k {
 			// k is another ship's direct lane: a claim naming s from
@@ -717,7 +717,7 @@ func (r *Table) onRouteLocked(s lane.Ship, rt *route, from lane.Key, now time.Du
 		if sp == r.self {
 			break
 		}
-		if cf.ship(sp).isOwn(from) {
+		if cf.ship(sp).isOwn(&from) {
 			return true
 		}
 		if k, ok := r.pinnedLocked(sp); ok && k == from {
@@ -749,7 +749,7 @@ func ownLane(rt *route, from *lane.Key, cs *confShip, pk *lane.Key, pinned bool)
 	if rt != nil && (*from == rt.direct.lane || *from == rt.hint.lane || *from == rt.base.lane) {
 		return true
 	}
-	return cs.isOwnAt(from) || pinned && *pk == *from
+	return cs.isOwn(from) || pinned && *pk == *from
 }
 
 // isValid is k.IsValid(), read in place (see PageArrived).
