@@ -59,7 +59,9 @@ func BenchmarkDecideBatch(b *testing.B) {
 		for _, pf := range []bool{false, true} {
 			b.Run(fmt.Sprintf("pending=%d/prefetch=%v", pending, pf), func(b *testing.B) {
 				f := newFixture(b, func(c *relay.Config) { c.Amp = amp.Config{Rate: -1} })
-				out := relay.NewReader(2 * batch)
+				// As a server's reader: its own counter block, counted per batch.
+				out := f.r.NewReader(2 * batch)
+				out.CountPerBatch()
 				buf := make([]byte, 0, 1600)
 				for i := 0; i < pending; i++ {
 					p := scry.NewPeek(name(b, "~nec", fmt.Sprintf("fill/%d", i)))
@@ -94,6 +96,7 @@ func BenchmarkDecideBatch(b *testing.B) {
 					for i := range batch {
 						f.r.Handle(bufs[i], from, f.now, out)
 					}
+					out.Flush()
 				}
 				b.ReportAllocs()
 				b.ResetTimer()

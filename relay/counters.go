@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"math/bits"
 	"sync"
 	"sync/atomic"
 )
@@ -196,55 +197,123 @@ func (e Event) String() string { return nameOf(eventNames[:], e) }
 // Events lists every event.
 func Events() []Event { return all(numEvents) }
 
-// counterBlock is one goroutine's counts. Each reader of a Server has its
-// own (made with its Reader by Relay.NewReader), so a datagram's counts are
-// atomic adds to cache lines no other core writes: atomic because a scrape
-// reads them from another goroutine, uncontended because nothing else
-// writes them. The padding keeps two blocks off each other's cache lines.
+// The counts of a counterBlock or a tally, at one flat index each: by
+// Kind read and sent (datagrams and bytes), the ship's bytes sent on, by
+// Drop, by ShipDrop and by Event.
+const (
+	idxIn        = 0
+	idxOut       = idxIn + int(numKinds)
+	idxInBytes   = idxOut + int(numKinds)
+	idxOutBytes  = idxInBytes + int(numKinds)
+	idxShipBytes = idxOutBytes + int(numKinds)
+	idxDrops     = idxShipBytes + 1
+	idxShipDrops = idxDrops + int(numDrops)
+	idxEvents    = idxShipDrops + int(numShipDrops)
+	numCounts    = idxEvents + int(numEvents)
+)
+
+// counterBlock is one goroutine's counts, as Snapshot reads them. Each
+// reader of a Server has its own (made with its Reader by
+// Relay.NewReader), so the adds a Reader flushes into it (tally.flushTo)
+// are atomic adds to cache lines no other core writes: atomic because a
+// scrape reads them from another goroutine, uncontended because nothing
+// else writes them. The padding keeps two blocks off each other's cache
+// lines. v is indexed as the idx constants say.
 type counterBlock struct {
-	_         [cacheLine]byte
-	in        [numKinds]atomic.Uint64
-	out       [numKinds]atomic.Uint64
-	inBytes   [numKinds]atomic.Uint64 // bytes of the datagrams counted in in
-	outBytes  [numKinds]atomic.Uint64 // bytes of the datagrams counted in out
-	shipBytes atomic.Uint64           // bytes of the datagrams counted in EventFromShipSent
-	drops     [numDrops]atomic.Uint64
-	shipDrops [numShipDrops]atomic.Uint64
-	events    [numEvents]atomic.Uint64
-	_         [cacheLine]byte
-}
-
-func (c *counterBlock) add(e Event, n uint64) { c.events[e].Add(n) }
-
-// countIn counts one datagram of kind k, n bytes long, read.
-func (c *counterBlock) countIn(k Kind, n int) {
-	c.in[k].Add(1)
-	c.inBytes[k].Add(uint64(n))
-}
-
-// countOut counts n datagrams of kind k, bytes long in all, sent.
-func (c *counterBlock) countOut(k Kind, n, bytes int) {
-	c.out[k].Add(uint64(n))
-	c.outBytes[k].Add(uint64(bytes))
+	_ [cacheLine]byte
+	v [numCounts]atomic.Uint64
+	_ [cacheLine]byte
 }
 
 // addTo adds c's counts to s.
 func (c *counterBlock) addTo(s *Snapshot) {
-	for i := range c.in {
-		s.In[i] += c.in[i].Load()
-		s.Out[i] += c.out[i].Load()
-		s.InBytes[i] += c.inBytes[i].Load()
-		s.OutBytes[i] += c.outBytes[i].Load()
+	for k := range numKinds {
+		s.In[k] += c.v[idxIn+int(k)].Load()
+		s.Out[k] += c.v[idxOut+int(k)].Load()
+		s.InBytes[k] += c.v[idxInBytes+int(k)].Load()
+		s.OutBytes[k] += c.v[idxOutBytes+int(k)].Load()
 	}
-	s.FromShipSentBytes += c.shipBytes.Load()
-	for i := range c.drops {
-		s.Drops[i] += c.drops[i].Load()
+	s.FromShipSentBytes += c.v[idxShipBytes].Load()
+	for d := range numDrops {
+		s.Drops[d] += c.v[idxDrops+int(d)].Load()
 	}
-	for i := range c.shipDrops {
-		s.ShipDrops[i] += c.shipDrops[i].Load()
+	for d := range numShipDrops {
+		s.ShipDrops[d] += c.v[idxShipDrops+int(d)].Load()
 	}
-	for i := range c.events {
-		s.Events[i] += c.events[i].Load()
+	for e := range numEvents {
+		s.Events[e] += c.v[idxEvents+int(e)].Load()
+	}
+}
+
+// tally is the counts a Reader's decisions made and has not yet added to
+// its relay's counters: plain adds, for one goroutine (the Reader's), and
+// a mark for each count touched, so that flushTo costs an atomic add per
+// count that changed rather than one per datagram and count. A datagram
+// costs about six counts; a server's reader flushes once a batch
+// (Reader.Flush), so a batch of 64 datagrams costs about a dozen atomic
+// adds instead of some 380.
+//
+// With direct set, a tally holds nothing: each count goes straight to
+// direct, one atomic add each, for a Reader that flushes every datagram
+// anyway (not CountPerBatch), where marking and flushing would cost more.
+type tally struct {
+	direct *counterBlock
+	v      [numCounts]uint64
+	dirty  [(numCounts + 63) / 64]uint64 // bit i set: v[i] was added to since the last flush
+}
+
+// bump adds n to count i.
+func (t *tally) bump(i int, n uint64) {
+	if t.direct != nil {
+		t.direct.v[i].Add(n)
+		return
+	}
+	t.v[i] += n
+	t.dirty[i>>6] |= 1 << (i & 63)
+}
+
+func (t *tally) add(e Event, n uint64) { t.bump(idxEvents+int(e), n) }
+
+// countIn counts one datagram of kind k, n bytes long, read.
+func (t *tally) countIn(k Kind, n int) {
+	t.bump(idxIn+int(k), 1)
+	t.bump(idxInBytes+int(k), uint64(n))
+}
+
+// countOut counts n datagrams of kind k, bytes long in all, sent.
+func (t *tally) countOut(k Kind, n, bytes int) {
+	t.bump(idxOut+int(k), uint64(n))
+	t.bump(idxOutBytes+int(k), uint64(bytes))
+}
+
+// drop counts a datagram dropped for reason d.
+func (t *tally) drop(d Drop) { t.bump(idxDrops+int(d), 1) }
+
+// shipDrop counts a datagram of the ship's dropped for reason d.
+func (t *tally) shipDrop(d ShipDrop) { t.bump(idxShipDrops+int(d), 1) }
+
+// shipBytes counts n bytes the ship sent, sent on.
+func (t *tally) shipBytes(n int) { t.bump(idxShipBytes, uint64(n)) }
+
+// empty reports whether t holds no count to flush.
+func (t *tally) empty() bool {
+	for _, w := range t.dirty {
+		if w != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// flushTo adds t's counts to c and empties t.
+func (t *tally) flushTo(c *counterBlock) {
+	for w := range t.dirty {
+		for m := t.dirty[w]; m != 0; m &= m - 1 {
+			i := w<<6 | bits.TrailingZeros64(m)
+			c.v[i].Add(t.v[i])
+			t.v[i] = 0
+		}
+		t.dirty[w] = 0
 	}
 }
 

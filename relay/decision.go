@@ -86,8 +86,10 @@ func (o *Reader) begin(fromShip bool, addr netip.AddrPort, n int) {
 	}
 }
 
-// finish completes the decision begun last and returns it.
+// finish completes the decision begun last and returns it, its counts
+// flushed unless o counts per batch.
 func (o *Reader) finish() *Decision {
+	o.decided()
 	d := &o.d
 	d.Sends = o.Sends[d.sends0:len(o.Sends):len(o.Sends)]
 	d.Ports = o.Ports[d.sends0:len(o.Ports):len(o.Ports)]
@@ -111,7 +113,7 @@ func (o *Reader) act(a Action) {
 
 // drop counts the datagram in hand dropped for reason d, and records it.
 func (o *Reader) drop(d Drop) {
-	o.c.drops[d].Add(1)
+	o.c.drop(d)
 	o.act(ActionDropped)
 	o.d.Reason = d.String()
 }
@@ -126,7 +128,7 @@ func (o *Reader) dropOther(b []byte, d Drop) {
 // shipDrop counts the ship's datagram in hand not sent on, for reason d,
 // and records it.
 func (o *Reader) shipDrop(d ShipDrop) {
-	o.c.shipDrops[d].Add(1)
+	o.c.shipDrop(d)
 	o.act(ActionDropped)
 	o.d.Reason = d.String()
 }

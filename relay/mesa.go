@@ -211,7 +211,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 // (route.Table.PageArrived). A carried lane that is private here gives way
 // to the forwarder's, the tightest lane the requester can use; a private
 // lane is never named (hintOK).
-func (r *Relay) nextHop(p *scry.Packet, from netip.AddrPort, obs *route.PageObs, placed lane.Key, disputed bool, c *counterBlock) (short [6]byte, set, own bool) {
+func (r *Relay) nextHop(p *scry.Packet, from netip.AddrPort, obs *route.PageObs, placed lane.Key, disputed bool, c *tally) (short [6]byte, set, own bool) {
 	var hop netip.AddrPort
 	named := false
 	if !disputed {

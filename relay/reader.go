@@ -28,12 +28,17 @@ type Reader struct {
 	plan    route.Plan // Handle's route plan, reused
 	d       Decision   // the decision in hand, or the last made
 
-	// owner made o (Relay.NewReader) and counts o's decisions in own; c is
-	// the block of the call in progress: own when the relay deciding is
-	// owner, else that relay's shared default block.
-	owner *Relay
-	own   *counterBlock
-	c     *counterBlock
+	// owner made o (Relay.NewReader) and counts o's decisions in own.
+	// The decisions count into t (c points at it), for dst: own when the
+	// relay deciding is owner, else that relay's shared default block.
+	// perBatch (CountPerBatch) leaves the counts in t until Flush or
+	// Reset; otherwise t adds each straight to dst (tally.direct).
+	owner    *Relay
+	own      *counterBlock
+	t        tally
+	c        *tally
+	dst      *counterBlock
+	perBatch bool
 
 	// Keys computed by Prefetch since Reset, in order; preNext is the
 	// next to take. key is the current datagram's, when hasKey.
@@ -81,6 +86,7 @@ func NewReader(batch int) *Reader {
 		mugNs:     make([]int, batch),
 		mugPre:    make([]scry.MugPrefix, batch),
 	}
+	o.c = &o.t
 	for i := range o.scratch {
 		o.scratch[i] = make([]byte, 0, MaxPacket+GrowRoom)
 	}
@@ -99,17 +105,49 @@ func (r *Relay) NewReader(batch int) *Reader {
 }
 
 // bind points out's counts at r's block for it, for one Handle or
-// HandleFromShip call.
+// HandleFromShip call, first flushing what out holds for another block.
 func (r *Relay) bind(out *Reader) {
+	dst := &r.counters.def
 	if out.owner == r {
-		out.c = out.own
-	} else {
-		out.c = &r.counters.def
+		dst = out.own
+	}
+	if out.dst != dst {
+		out.Flush()
+		out.dst = dst
+	}
+	if !out.perBatch {
+		out.t.direct = dst
 	}
 }
 
-// Reset empties o, its Batch and its scratch, for the next batch.
+// decided ends one Handle, HandleFromShip or dropTooLarge call: its counts
+// are flushed unless o counts per batch.
+func (o *Reader) decided() {
+	if !o.perBatch {
+		o.Flush()
+	}
+}
+
+// CountPerBatch makes o keep the counts of its decisions until Flush or
+// Reset, instead of adding them to the relay's counters at the end of each
+// Handle: a few atomic adds a batch instead of several a datagram (tally).
+// Until then the relay's Snapshot does not show them. A server's reader
+// counts per batch and flushes before it sends the batch, so a datagram is
+// counted before it leaves, as with a Reader that does not.
+func (o *Reader) CountPerBatch() { o.perBatch, o.t.direct = true, nil }
+
+// Flush adds the counts o holds to the counters of the relay they were
+// decided by.
+func (o *Reader) Flush() {
+	if o.dst != nil {
+		o.t.flushTo(o.dst)
+	}
+}
+
+// Reset flushes o's counts and empties o, its Batch and its scratch, for
+// the next batch.
 func (o *Reader) Reset() {
+	o.Flush()
 	o.Batch.reset()
 	o.pre, o.preNext = o.pre[:0], 0
 	o.mugs, o.mugNext = o.mugs[:0], 0

@@ -238,6 +238,7 @@ func (s *Server) routineRead(rd *sockReader) {
 	pubLocal := pub.LocalAddr()
 	gso, _ := pub.(transport.GSOer)
 	out := s.relay.NewReader(s.cfg.Batch)
+	out.CountPerBatch()
 	mugBufs := make([][]byte, s.cfg.Batch)
 	var lastWarn time.Time
 	for {
@@ -300,6 +301,8 @@ func (s *Server) routineRead(rd *sockReader) {
 				s.cfg.Decisions.Log(d)
 			}
 		}
+		// Counted before sent, as a Reader that flushes per datagram would.
+		out.Flush()
 		public, ship := out.Split()
 		if s.cfg.Tap != nil {
 			for i := range public {
@@ -364,4 +367,5 @@ func (r *Relay) dropTooLarge(out *Reader, b []byte) {
 	r.bind(out)
 	out.begin(false, netip.AddrPort{}, len(b))
 	out.dropOther(b, DropTooLarge)
+	out.decided()
 }

@@ -323,7 +323,7 @@ func (r *Relay) fromShip(b []byte, to netip.AddrPort, now time.Duration, out *Re
 	}
 	out.c.add(EventFromShipSent, 1)
 	out.act(ActionForwarded)
-	out.c.shipBytes.Add(uint64(len(b)))
+	out.c.shipBytes(len(b))
 	out.add(b, to)
 }
 
@@ -386,7 +386,7 @@ func receiverOf(b []byte) (lane.Ship, bool) {
 // scrubNextHop replaces a page's next-hop that names a lane the relay will
 // not point anyone at with the relay's public lane, or removes it when no
 // public lane is known.
-func (r *Relay) scrubNextHop(c *counterBlock, b []byte, p *scry.Packet) []byte {
+func (r *Relay) scrubNextHop(c *tally, b []byte, p *scry.Packet) []byte {
 	c.add(EventHintsScrubbed, 1)
 	hop, ok := lane.EncodeShort(r.link.public)
 	nb, err := scry.EditPageNextHop(b, p, hop, ok && r.link.public.IsValid())
@@ -400,7 +400,7 @@ func (r *Relay) scrubNextHop(c *counterBlock, b []byte, p *scry.Packet) []byte {
 // the relay's public lane (the origin's 6 bytes are not mugged). It reports
 // false, changing nothing, when no public lane is known: the packet must
 // then not be sent.
-func (r *Relay) scrubOrigin(c *counterBlock, b []byte) bool {
+func (r *Relay) scrubOrigin(c *tally, b []byte) bool {
 	o, ok := lane.EncodeShort(r.link.public)
 	if !ok || !r.link.public.IsValid() || len(b) < scry.AmesHeaderLen+scry.AmesOriginLen {
 		return false

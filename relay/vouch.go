@@ -298,7 +298,7 @@ func (r *Relay) speaksFor(s lane.Ship) bool {
 // vouchAck decides the ship's page (name key name) or legacy packet for
 // receiver rcvr (name legacyPing) sent to lane to: an ack of the ping from
 // to vouches for its sender there (rule (a) above).
-func (r *Relay) vouchAck(c *counterBlock, to lane.Key, name uint64, rcvr lane.Ship, now time.Duration) {
+func (r *Relay) vouchAck(c *tally, to lane.Key, name uint64, rcvr lane.Ship, now time.Duration) {
 	s, ok := r.link.vouch.ackOf(to, name, rcvr, now)
 	if !ok || !r.speaksFor(s) {
 		return
@@ -321,7 +321,7 @@ func (r *Relay) vouchAck(c *counterBlock, to lane.Key, name uint64, rcvr lane.Sh
 // one of them sent: one ack to many lanes vouches for none of them, as in
 // front mode (a ping name copied from another lane is aggregated on the
 // pending entry, and the ship cannot say which lane's ping it read).
-func (r *Relay) vouchContested(c *counterBlock, reqs []lane.Key, name uint64, now time.Duration) {
+func (r *Relay) vouchContested(c *tally, reqs []lane.Key, name uint64, now time.Duration) {
 	for _, q := range reqs {
 		if s, ok := r.link.vouch.ackOf(q, name, lane.Ship{}, now); ok && r.speaksFor(s) {
 			c.add(EventVouchContested, 1)
@@ -332,7 +332,7 @@ func (r *Relay) vouchContested(c *counterBlock, reqs []lane.Key, name uint64, no
 
 // vouchForward decides the ship's forward of s's traffic to lane to (rule
 // (b) above).
-func (r *Relay) vouchForward(c *counterBlock, s lane.Ship, to lane.Key) {
+func (r *Relay) vouchForward(c *tally, s lane.Ship, to lane.Key) {
 	if !r.speaksFor(s) {
 		return
 	}

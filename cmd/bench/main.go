@@ -50,8 +50,24 @@ func main() {
 		quick    = flag.Bool("quick", false, "skip the 1M-entry and scaling runs")
 		out      = flag.String("out", "BENCHMARKS.md", "report file")
 		plots    = flag.String("plots", "docs/bench", "directory for the SVG plots")
+		pin      = flag.Bool("pin", false, "Linux, 2 CPUs or more: run the load generator on CPU 0 and every server child on CPU 1, so that a server's core is its own and the kernel work its sends cause (loopback delivery) is done and charged there, whatever the scheduler would have placed")
 	)
 	flag.Parse()
+	if *pin {
+		if cpus() < 2 {
+			fmt.Fprintln(os.Stderr, "bench: -pin needs two CPUs")
+			os.Exit(2)
+		}
+		if _, err := exec.LookPath("taskset"); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -pin starts the server children with taskset(1):", err)
+			os.Exit(2)
+		}
+		if err := pinProcess(0); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		os.Setenv(childCPUEnv, "1")
+	}
 	cfg := benchConfig{pairs: *pairs, publishers: *pubs, base: *base, duration: *duration, window: *window, page: *page}
 	if *download > 0 {
 		if err := downloadMain(cfg, *download, max(*rounds, 1)); err != nil {
@@ -115,6 +131,10 @@ type child struct {
 // and VARIANT the relay's configuration (relayVariant).
 const childEnv = "RELAY_BENCH_CHILD"
 
+// childCPUEnv, if set, is the CPU server children are started on (-pin),
+// by taskset(1), so that a child of an older build (-old) is pinned too.
+const childCPUEnv = "RELAY_BENCH_CPU"
+
 // childMain runs the process as a server child if childEnv says so, and
 // reports whether it did.
 func childMain() bool {
@@ -149,6 +169,9 @@ func startChild(sc scenario, cfg benchConfig) (*child, error) {
 		bin = sc.bin
 	}
 	cmd := exec.Command(bin)
+	if cpu := os.Getenv(childCPUEnv); cpu != "" {
+		cmd = exec.Command("taskset", "-c", cpu, bin)
+	}
 	gso := "gso"
 	if cfg.noGSO {
 		gso = "nogso"
