@@ -123,7 +123,9 @@
 // The core holds only soft state: a restart loses pending entries and learned
 // lanes, never correctness. Relay.Handle is safe for concurrent use, each
 // goroutine with its own Reader (Relay.NewReader, which also gives it counters of
-// its own); the socket loop that calls it is in server.go.
+// its own); the socket loop that calls it is in server.go. A server's
+// Reader counts per batch (Reader.CountPerBatch): a batch's counts reach
+// the relay's Counters together, before the batch is sent.
 package relay
 
 import (
@@ -177,7 +179,8 @@ func (r *Relay) Expire(now time.Duration) { r.pending.Expire(now) }
 // and appends the datagrams to send to out. It may rewrite b in place and
 // grow it by up to GrowRoom bytes: cap(b) must be at least len(b)+GrowRoom.
 // Every datagram is counted once in In and, unless forwarded or answered,
-// once under a Drop reason.
+// once under a Drop reason: in the relay's Counters when Handle returns,
+// or, for a Reader that counts per batch, at its next Flush or Reset.
 //
 // It returns what it decided (Decision), which stays valid until out
 // decides another datagram or is Reset.

@@ -145,3 +145,32 @@ func TestCodecEditBatchMug(t *testing.T) {
 		}
 	}
 }
+
+// TestRelayVsForwarders: each relay is set against each forwarder round by
+// round (the forwarder's CPU over the relay's in the same round), and the
+// median of those ratios is reported, not a ratio of medians.
+func TestRelayVsForwarders(t *testing.T) {
+	rounds := func(cpus ...time.Duration) []round {
+		var rs []round
+		for _, c := range cpus {
+			rs = append(rs, round{user: c / 4, sys: c - c/4})
+		}
+		return rs
+	}
+	res := []*result{
+		{Name: "bare forwarder", Role: "forward", Rounds: rounds(1000, 1000, 2000)},
+		{Name: "forwarder + codec", Role: "forward", Rounds: rounds(1200, 1800, 1200)},
+		{Name: "relay default", Role: "relay", Rounds: rounds(2000, 1000, 1600)},
+	}
+	got := relayVsForwarders(res)
+	// vs bare: 0.50, 1.00, 1.25 -> 1.00; vs codec: 0.60, 1.80, 0.75 -> 0.75.
+	want := "| CPU per datagram, forwarder's over relay's | vs bare forwarder | vs forwarder + codec |\n" +
+		"|---|---|---|\n" +
+		"| relay default | 1.00 (0.50-1.25) | 0.75 (0.60-1.80) |\n"
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	if s := relayVsForwarders(res[:2]); s != "" {
+		t.Errorf("no relay measured, yet a table:\n%s", s)
+	}
+}

@@ -36,7 +36,41 @@ func compareMain(cfg benchConfig, variants []string, old string, rounds int) err
 	fmt.Printf("%d requesters on %d publishers, window %d each, %d-byte pages, %d rounds of %v, %s\n\n",
 		cfg.pairs, cfg.pubs(), cfg.window, cfg.page, rounds, cfg.duration, time.Now().UTC().Format(time.RFC3339))
 	fmt.Print(compareTable(res))
+	fmt.Print("\n", relayVsForwarders(res))
 	return nil
+}
+
+// relayVsForwarders writes, for each relay configuration, its CPU per
+// datagram against each forwarder's: the forwarder's over the relay's in
+// the same round, median (min-max) over rounds; 1.00 or more is the relay
+// as cheap as that forwarder or cheaper.
+func relayVsForwarders(res []*result) string {
+	var fwds, relays []*result
+	for _, r := range res {
+		if r.Role == "forward" {
+			fwds = append(fwds, r)
+		} else {
+			relays = append(relays, r)
+		}
+	}
+	if len(fwds) == 0 || len(relays) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("| CPU per datagram, forwarder's over relay's |")
+	for _, f := range fwds {
+		b.WriteString(" vs " + f.Name + " |")
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(fwds)) + "\n")
+	for _, r := range relays {
+		b.WriteString("| " + r.Name + " |")
+		for _, f := range fwds {
+			med, lo, hi := r.cpuRatio(f)
+			fmt.Fprintf(&b, " %.2f (%.2f-%.2f) |", med, lo, hi)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }
 
 // compareTable writes results as a table against results[0], the
