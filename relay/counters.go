@@ -254,8 +254,9 @@ func (c *counterBlock) addTo(s *Snapshot) {
 // adds instead of some 380.
 //
 // With direct set, a tally holds nothing: each count goes straight to
-// direct, one atomic add each, for a Reader that flushes every datagram
-// anyway (not CountPerBatch), where marking and flushing would cost more.
+// direct, one atomic add each. That is a Reader that does not count per
+// batch (Reader.CountPerBatch), whose counts must show as each Handle
+// returns; marking and flushing them there would cost more.
 type tally struct {
 	direct *counterBlock
 	v      [numCounts]uint64

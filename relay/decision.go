@@ -86,10 +86,8 @@ func (o *Reader) begin(fromShip bool, addr netip.AddrPort, n int) {
 	}
 }
 
-// finish completes the decision begun last and returns it, its counts
-// flushed unless o counts per batch.
+// finish completes the decision begun last and returns it.
 func (o *Reader) finish() *Decision {
-	o.decided()
 	d := &o.d
 	d.Sends = o.Sends[d.sends0:len(o.Sends):len(o.Sends)]
 	d.Ports = o.Ports[d.sends0:len(o.Ports):len(o.Ports)]

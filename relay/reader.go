@@ -120,17 +120,9 @@ func (r *Relay) bind(out *Reader) {
 	}
 }
 
-// decided ends one Handle, HandleFromShip or dropTooLarge call: its counts
-// are flushed unless o counts per batch.
-func (o *Reader) decided() {
-	if !o.perBatch {
-		o.Flush()
-	}
-}
-
 // CountPerBatch makes o keep the counts of its decisions until Flush or
-// Reset, instead of adding them to the relay's counters at the end of each
-// Handle: a few atomic adds a batch instead of several a datagram (tally).
+// Reset, instead of adding each to the relay's counters as it is made: a
+// few atomic adds a batch instead of several a datagram (tally).
 // Until then the relay's Snapshot does not show them. A server's reader
 // counts per batch and flushes before it sends the batch, so a datagram is
 // counted before it leaves, as with a Reader that does not.

@@ -367,5 +367,4 @@ func (r *Relay) dropTooLarge(out *Reader, b []byte) {
 	r.bind(out)
 	out.begin(false, netip.AddrPort{}, len(b))
 	out.dropOther(b, DropTooLarge)
-	out.decided()
 }
