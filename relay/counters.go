@@ -296,16 +296,6 @@ func (t *tally) shipDrop(d ShipDrop) { t.bump(idxShipDrops+int(d), 1) }
 // shipBytes counts n bytes the ship sent, sent on.
 func (t *tally) shipBytes(n int) { t.bump(idxShipBytes, uint64(n)) }
 
-// empty reports whether t holds no count to flush.
-func (t *tally) empty() bool {
-	for _, w := range t.dirty {
-		if w != 0 {
-			return false
-		}
-	}
-	return true
-}
-
 // flushTo adds t's counts to c and empties t.
 func (t *tally) flushTo(c *counterBlock) {
 	for w := range t.dirty {
