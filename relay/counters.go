@@ -214,11 +214,12 @@ const (
 
 // counterBlock is one goroutine's counts, as Snapshot reads them. Each
 // reader of a Server has its own (made with its Reader by
-// Relay.NewReader), so the adds a Reader flushes into it (tally.flushTo)
-// are atomic adds to cache lines no other core writes: atomic because a
-// scrape reads them from another goroutine, uncontended because nothing
-// else writes them. The padding keeps two blocks off each other's cache
-// lines. v is indexed as the idx constants say.
+// Relay.NewReader), so what its Reader adds to it (tally: each count as
+// made, or a batch's at a flush) are atomic adds to cache lines no other
+// core writes: atomic because a scrape reads them from another
+// goroutine, uncontended because nothing else writes them. The padding
+// keeps two blocks off each other's cache lines. v is indexed as the idx
+// constants say.
 type counterBlock struct {
 	_ [cacheLine]byte
 	v [numCounts]atomic.Uint64
@@ -273,6 +274,7 @@ func (t *tally) bump(i int, n uint64) {
 	t.dirty[i>>6] |= 1 << (i & 63)
 }
 
+// add counts n of event e.
 func (t *tally) add(e Event, n uint64) { t.bump(idxEvents+int(e), n) }
 
 // countIn counts one datagram of kind k, n bytes long, read.

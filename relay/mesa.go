@@ -27,7 +27,7 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, n
 // remember records a request whose name hashes to key in the pending table
 // and reports whether it is to be forwarded.
 func (r *Relay) remember(out *Reader, key uint64, from lane.Key, now time.Duration) bool {
-	c := out.c
+	c := &out.c
 	lockTaken()
 	v, evicted := r.pending.Add(key, from, now)
 	fwd := v.Forward()
@@ -125,7 +125,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	// seed's rule: no fraternizing).
 	own := false
 	if !fromShip {
-		hopShort, canShort, own = r.nextHop(p, from, &obs, placed, disputed, out.c)
+		hopShort, canShort, own = r.nextHop(p, from, &obs, placed, disputed, &out.c)
 	}
 	hops := int(p.Header.Hops)
 	if !fromShip && hops < MaxHops {
@@ -183,11 +183,11 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 			// from, is its word for that lane (vouch.go); sent to more
 			// than one lane (a ping name copied, aggregated), it says
 			// nothing (vouchContested).
-			r.vouchAck(out.c, q, key, lane.Ship{}, now)
+			r.vouchAck(&out.c, q, key, lane.Ship{}, now)
 		}
 	}
 	if fromShip && !r.link.device && len(reqs) > 1 {
-		r.vouchContested(out.c, reqs, key, now)
+		r.vouchContested(&out.c, reqs, key, now)
 	}
 	out.c.countOut(KindPage, sent, sentBytes)
 	out.c.add(EventAnswered, uint64(sent))

@@ -29,14 +29,13 @@ type Reader struct {
 	d       Decision   // the decision in hand, or the last made
 
 	// owner made o (Relay.NewReader) and counts o's decisions in own.
-	// The decisions count into t (c points at it), for dst: own when the
-	// relay deciding is owner, else that relay's shared default block.
-	// perBatch (CountPerBatch) leaves the counts in t until Flush or
-	// Reset; otherwise t adds each straight to dst (tally.direct).
+	// The decisions count into c, for dst: own when the relay deciding is
+	// owner, else that relay's shared default block. perBatch
+	// (CountPerBatch) leaves the counts in c until Flush or Reset;
+	// otherwise c adds each straight to dst (tally.direct).
 	owner    *Relay
 	own      *counterBlock
-	t        tally
-	c        *tally
+	c        tally
 	dst      *counterBlock
 	perBatch bool
 
@@ -86,7 +85,6 @@ func NewReader(batch int) *Reader {
 		mugNs:     make([]int, batch),
 		mugPre:    make([]scry.MugPrefix, batch),
 	}
-	o.c = &o.t
 	for i := range o.scratch {
 		o.scratch[i] = make([]byte, 0, MaxPacket+GrowRoom)
 	}
@@ -116,7 +114,7 @@ func (r *Relay) bind(out *Reader) {
 		out.dst = dst
 	}
 	if !out.perBatch {
-		out.t.direct = dst
+		out.c.direct = dst
 	}
 }
 
@@ -126,13 +124,13 @@ func (r *Relay) bind(out *Reader) {
 // Until then the relay's Snapshot does not show them. A server's reader
 // counts per batch and flushes before it sends the batch, so a datagram is
 // counted before it leaves, as with a Reader that does not.
-func (o *Reader) CountPerBatch() { o.perBatch, o.t.direct = true, nil }
+func (o *Reader) CountPerBatch() { o.perBatch, o.c.direct = true, nil }
 
 // Flush adds the counts o holds to the counters of the relay they were
 // decided by.
 func (o *Reader) Flush() {
 	if o.dst != nil {
-		o.t.flushTo(o.dst)
+		o.c.flushTo(o.dst)
 	}
 }
 

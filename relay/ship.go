@@ -282,11 +282,11 @@ func (r *Relay) fromShip(b []byte, to netip.AddrPort, now time.Duration, out *Re
 			r.remember(out, r.nameKey(nameWire, out), r.link.key, now)
 			if rcvr, ok := scry.NameShip(nameWire); ok && rcvr != r.ship && h.Hops > 0 {
 				// The ship forwards a request: it knows the receiver there.
-				r.vouchForward(out.c, rcvr, toKey)
+				r.vouchForward(&out.c, rcvr, toKey)
 			}
 		case scry.TypePage:
 			// An ack of a ping from toKey: a page for the ping's name.
-			r.vouchAck(out.c, toKey, r.nameKey(nameWire, out), lane.Ship{}, now)
+			r.vouchAck(&out.c, toKey, r.nameKey(nameWire, out), lane.Ship{}, now)
 			if h.NextHop == scry.NextHopNone {
 				break
 			}
@@ -295,7 +295,7 @@ func (r *Relay) fromShip(b []byte, to netip.AddrPort, now time.Duration, out *Re
 				break
 			}
 			if ap, has := p.NextHopAddr(); has && !r.hintOK(ap) {
-				b = r.scrubNextHop(out.c, b, &p)
+				b = r.scrubNextHop(&out.c, b, &p)
 			}
 		}
 	default:
@@ -310,15 +310,15 @@ func (r *Relay) fromShip(b []byte, to netip.AddrPort, now time.Duration, out *Re
 			break
 		}
 		if a.Relayed {
-			if !r.hintOK(a.Origin) && !r.scrubOrigin(out.c, b) {
+			if !r.hintOK(a.Origin) && !r.scrubOrigin(&out.c, b) {
 				out.shipDrop(ShipDropPrivateHint)
 				return
 			}
 			if a.Rcvr != r.ship {
-				r.vouchForward(out.c, a.Rcvr, toKey)
+				r.vouchForward(&out.c, a.Rcvr, toKey)
 			}
 		} else {
-			r.vouchAck(out.c, toKey, legacyPing, a.Rcvr, now)
+			r.vouchAck(&out.c, toKey, legacyPing, a.Rcvr, now)
 		}
 	}
 	out.c.add(EventFromShipSent, 1)
