@@ -5,7 +5,9 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/urbit-relay/relay/lane"
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/amp"
 	"github.com/urbit-relay/relay/scry"
@@ -232,5 +234,112 @@ func BenchmarkDecideLegacy(b *testing.B) {
 		if len(f.out.Sends) != 1 || f.out.Sends[0].Addr != carol {
 			b.Fatalf("packet %d: %d sends", i, len(f.out.Sends))
 		}
+	}
+}
+
+// BenchmarkDecideServer decides as a server's reader does, in the shape
+// and configuration cmd/bench measures (a galaxy's relay, ~zod, with no
+// sponsors; 16 requesters asking one planet at a pinned lane; every
+// defence on in its default configuration): batches of 64 peeks from the
+// requesters, then the 64 pages answering them, each batch's mugs hashed
+// first (Reader.MugBatch) and counted per batch. The requesters' lanes
+// are proven first, as requesters answering the relay's STUN probe are.
+// ns/datagram is the decision's cost per datagram read, copying each
+// datagram into its read buffer included.
+func BenchmarkDecideServer(b *testing.B) {
+	const batch, ring, requesters = 64, 1 << 14, 16
+	for _, size := range []int{139, 1024} {
+		b.Run(fmt.Sprintf("page=%d", size), func(b *testing.B) {
+			pub := netip.MustParseAddrPort("198.51.100.20:13337")
+			f := newFixture(b, func(c *relay.Config) {
+				c.Ship = ship(b, "~zod")
+				c.Pinned = map[lane.Ship]netip.AddrPort{ship(b, "~sampel-palnet"): pub}
+			})
+			out := f.r.NewReader(2 * batch)
+			out.CountPerBatch()
+			lanes := make([]netip.AddrPort, requesters)
+			for i := range lanes {
+				lanes[i] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 18, 0, byte(1 + i)}), 5000)
+			}
+			// A fragment of size bytes less the page's framing, so
+			// that the page read is size bytes long.
+			frag := size
+			for frag > 0 {
+				nm := name(b, "~sampel-palnet", "s/0")
+				pg := scry.NewPage(nm, scry.Data{Total: 1, AuthKind: scry.AuthNone, Frag: make([]byte, frag)})
+				if len(pg.Append(nil)) <= size {
+					break
+				}
+				frag--
+			}
+			reqs := make([][]byte, ring)
+			pages := make([][]byte, ring)
+			for i := range ring {
+				nm := name(b, "~sampel-palnet", fmt.Sprintf("s/%d", i))
+				p := scry.NewPeek(nm)
+				reqs[i] = p.Append(nil)
+				pg := scry.NewPage(nm, scry.Data{Total: 1, AuthKind: scry.AuthNone, Frag: make([]byte, frag)})
+				pages[i] = pg.Append(nil)
+			}
+			// Prove each requester's lane: its first page is refused
+			// light and probed; it answers the probe.
+			for i, l := range lanes {
+				f.handle(reqs[i], l)
+				for _, s := range f.handle(pages[i], pub) {
+					var q scry.STUNRequest
+					if q.Parse(s.Buf) == nil {
+						r := scry.STUNResponse{TxID: q.TxID, Mapped: s.To}
+						f.handle(r.Append(nil), s.To)
+					}
+				}
+			}
+			bufs := make([][]byte, batch)
+			for i := range bufs {
+				bufs[i] = make([]byte, 0, 1600+relay.GrowRoom)
+			}
+			var probes []scry.STUNResponse
+			run := func(src [][]byte, base int, from func(i int) netip.AddrPort) int {
+				for i := range batch {
+					bufs[i] = append(bufs[i][:0], src[(base+i)%ring]...)
+				}
+				out.Reset()
+				out.MugBatch(bufs)
+				for i := range batch {
+					f.r.Handle(bufs[i], from(base+i), f.now, out)
+				}
+				out.Flush()
+				// Pages sent; probes among them are answered, as
+				// cmd/bench's requesters answer them.
+				pages := 0
+				for _, m := range out.Sends {
+					var q scry.STUNRequest
+					if q.Parse(m.Buf[:m.N]) != nil {
+						pages++
+						continue
+					}
+					probes = append(probes, scry.STUNResponse{TxID: q.TxID, Mapped: m.Addr})
+				}
+				return pages
+			}
+			requester := func(i int) netip.AddrPort { return lanes[i%requesters] }
+			publisher := func(int) netip.AddrPort { return pub }
+			base := requesters
+			b.ReportAllocs()
+			b.ResetTimer()
+			for n := 0; n < b.N; n++ {
+				run(reqs, base, requester)
+				if sent := run(pages, base, publisher); sent != batch {
+					b.Fatalf("batch %d sent %d pages, want %d", n, sent, batch)
+				}
+				base += batch
+				for _, r := range probes {
+					f.handle(r.Append(nil), r.Mapped)
+				}
+				probes = probes[:0]
+				// 64 round trips in 250 µs: about cmd/bench's rate.
+				f.now += 250 * time.Microsecond
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*batch*b.N), "ns/datagram")
+		})
 	}
 }

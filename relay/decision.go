@@ -77,12 +77,21 @@ var actionRank = [numActions]uint8{
 
 // begin starts the decision for a datagram of n bytes from (or, fromShip,
 // addressed to) addr.
+//
+// It sets each field rather than assigning a Decision literal: the literal
+// clears all 160-odd bytes, pointers with write barriers, for every
+// datagram, where Sends and Ports are finish's to set.
 func (o *Reader) begin(fromShip bool, addr netip.AddrPort, n int) {
-	o.d = Decision{FromShip: fromShip, Len: n, Kind: KindOther, sends0: len(o.Sends), ships0: o.nShip}
+	d := &o.d
+	d.FromShip, d.Len, d.Kind, d.Action, d.decided = fromShip, n, KindOther, 0, false
+	d.sends0, d.ships0 = len(o.Sends), o.nShip
+	if d.Reason != "" {
+		d.Reason = ""
+	}
 	if fromShip {
-		o.d.To = addr
+		d.From, d.To = netip.AddrPort{}, addr
 	} else {
-		o.d.From = addr
+		d.From, d.To = addr, netip.AddrPort{}
 	}
 }
 

@@ -23,9 +23,9 @@ import (
 // It is forwardPath: the pre-check is the duplicate filter's (amesPrecheck),
 // the admit the budgets' and the filter's (amesAdmit), the edit the origin
 // (amesEdit).
-func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, now time.Duration, out *Reader) {
+func (r *Relay) ames(b []byte, a *scry.AmesPacket, from netip.AddrPort, fromKey lane.Key, now time.Duration, out *Reader) {
 	fromShip := r.link.sent(from)
-	f := fwd{via: viaAmes, kind: KindAmes, b: b, from: from, fromKey: lane.KeyOf(from), fromShip: fromShip,
+	f := fwd{via: viaAmes, kind: KindAmes, b: b, from: from, fromKey: fromKey, fromShip: fromShip,
 		rcvr: a.Rcvr, sender: a.Sndr,
 		// An unrelayed packet was sent by its sender itself. Never a
 		// galaxy's: galaxy lanes come from configuration, and a relay

@@ -11,11 +11,11 @@ import (
 	"github.com/urbit-relay/relay/scry"
 )
 
-// request handles a peek or poke: forwardPath, admitted by the pending
-// table.
-func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, now time.Duration, out *Reader) {
+// request handles a peek or poke from lane from (fromKey its Key):
+// forwardPath, admitted by the pending table.
+func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, fromKey lane.Key, now time.Duration, out *Reader) {
 	fromShip := r.link.sent(from)
-	f := fwd{via: viaMesa, kind: k, b: b, from: from, fromKey: lane.KeyOf(from), fromShip: fromShip,
+	f := fwd{via: viaMesa, kind: k, b: b, from: from, fromKey: fromKey, fromShip: fromShip,
 		rcvr: p.Name.Ship, sender: p.PayloadName.Ship,
 		// A poke names its sender: at hop 0 it was sent by that ship
 		// itself.
@@ -69,9 +69,8 @@ func (r *Relay) remember(out *Reader, key uint64, from lane.Key, now time.Durati
 	return fwd
 }
 
-// page handles a response.
-func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Duration, out *Reader) {
-	fromKey := lane.KeyOf(from)
+// page handles a response from lane from (fromKey its Key).
+func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, fromKey lane.Key, now time.Duration, out *Reader) {
 	fromShip := r.link.sent(from)
 	key := r.nameKey(p.NameBytes(), out)
 	lockTaken()
@@ -79,7 +78,8 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	out.reqs = reqs[:0]
 	publisher := p.Name.Ship
 	// sponsors are the lanes of our own sponsors: requesters there get the
-	// page without a next-hop.
+	// page without a next-hop unless it names the publisher's own lane
+	// (bareFor), so they are looked up only for a page whose does not.
 	var sponsorBuf [2 * 4]lane.Key
 	var sponsors []lane.Key
 	// obs is what the route table learns from the page; Signed only when
@@ -108,10 +108,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	case !fromShip:
 		obs.Signed, obs.Unverified = r.pageAuthority(b, p, fromKey, now, true, out)
 		lockTaken()
-		sponsors, contested, placed, disputed = r.routes.PageArrived(obs, now, r.ourChain, sponsorBuf[:0])
-	case len(r.ourChain) > 0:
-		lockTaken()
-		sponsors = r.routes.AppendLanesOf(sponsorBuf[:0], r.ourChain)
+		contested, placed, disputed = r.routes.PageArrived(obs, now)
 	}
 	out.c.add(EventPagesMatched, 1)
 	out.act(ActionAnswered)
@@ -126,6 +123,10 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 	own := false
 	if !fromShip {
 		hopShort, canShort, own = r.nextHop(p, from, &obs, placed, disputed, &out.c)
+	}
+	if !own && len(r.ourChain) > 0 {
+		lockTaken()
+		sponsors = r.routes.AppendLanesOf(sponsorBuf[:0], r.ourChain)
 	}
 	hops := int(p.Header.Hops)
 	if !fromShip && hops < MaxHops {
@@ -164,15 +165,9 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 		if bare != nil && r.bareFor(q, sponsors, own) {
 			buf = bare
 		}
-		if q != r.link.key {
-			ok, probe := r.amp.Spend(q, len(buf), now)
-			if probe {
-				r.probe(q, now, out)
-			}
-			if !ok {
-				out.c.add(EventAmpThrottled, 1)
-				continue
-			}
+		if q != r.link.key && !r.spend(q, len(buf), now, out) {
+			out.c.add(EventAmpThrottled, 1)
+			continue
 		}
 		out.add(buf, q.AddrPort())
 		sent++
@@ -199,6 +194,23 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, now time.Dur
 		lockTaken()
 		r.pending.Restore(key, reqs, &out.held, now)
 	}
+}
+
+// spend asks the amplification budget whether n bytes may be sent to
+// requester q at now, probing q when the budget says to, unless out found
+// q free at now already (Reader.free): then it is sent with no look.
+func (r *Relay) spend(q lane.Key, n int, now time.Duration, out *Reader) bool {
+	if out.free.has(&q, now) {
+		return true
+	}
+	ok, probe, free := r.amp.SpendFree(q, n, now)
+	if probe {
+		r.probe(q, now, out)
+	}
+	if free {
+		out.free.put(&q, now)
+	}
+	return ok
 }
 
 // nextHop is the next-hop written on page p, which came from lane from,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/urbit-relay/relay/relay"
 	"github.com/urbit-relay/relay/relay/amp"
@@ -167,4 +168,80 @@ func boolCount(b bool) uint64 {
 		return 1
 	}
 	return 0
+}
+
+// TestFreeLaneMemo: a Reader remembers a requester's lane as free (proven,
+// no renewal due: amp.Budget.SpendFree) at the instant it found it so, and
+// a further page to it then skips the budget. It remembers a lane the
+// budget paid for as not free, forgets at another instant, never
+// remembers a lane whose proof is due for renewal (which is probed), and
+// forgets all when used for another relay, whose budget it is not (nor
+// its lane clock: Reader.heard is forgotten too). Killed mutants: free.put
+// never or always called, the instant ignored, a renewal remembered,
+// bind's clearing of either memo dropped.
+func TestFreeLaneMemo(t *testing.T) {
+	cfg := amp.Config{Rate: 1, Burst: 4000, ProbeAfter: noThresholdProbe, ProofLifetime: 8 * time.Second}
+	f := newFixture(t, func(c *relay.Config) { c.Amp = cfg })
+	n := 0
+	fetch := func(who netip.AddrPort) []send {
+		n++
+		path := fmt.Sprintf("free/%d", n)
+		f.handle(peek(t, "~nec", path, 0), who)
+		return f.handle(bigPage(t, path), necLane)
+	}
+	// alice outruns her budget, is probed, and proves her lane.
+	var probe *scry.STUNRequest
+	for i := 0; i < 3 && probe == nil; i++ {
+		probe, _ = probeTo(t, fetch(alice), alice)
+	}
+	if probe == nil {
+		t.Fatal("alice was never probed")
+	}
+	proveLane(t, f, probe, alice)
+	if f.out.FreeLane(alice, f.now) {
+		t.Fatal("alice free before any page was sent her after her proof")
+	}
+	if _, pages := probeTo(t, fetch(alice), alice); pages != 1 || !f.out.FreeLane(alice, f.now) {
+		t.Fatalf("a page to proven alice: %d sent, free %v; want one sent and alice free", pages, f.out.FreeLane(alice, f.now))
+	}
+	// bob's page is paid from his budget: not free.
+	if _, pages := probeTo(t, fetch(bob), bob); pages != 1 || f.out.FreeLane(bob, f.now) {
+		t.Fatalf("a page to unproven bob: %d sent, free %v; want one sent, bob not free", pages, f.out.FreeLane(bob, f.now))
+	}
+	if !f.out.FreeLane(alice, f.now) {
+		t.Fatal("bob's page made alice forget her freedom")
+	}
+	// Another instant: forgotten, until a page finds it again.
+	f.now += time.Millisecond
+	if f.out.FreeLane(alice, f.now) {
+		t.Fatal("alice still free at another instant")
+	}
+	fetch(alice)
+	if !f.out.FreeLane(alice, f.now) {
+		t.Fatal("alice not free again at the new instant")
+	}
+	// The proof's last quarter: the page goes, with a probe to renew it,
+	// and alice is not remembered free (each page asks until renewed).
+	f.now += cfg.ProofLifetime * 7 / 8
+	q, pages := probeTo(t, fetch(alice), alice)
+	if pages != 1 || q == nil || f.out.FreeLane(alice, f.now) {
+		t.Fatalf("a page in the proof's last quarter: %d sent, probe %v, free %v; want one sent, a probe, not free",
+			pages, q != nil, f.out.FreeLane(alice, f.now))
+	}
+	proveLane(t, f, q, alice)
+	fetch(alice)
+	if !f.out.FreeLane(alice, f.now) {
+		t.Fatal("alice not free after her renewed proof")
+	}
+	// Used for another relay: forgotten at once, and so is the lane
+	// clock's record of alice (Reader.heard), which is this relay's.
+	if !f.out.HeardLane(alice, f.now) {
+		t.Fatal("alice's peek at this instant not remembered as recorded by the lane clock")
+	}
+	other := newFixture(t, func(c *relay.Config) { c.Amp = cfg })
+	other.r.Handle(make([]byte, 5, 5+relay.GrowRoom), alice, f.now, f.out)
+	if f.out.FreeLane(alice, f.now) || f.out.HeardLane(alice, f.now) {
+		t.Fatalf("a Reader now deciding for another relay remembers alice: free %v, heard %v",
+			f.out.FreeLane(alice, f.now), f.out.HeardLane(alice, f.now))
+	}
 }

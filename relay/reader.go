@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"time"
 	"unsafe"
 
 	"github.com/urbit-relay/relay/lane"
@@ -45,6 +46,17 @@ type Reader struct {
 	preNext int
 	key     uint64
 	hasKey  bool
+
+	// free holds lanes the budget found free (amp.Budget.SpendFree:
+	// proven, no renewal due) at an instant. A live proof is never taken
+	// from its lane, so at that same instant it is still proven, and a
+	// page to it is sent without asking the budget (Relay.spend), as a
+	// proven lane takes nothing.
+	free laneMemo
+	// heard holds lanes whose arrival at an instant the lane clock has
+	// recorded (Relay.arrived): recording it again at that instant would
+	// change nothing.
+	heard laneMemo
 
 	// Mug prefixes MugBatch computed since Reset, in order; mugNext is the
 	// next to take, mug the current datagram's (zero: none, hashed whole).
@@ -112,6 +124,10 @@ func (r *Relay) bind(out *Reader) {
 	if out.dst != dst {
 		out.Flush()
 		out.dst = dst
+		// Another relay's tables: what o remembers of this one's is
+		// not theirs.
+		out.free.clear()
+		out.heard.clear()
 	}
 	if !out.perBatch {
 		out.c.direct = dst
@@ -190,6 +206,37 @@ func (out *Reader) takeMug(b []byte) {
 		}
 	}
 }
+
+// laneMemo remembers, for one Reader, lanes of which something held at an
+// instant (what, its owner field says): lanes[i] at at[i]-1 (at 0: empty),
+// i the lane's slot (slot). Direct-mapped, laneMemoSlots slots: a lane
+// displaces whichever shared its slot, so a flood of lanes makes it forget
+// and costs one compare a look, nothing more.
+type laneMemo struct {
+	lanes [laneMemoSlots]lane.Key
+	at    [laneMemoSlots]time.Duration
+}
+
+// slot is lane *k's slot: a byte of its address and of its port, so that
+// lanes of one host, or at one port across hosts, spread.
+func (*laneMemo) slot(k *lane.Key) int {
+	return int(k.IP[15]^k.IP[14]^byte(k.Port)^byte(k.Port>>8)) & (laneMemoSlots - 1)
+}
+
+// has reports whether m holds *k at now.
+func (m *laneMemo) has(k *lane.Key, now time.Duration) bool {
+	i := m.slot(k)
+	return m.at[i] == now+1 && m.lanes[i] == *k
+}
+
+// put makes m hold *k at now, in place of whatever its slot held.
+func (m *laneMemo) put(k *lane.Key, now time.Duration) {
+	i := m.slot(k)
+	m.lanes[i], m.at[i] = *k, now+1
+}
+
+// clear empties m.
+func (m *laneMemo) clear() { m.at = [laneMemoSlots]time.Duration{} }
 
 // scratchCopy returns a copy of b in a scratch buffer, growing the pool
 // when every buffer is in use.

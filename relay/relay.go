@@ -84,8 +84,11 @@
 //   - a page to one requester, 4: a pending shard (TakeHeld), the route
 //     table (PageArrived), the requester's address stripe and its
 //     network's (Spend); 2 more for each further requester, none for the
-//     ship. With --pki a page that may prove a lane adds the route table
-//     (Provable), the signature budget and, for a comet, the verifier's;
+//     ship; 1 more, the route table (AppendLanesOf: our sponsors' lanes),
+//     for a page whose next-hop does not name the publisher's own lane,
+//     and for a page from the ship, when we have sponsors. With --pki a
+//     page that may prove a lane adds the route table (Provable), the
+//     signature budget and, for a comet, the verifier's;
 //     an unsolicited page takes a pending shard and the route table
 //     (LateAnswer);
 //   - a legacy forward, 5 to one learned lane: a duplicate-filter stripe
@@ -95,9 +98,11 @@
 //     configured lanes; a duplicate dropped, 1; one not sent after all (no
 //     route, or refused by the budget), the duplicate-filter stripe again
 //     (undo). A proven lane takes no lock when its address's slot is up
-//     to date (every page of a reader's batch but the first: amp's
-//     lock-free look), else its address stripe alone; a lane not proven,
-//     at an address that holds a proof, its address and network stripes;
+//     to date (amp's lock-free look), and a page to a lane its reader
+//     found free at the same instant (Reader.free: a batch's further
+//     pages to it) looks at no table at all; else its address stripe
+//     alone; a lane not proven, at an address that holds a proof, its
+//     address and network stripes;
 //     the proof stripe only when a writer interferes with the look; a
 //     probe, the proof stripe twice and the generator's;
 //   - a STUN request, 3: the route table (KeepAlive), the address and
@@ -206,18 +211,18 @@ func (r *Relay) handle(b []byte, from netip.AddrPort, now time.Duration, out *Re
 			}
 			return
 		}
-		// A well-formed datagram shows its lane alive (route.Table.Arrived).
-		r.routes.Arrived(lane.KeyOf(from), now)
+		fromKey := lane.KeyOf(from)
+		r.arrived(&fromKey, now, out)
 		switch p.Header.Type {
 		case scry.TypePeek:
 			out.in(KindPeek, len(b))
-			r.request(b, &p, KindPeek, from, now, out)
+			r.request(b, &p, KindPeek, from, fromKey, now, out)
 		case scry.TypePoke:
 			out.in(KindPoke, len(b))
-			r.request(b, &p, KindPoke, from, now, out)
+			r.request(b, &p, KindPoke, from, fromKey, now, out)
 		case scry.TypePage:
 			out.in(KindPage, len(b))
-			r.page(b, &p, from, now, out)
+			r.page(b, &p, from, fromKey, now, out)
 		default:
 			out.dropOther(b, DropReservedType)
 		}
@@ -254,8 +259,23 @@ func (r *Relay) handle(b []byte, from netip.AddrPort, now time.Duration, out *Re
 		return
 	}
 	out.in(KindAmes, len(b))
-	r.routes.Arrived(lane.KeyOf(from), now)
-	r.ames(b, &a, from, now, out)
+	fromKey := lane.KeyOf(from)
+	r.arrived(&fromKey, now, out)
+	r.ames(b, &a, from, fromKey, now, out)
+}
+
+// arrived records that a well-formed datagram came from lane *k at now: a
+// lane is alive while it is heard from (route.Table.Arrived). out's
+// further datagrams from k at the same instant skip the lane clock
+// (Reader.heard), which they would change only to take back a slot
+// another lane took meanwhile: such a collision can only make a lane
+// look silent, as the clock allows, and for one batch at most.
+func (r *Relay) arrived(k *lane.Key, now time.Duration, out *Reader) {
+	if out.heard.has(k, now) {
+		return
+	}
+	r.routes.Arrived(*k, now)
+	out.heard.put(k, now)
 }
 
 // Prefetch starts bringing into cache the pending-table slot Handle will

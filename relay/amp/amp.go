@@ -534,23 +534,35 @@ func (a *Budget) provenLockFree(h uint64, k lane.Key, now time.Duration) (renew,
 // has been sent ProbeAfter bytes below its full bucket, or refused). A
 // proven lane takes nothing.
 func (a *Budget) Spend(k lane.Key, n int, now time.Duration) (ok, probe bool) {
+	ok, probe, _ = a.SpendFree(k, n, now)
+	return ok, probe
+}
+
+// SpendFree is Spend, and reports too whether k is free at now: proven,
+// its proof not due for renewal. A live proof is never taken from its lane
+// (startable), so k stays free at that instant whatever else happens: a
+// caller that sends to one lane many times at one instant (a batch of
+// pages) may skip its further spends, as a proven lane takes nothing.
+// (Spend itself may budget k again meanwhile: the mark of its proof in its
+// address's slot is lost when another address takes the slot.)
+func (a *Budget) SpendFree(k lane.Key, n int, now time.Duration) (ok, probe, free bool) {
 	if a == nil {
-		return true, false
+		return true, false, false
 	}
 	hi, lo := halves(k.IP)
 	h := hashFrom(a.seed, a.mix0, hi, lo)
 	if a.proofs != nil {
 		if renew, held := a.provenLockFree(h, k, now); held {
-			return true, renew
+			return true, renew, !renew
 		}
 	}
 	return a.spendLocked(h, hi, lo, k, n, now)
 }
 
-// spendLocked is Spend without its lock-free look, for k of halves hi and
-// lo (halves) hashing to h (hashFrom): what Spend answers whenever the
-// look does not.
-func (a *Budget) spendLocked(h, hi, lo uint64, k lane.Key, n int, now time.Duration) (ok, probe bool) {
+// spendLocked is SpendFree without its lock-free look, for k of halves hi
+// and lo (halves) hashing to h (hashFrom): what SpendFree answers whenever
+// the look does not.
+func (a *Budget) spendLocked(h, hi, lo uint64, k lane.Key, n int, now time.Duration) (ok, probe, free bool) {
 	need := int64(n) * nanobytes
 	i := h & uint64(len(a.slots)-1)
 	mu := a.stripe(i)
@@ -565,12 +577,12 @@ func (a *Budget) spendLocked(h, hi, lo uint64, k lane.Key, n int, now time.Durat
 		ok, renew, held := a.proofs.provenLockFreeOf(h, k, now)
 		if held && ok {
 			mu.Unlock()
-			return true, renew
+			return true, renew, !renew
 		}
 		if !held {
 			mu.Unlock()
 			if ok, renew := a.proofs.proven(k, now); ok {
-				return true, renew
+				return true, renew, !renew
 			}
 			mu.Lock()
 			lockTaken()
@@ -579,16 +591,16 @@ func (a *Budget) spendLocked(h, hi, lo uint64, k lane.Key, n int, now time.Durat
 	}
 	if s.tokens < need {
 		mu.Unlock()
-		return false, a.proofs != nil
+		return false, a.proofs != nil, false
 	}
 	s.tokens -= need
 	probe = a.proofs != nil && s.tokens < a.addr.burst-a.probes
 	mu.Unlock()
 	if a.net == nil {
-		return true, probe
+		return true, probe, false
 	}
 	if nhi, nlo := a.netHalves(hi, lo); a.net.takeHalves(nhi, nlo, need, now) {
-		return true, probe
+		return true, probe, false
 	}
 	// The network's bucket is empty: the address's light allowance, or
 	// its tokens back.
@@ -598,11 +610,11 @@ func (a *Budget) spendLocked(h, hi, lo uint64, k lane.Key, n int, now time.Durat
 	if s.light >= need {
 		s.light -= need
 		mu.Unlock()
-		return true, probe
+		return true, probe, false
 	}
 	s.tokens = min(a.addr.burst, s.tokens+need)
 	mu.Unlock()
-	return false, a.proofs != nil
+	return false, a.proofs != nil, false
 }
 
 // Refund gives back n bytes a Spend for k took, for a send that did not

@@ -78,12 +78,13 @@ func TestSpendLockFreeMatchesLocked(t *testing.T) {
 			lanes = append(lanes, lane.KeyOf(netip.AddrPortFrom(ip, port)))
 		}
 	}
-	lockFree := 0
+	lockFree, frees := 0, 0
 	for seed := uint64(1); seed <= 40; seed++ {
 		a, b := twinBudgets(t, cfg)
 		rng := rand.New(rand.NewPCG(seed, 0))
 		type probe struct{ a, b [12]byte }
 		probes := map[lane.Key]probe{}
+		freeAt := map[lane.Key]time.Duration{}
 		now := time.Second
 
 		for step := range 4000 {
@@ -116,10 +117,17 @@ func TestSpendLockFreeMatchesLocked(t *testing.T) {
 					lockFree++
 				}
 
-				okA, probeA := a.Spend(k, n, now)
+				okA, probeA, free := a.SpendFree(k, n, now)
 				okB, probeB := b.spendReference(k, n, now)
 				if okA != okB || probeA != probeB {
 					t.Fatalf("seed %d step %d: Spend(%v, %d) = %v, %v; reference %v, %v", seed, step, k, n, okA, probeA, okB, probeB)
+				}
+				if free {
+					if !okA || probeA {
+						t.Fatalf("seed %d step %d: free with Spend = %v, %v", seed, step, okA, probeA)
+					}
+					freeAt[k] = now
+					frees++
 				}
 			case r < 75:
 				n := rng.IntN(3000)
@@ -156,12 +164,27 @@ func TestSpendLockFreeMatchesLocked(t *testing.T) {
 				}
 			}
 			sameState(t, step, a, b)
+			// SpendFree's promise: a lane free at now stays proven,
+			// with no renewal due, at now, whatever else happened
+			// meanwhile (the proof table is the authority; an
+			// address slot lost to another address forgets its
+			// mark, and Spend then budgets the lane again).
+			for k, at := range freeAt {
+				if at != now {
+					delete(freeAt, k)
+				} else if ok, renew := a.proofs.proven(k, now); !ok || renew {
+					t.Fatalf("seed %d step %d: %v was free at %v, now proven %v, renew %v", seed, step, k, now, ok, renew)
+				}
+			}
 		}
 	}
 	if lockFree < 2000 {
 		t.Fatalf("the lock-free look answered %d spends of 160,000 steps: the test does not exercise it", lockFree)
 	}
-	t.Logf("the lock-free look answered %d spends of 160,000 steps", lockFree)
+	if frees < 2000 {
+		t.Fatalf("SpendFree found %d spends free: the test does not exercise it", frees)
+	}
+	t.Logf("the lock-free look answered %d spends of 160,000 steps; %d were free", lockFree, frees)
 }
 
 // spendReference is Spend as it was before its lock-free look, each

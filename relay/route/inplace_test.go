@@ -101,7 +101,7 @@ func TestPlanByDesignAsByInterface(t *testing.T) {
 		func(rt *Table, now time.Duration) { rt.Contacted(planet, planetKey, now) },
 		func(rt *Table, now time.Duration) { rt.Answered(planet, planetKey, lane.Key{}, false, now) },
 		func(rt *Table, now time.Duration) {
-			rt.PageArrived(PageObs{Publisher: planet, From: evil, Hop0: true}, now, nil, nil)
+			rt.PageArrived(PageObs{Publisher: planet, From: evil, Hop0: true}, now)
 		},
 		func(rt *Table, now time.Duration) { rt.Contacted(planet, evil, now) },
 	}

@@ -332,7 +332,7 @@ func TestSignedPageProvesALane(t *testing.T) {
 		rt.Contacted(planet, movedKey, sec)
 		wantLanes(t, c.name, rt.Select(planet, alice, sec+1), movedKey, planetKey)
 		o := PageObs{Publisher: planet, From: c.from, Hop0: true, Signed: c.signed, Unverified: c.unverified}
-		if _, contested, _, _ := rt.PageArrived(o, sec+2, nil, nil); contested != (c.from == movedKey) {
+		if contested, _, _ := rt.PageArrived(o, sec+2); contested != (c.from == movedKey) {
 			t.Errorf("%s: contested %v", c.name, contested)
 		}
 		if i := info(t, rt, planet); i.Direct != c.want || i.State != c.state || i.ChallengerState != c.chal {
@@ -379,7 +379,7 @@ func TestSignedPageProvesALane(t *testing.T) {
 	rt := newTable(t)
 	rt.Pin(planet, planetKey)
 	rt.Contacted(planet, movedKey, sec)
-	rt.PageArrived(PageObs{Publisher: planet, From: movedKey, Hop0: true, Signed: true}, sec, nil, nil)
+	rt.PageArrived(PageObs{Publisher: planet, From: movedKey, Hop0: true, Signed: true}, sec)
 	wantLanes(t, "pinned", rt.Select(planet, alice, sec+1), planetKey)
 }
 
@@ -446,7 +446,7 @@ func TestHop0FromASponsorLaneProvesNothing(t *testing.T) {
 			t.Errorf("a hop-0 page from sponsor lane %v is worth a check", from.AddrPort())
 		}
 		obs := PageObs{Publisher: planet, From: from, Hop0: true, Signed: true}
-		rt.PageArrived(obs, now, nil, nil)
+		rt.PageArrived(obs, now)
 		rt.LateAnswer(obs, now)
 		rt.Heard(planet, from, now)
 		if i, ok := rt.Info(planet); ok && i.Direct.IsValid() {
@@ -463,7 +463,7 @@ func TestHop0FromASponsorLaneProvesNothing(t *testing.T) {
 	if !rt.Provable(planet, hintKey, now) {
 		t.Error("a hop-0 page from the planet's hint is not worth a check")
 	}
-	rt.PageArrived(PageObs{Publisher: planet, From: hintKey, Hop0: true, Signed: true}, now, nil, nil)
+	rt.PageArrived(PageObs{Publisher: planet, From: hintKey, Hop0: true, Signed: true}, now)
 	if i := info(t, rt, planet); i.Direct != hintKey || !i.DirectProven {
 		t.Fatalf("a signed hop-0 page from the probed hint: %+v", i)
 	}

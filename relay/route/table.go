@@ -583,8 +583,7 @@ func (r *Table) LateAnswer(o PageObs, now time.Duration) bool {
 
 // PageArrived is, under one lock, what a relay learns from a solicited page
 // o: if o.Hop0 (a hop-0 page), Heard(o.Publisher, o.From) (taken only
-// from a lane the request went to); then Answered; then it appends the
-// known lanes of ships (AppendLanesOf) to dst and returns it. contested
+// from a lane the request went to); then Answered. contested
 // reports that the page came from the publisher's challenger while its
 // direct lane works: the relay then keeps the request pending, so that the
 // page from the direct lane, sent the same request, reaches the requester
@@ -601,7 +600,7 @@ func (r *Table) LateAnswer(o PageObs, now time.Duration) bool {
 // the publisher's lane, replacing a direct lane it holds that differs
 // (ames.hoon +ev-update-lane, docs/arvo-lanes.md L3), so only the
 // publisher's own lane is safe to name.
-func (r *Table) PageArrived(o PageObs, now time.Duration, ships []lane.Ship, dst []lane.Key) (_ []lane.Key, contested bool, placed lane.Key, disputed bool) {
+func (r *Table) PageArrived(o PageObs, now time.Duration) (contested bool, placed lane.Key, disputed bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	// from is read in place: a lane.Key copied is stored with
@@ -648,7 +647,7 @@ func (r *Table) PageArrived(o PageObs, now time.Duration, ships []lane.Ship, dst
 	} else if rt != nil && rt.directProven() && r.directFreshLocked(rt, now) {
 		placed = rt.direct.lane
 	}
-	return r.appendLanesOfLocked(dst, ships), contested, placed, disputed
+	return contested, placed, disputed
 }
 
 func (r *Table) answeredLocked(o PageObs, now time.Duration) {
