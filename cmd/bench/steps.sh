@@ -23,7 +23,7 @@ BEGIN {
 	row("Reader..MugBatch$",                  1, "mugs, four bodies at a time (Reader.MugBatch)")
 	row("relay.*Relay..handle$",              1, "the decision, per datagram (Relay.handle)")
 	row("scry.*Packet..ParseWithPrefix$",     2, "parse, the mug check resumed")
-	row("route.*Table..Arrived$",             2, "lane clock (route.Table.Arrived)")
+	row("relay.*Relay..arrived$",             2, "lane clock, once a lane an instant (Relay.arrived)")
 	row("relay.*Relay..request$",             2, "a request (Relay.request)")
 	row("route.*Table..PlanInto$",            3, "route plan (route.Table.PlanInto)")
 	row("pit.*Table..Add$",                   3, "pending table add (pit.Table.Add)")
@@ -34,7 +34,7 @@ BEGIN {
 	row("route.*Table..PageArrived$",         3, "route table learns (route.Table.PageArrived)")
 	row("relay.*Relay..nextHop$",             3, "next-hop choice (Relay.nextHop)")
 	row("scry.EditPageNextHop$",                3, "hop count, next-hop and new mug (Relay.editPage)")
-	row("amp.*Budget..Spend$",                3, "amplification budget (amp.Budget.Spend)")
+	row("relay.*Relay..spend$",               3, "amplification budget, once a lane an instant (Relay.spend)")
 }
 function row(re, depth, label) { n++; R[n] = re; D[n] = depth; L[n] = label; C[n] = 0 }
 {
