@@ -134,12 +134,15 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, fromKey lane
 	}
 	// Through a device the ship gets the page as it came, from where it came.
 	var orig []byte
-	for _, q := range reqs {
+	// Requesters are read in place (&reqs[i]): a lane.Key copied is
+	// stored with overlapping moves, which the loads after it stall on.
+	for i := range reqs {
+		q := &reqs[i]
 		if bare == nil && r.bareFor(q, sponsors, own) {
 			bare = out.scratchCopy(b)
 			bare = r.editPage(bare, p, hops, [6]byte{}, false)
 		}
-		if orig == nil && r.link.takesPagesAsTheyCame(q) {
+		if orig == nil && r.link.takesPagesAsTheyCame(*q) {
 			orig = b
 			if len(reqs) > 1 {
 				orig = out.scratchCopy(b)
@@ -151,13 +154,14 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, fromKey lane
 		main = r.editPage(b, p, hops, hopShort, canShort)
 	}
 	sent, sentBytes := 0, 0
-	for i, q := range reqs {
+	for i := range reqs {
+		q := &reqs[i]
 		if contested && out.held.Delivered(i) {
 			// A contested page reached it since it last asked: one copy
 			// per ask, however many such pages come (issue 28).
 			continue
 		}
-		if orig != nil && q == r.link.key {
+		if orig != nil && *q == r.link.key {
 			r.toShip(orig, KindPage, from, out)
 			continue
 		}
@@ -165,7 +169,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, fromKey lane
 		if bare != nil && r.bareFor(q, sponsors, own) {
 			buf = bare
 		}
-		if q != r.link.key && !r.spend(q, len(buf), now, out) {
+		if *q != r.link.key && !r.spend(q, len(buf), now, out) {
 			out.c.add(EventAmpThrottled, 1)
 			continue
 		}
@@ -178,7 +182,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, fromKey lane
 			// from, is its word for that lane (vouch.go); sent to more
 			// than one lane (a ping name copied, aggregated), it says
 			// nothing (vouchContested).
-			r.vouchAck(&out.c, q, key, lane.Ship{}, now)
+			r.vouchAck(&out.c, *q, key, lane.Ship{}, now)
 		}
 	}
 	if fromShip && !r.link.device && len(reqs) > 1 {
@@ -199,16 +203,16 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, fromKey lane
 // spend asks the amplification budget whether n bytes may be sent to
 // requester q at now, probing q when the budget says to, unless out found
 // q free at now already (Reader.free): then it is sent with no look.
-func (r *Relay) spend(q lane.Key, n int, now time.Duration, out *Reader) bool {
-	if out.free.has(&q, now) {
+func (r *Relay) spend(q *lane.Key, n int, now time.Duration, out *Reader) bool {
+	if out.free.has(q, now) {
 		return true
 	}
-	ok, probe, free := r.amp.SpendFree(q, n, now)
+	ok, probe, free := r.amp.SpendFree(*q, n, now)
 	if probe {
-		r.probe(q, now, out)
+		r.probe(*q, now, out)
 	}
 	if free {
-		out.free.put(&q, now)
+		out.free.put(q, now)
 	}
 	return ok
 }
@@ -286,8 +290,8 @@ func nextHopKey(p *scry.Packet) lane.Key {
 // pass on to a stock requester, docs/arvo-lanes.md L3), or the ship behind
 // us in ship-lane mode, which must not learn lanes that bypass the relay it
 // sits behind.
-func (r *Relay) bareFor(q lane.Key, sponsors []lane.Key, own bool) bool {
-	return (!own && slices.Contains(sponsors, q)) || r.link.mustNotLearnBypasses(q)
+func (r *Relay) bareFor(q *lane.Key, sponsors []lane.Key, own bool) bool {
+	return (!own && slices.Contains(sponsors, *q)) || r.link.mustNotLearnBypasses(q)
 }
 
 // editPage sets a page's hop count and next-hop (cleared when !set), with

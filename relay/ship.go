@@ -92,8 +92,8 @@ func (l *shipLink) takesPagesAsTheyCame(q lane.Key) bool { return l.device && q 
 // mustNotLearnBypasses reports whether requester q is the ship at a lane,
 // which gets pages with no next-hop: it must not learn lanes that bypass
 // the relay it sits behind.
-func (l *shipLink) mustNotLearnBypasses(q lane.Key) bool {
-	return !l.device && l.lane.IsValid() && q == l.key
+func (l *shipLink) mustNotLearnBypasses(q *lane.Key) bool {
+	return !l.device && l.lane.IsValid() && *q == l.key
 }
 
 // takesSTUN reports whether the ship's own STUN requests go out through
