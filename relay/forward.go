@@ -87,7 +87,7 @@ type fwd struct {
 // field of f, so that f's contents (its bytes, which out keeps) leaking
 // does not move the caller's parse to the heap.
 func (r *Relay) forwardPath(f *fwd, a *scry.AmesPacket, out *Reader) {
-	if !f.fromShip && r.routes.IsSelf(f.fromKey) {
+	if !f.fromShip && r.routes.IsSelf(&f.fromKey) {
 		out.drop(DropSelf)
 		return
 	}
@@ -107,7 +107,7 @@ func (r *Relay) forwardPath(f *fwd, a *scry.AmesPacket, out *Reader) {
 		}
 		// Through a device the ship answers a requester's true lane
 		// itself; otherwise it answers us, and we pass the page on.
-		if f.via == viaMesa && !r.link.answersItself() && !r.remember(out, f.name, f.fromKey, f.now) {
+		if f.via == viaMesa && !r.link.answersItself() && !r.remember(out, f.name, &f.fromKey, f.now) {
 			return
 		}
 		r.handToShip(f.b, f.kind, f.from, f.fromKey, f.sender, f.named, true, f.name, f.now, out)
@@ -172,7 +172,7 @@ func (r *Relay) admit(f *fwd, plan *route.Plan, out *Reader) bool {
 	if f.via == viaMesa {
 		// The pending table records the requester and says whether to
 		// forward (its verdict counted by remember).
-		return r.remember(out, f.name, f.fromKey, f.now)
+		return r.remember(out, f.name, &f.fromKey, f.now)
 	}
 	return r.amesAdmit(f, plan, out)
 }

@@ -122,7 +122,7 @@ func (t *tab) viaHelper() { t.mu.Lock(); t.helper(); t.mu.Unlock() }
 func (t *tab) helper() { t.o.mu.Lock(); t.o.mu.Unlock() }
 func (t *tab) inIf(r *Relay) { t.mu.Lock(); if x { r.pending.Add(1) }; t.mu.Unlock() }
 func (t *tab) ok(r *Relay) { t.mu.Lock(); t.mu.Unlock(); r.routes.Pin(s, k) }
-func (t *tab) okFree(r *Relay) { t.mu.Lock(); r.routes.IsSelf(k); t.mu.Unlock() }
+func (t *tab) okFree(r *Relay) { t.mu.Lock(); r.routes.IsSelf(&k); t.mu.Unlock() }
 func (t *tab) okEarly(r *Relay) { t.mu.Lock(); if x { t.mu.Unlock(); return }; t.mu.Unlock(); r.routes.Pin(s, k) }
 func (t *tab) okRelock() { t.mu.Lock(); if x { t.mu.Unlock(); t.helper(); t.mu.Lock() }; t.mu.Unlock() }
 func (s *Server) okOuter(rd *sockReader) { rd.batchMu.Lock(); s.relay.routes.Pin(s, k); rd.batchMu.Unlock() }

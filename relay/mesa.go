@@ -11,25 +11,30 @@ import (
 	"github.com/urbit-relay/relay/scry"
 )
 
-// request handles a peek or poke from lane from (fromKey its Key):
+// request handles a peek or poke from lane from (*fromKey its Key):
 // forwardPath, admitted by the pending table.
-func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, fromKey lane.Key, now time.Duration, out *Reader) {
+func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, fromKey *lane.Key, now time.Duration, out *Reader) {
 	fromShip := r.link.sent(from)
-	f := fwd{via: viaMesa, kind: k, b: b, from: from, fromKey: fromKey, fromShip: fromShip,
+	f := fwd{via: viaMesa, kind: k, b: b, from: from, fromShip: fromShip,
 		rcvr: p.Name.Ship, sender: p.PayloadName.Ship,
 		// A poke names its sender: at hop 0 it was sent by that ship
 		// itself.
 		named: k == KindPoke && p.Header.Hops == 0 && !fromShip,
 		name:  r.nameKey(p.NameBytes(), out), now: now, hops: int(p.Header.Hops)}
+	// Field by field: a lane.Key copied whole is loaded with two
+	// overlapping 16-byte moves, the second of which stalls on a Key
+	// just stored field by field (lane.KeyOf), and leaves one that the
+	// next whole copy stalls on.
+	f.fromKey.IP, f.fromKey.Port = fromKey.IP, fromKey.Port
 	r.forwardPath(&f, nil, out)
 }
 
-// remember records a request whose name hashes to key in the pending table
-// and reports whether it is to be forwarded.
-func (r *Relay) remember(out *Reader, key uint64, from lane.Key, now time.Duration) bool {
+// remember records a request whose name hashes to key, from lane *from, in
+// the pending table and reports whether it is to be forwarded.
+func (r *Relay) remember(out *Reader, key uint64, from *lane.Key, now time.Duration) bool {
 	c := &out.c
 	lockTaken()
-	v, evicted := r.pending.Add(key, from, now)
+	v, evicted := r.pending.AddAt(key, from, now)
 	fwd := v.Forward()
 	if (v == pit.VerdictRequesterCapped || v == pit.VerdictCappedForward) && r.amp.Probing() {
 		// Issue 28: a full entry refused it as a one-shot requester. A
@@ -37,11 +42,11 @@ func (r *Relay) remember(out *Reader, key uint64, from lane.Key, now time.Durati
 		// again as one, and takes a one-shot requester's place. Any
 		// other is probed (at most once a ProbeInterval), so that a
 		// real asker proves its lane by its next ask.
-		if !r.amp.Proven(from, now) {
-			r.probe(from, now, out)
+		if !r.amp.Proven(*from, now) {
+			r.probe(*from, now, out)
 		} else {
 			lockTaken()
-			if v2, ev2 := r.pending.AddProven(key, from, now); v2 != pit.VerdictRequesterCapped && v2 != pit.VerdictCappedForward {
+			if v2, ev2 := r.pending.AddProven(key, *from, now); v2 != pit.VerdictRequesterCapped && v2 != pit.VerdictCappedForward {
 				v, evicted, fwd = v2, evicted || ev2, fwd || v2.Forward()
 			}
 		}

@@ -216,10 +216,10 @@ func (r *Relay) handle(b []byte, from netip.AddrPort, now time.Duration, out *Re
 		switch p.Header.Type {
 		case scry.TypePeek:
 			out.in(KindPeek, len(b))
-			r.request(b, &p, KindPeek, from, fromKey, now, out)
+			r.request(b, &p, KindPeek, from, &fromKey, now, out)
 		case scry.TypePoke:
 			out.in(KindPoke, len(b))
-			r.request(b, &p, KindPoke, from, fromKey, now, out)
+			r.request(b, &p, KindPoke, from, &fromKey, now, out)
 		case scry.TypePage:
 			out.in(KindPage, len(b))
 			r.page(b, &p, from, fromKey, now, out)

@@ -262,7 +262,7 @@ func shipKind(b []byte) Kind {
 func (r *Relay) fromShip(b []byte, to netip.AddrPort, now time.Duration, out *Reader) {
 	out.c.add(EventFromShip, 1)
 	toKey := lane.KeyOf(to)
-	if !r.link.device || r.routes.IsSelf(toKey) || !r.shipMayReach(b, to, toKey, now) {
+	if !r.link.device || r.routes.IsSelf(&toKey) || !r.shipMayReach(b, to, toKey, now) {
 		out.shipDrop(ShipDropTarget)
 		return
 	}
@@ -279,7 +279,7 @@ func (r *Relay) fromShip(b []byte, to netip.AddrPort, now time.Duration, out *Re
 		switch typ {
 		case scry.TypePeek, scry.TypePoke:
 			// Its answer comes back to the public socket, for the ship.
-			r.remember(out, r.nameKey(nameWire, out), r.link.key, now)
+			r.remember(out, r.nameKey(nameWire, out), &r.link.key, now)
 			if rcvr, ok := scry.NameShip(nameWire); ok && rcvr != r.ship && h.Hops > 0 {
 				// The ship forwards a request: it knows the receiver there.
 				r.vouchForward(&out.c, rcvr, toKey)

@@ -34,7 +34,7 @@ func (r *Relay) stun(b []byte, from netip.AddrPort, now time.Duration, out *Read
 	}
 	out.in(KindSTUN, len(b))
 	fromKey := lane.KeyOf(from)
-	if !stunAnswerable(from) || r.routes.IsSelf(fromKey) {
+	if !stunAnswerable(from) || r.routes.IsSelf(&fromKey) {
 		out.drop(DropSelf)
 		return
 	}

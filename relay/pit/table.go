@@ -171,6 +171,11 @@ func (t *Table) Add(key uint64, requester lane.Key, now time.Duration) (v Verdic
 	return t.add(key, &requester, false, now)
 }
 
+// AddAt is Add of the requester at *requester, read in place.
+func (t *Table) AddAt(key uint64, requester *lane.Key, now time.Duration) (v Verdict, evicted bool) {
+	return t.add(key, requester, false, now)
+}
+
 // AddProven is Add for a requester the caller has shown to receive at its
 // lane (the relay: it answered a STUN probe the relay sent it there). At a
 // full entry it takes the place of a requester not shown to receive, if

@@ -642,3 +642,46 @@ func TestConfigErrorNamesField(t *testing.T) {
 		t.Errorf("the edges: %v", err)
 	}
 }
+
+// TestAddAtIsAdd: AddAt, which reads its requester in place, gives every
+// verdict Add gives, in a random run of adds, proven adds and takes on
+// twin tables small enough that entries fill.
+func TestAddAtIsAdd(t *testing.T) {
+	cfg := Config{Shards: 1, MaxEntries: 8, MaxRequestersPerEntry: 3, MaxOverflowRequesters: 2, SuppressWindow: time.Second}
+	a, b := mustNew(t, cfg), mustNew(t, cfg)
+	rng := rand.New(rand.NewPCG(7, 0))
+	seen := map[Verdict]bool{}
+	now := time.Second
+	for step := range 5000 {
+		key, req := uint64(rng.IntN(12)), laneN(rng.IntN(6))
+		now += time.Duration(rng.IntN(300)) * time.Millisecond
+		if rng.IntN(5) == 0 {
+			ra, oka := a.Take(key, nil, now)
+			rb, okb := b.Take(key, nil, now)
+			if oka != okb || !slices.Equal(ra, rb) {
+				t.Fatalf("step %d: Take differs: %v %v, %v %v", step, ra, oka, rb, okb)
+			}
+			continue
+		}
+		if rng.IntN(4) == 0 {
+			// A proven requester takes an unproven one's place at a
+			// full entry: AddAt's must be unproven, as Add's are.
+			va, ea := a.AddProven(key, req, now)
+			vb, eb := b.AddProven(key, req, now)
+			if va != vb || ea != eb {
+				t.Fatalf("step %d: AddProven %v %v, on the twin %v %v", step, va, ea, vb, eb)
+			}
+			continue
+		}
+		va, ea := a.Add(key, req, now)
+		vb, eb := b.AddAt(key, &req, now)
+		if va != vb || ea != eb {
+			t.Fatalf("step %d: Add %v %v, AddAt %v %v", step, va, ea, vb, eb)
+		}
+		seen[va] = true
+	}
+	if len(seen) < 4 {
+		t.Fatalf("only verdicts %v occurred", seen)
+	}
+	t.Logf("verdicts %v", seen)
+}

@@ -189,7 +189,7 @@ type pin struct {
 func (r *Table) Pin(s lane.Ship, k lane.Key) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !k.IsValid() || r.IsSelf(k) {
+	if !k.IsValid() || r.IsSelf(&k) {
 		return
 	}
 	p, _ := r.pins.Peek(s)

@@ -38,7 +38,7 @@ func (r *Table) AddSelfPort(port uint16) {
 // link-local, multicast, broadcast or reserved space) or in a network the
 // operator declared (Config.HintNets).
 func (r *Table) HintAllowed(k lane.Key) bool {
-	return k.IsValid() && !r.IsSelf(k) && r.TargetAllowed(k.AddrPort())
+	return k.IsValid() && !r.IsSelf(&k) && r.TargetAllowed(k.AddrPort())
 }
 
 // TargetAllowed reports whether ap's address and port may be sent to or
@@ -62,11 +62,16 @@ func (r *Table) TargetAllowed(ap netip.AddrPort) bool {
 	return false
 }
 
-// IsSelf reports whether k is a lane of this process: one added by AddSelf,
-// or a loopback address with a port added by AddSelfPort. It takes no lock.
-func (r *Table) IsSelf(k lane.Key) bool {
-	if slices.Contains(*r.selfKeys.Load(), k) {
-		return true
+// IsSelf reports whether *k is a lane of this process: one added by
+// AddSelf, or a loopback address with a port added by AddSelfPort. It
+// takes no lock, and reads *k in place (a lane.Key copied whole stalls
+// the loads after it: see relay's request).
+func (r *Table) IsSelf(k *lane.Key) bool {
+	keys := *r.selfKeys.Load()
+	for i := range keys {
+		if keys[i].IP == k.IP && keys[i].Port == k.Port {
+			return true
+		}
 	}
 	ports := *r.selfPorts.Load()
 	return len(ports) > 0 && slices.Contains(ports, k.Port) && netip.AddrFrom16(k.IP).Unmap().IsLoopback()

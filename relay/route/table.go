@@ -435,7 +435,7 @@ func (r *Table) heardLocked(s lane.Ship, k lane.Key, now time.Duration, kept, si
 // configuredLocked(s) reports false for under the same hold of mu (the
 // caller asked; PageArrived asks once for this and answeredConfLocked).
 func (r *Table) heardOpenLocked(s lane.Ship, k lane.Key, now time.Duration, kept, signed bool) {
-	if !k.IsValid() || r.IsSelf(k) {
+	if !k.IsValid() || r.IsSelf(&k) {
 		return
 	}
 	rt := r.getLocked(s, true, k)

@@ -77,7 +77,7 @@ func TestNeverBackWhereItCame(t *testing.T) {
 	if got := rt.Select(planet, alice, sec); got.N != 0 || got.Looped {
 		t.Fatalf("our own lane chosen: %v", lanes(got))
 	}
-	if !rt.IsSelf(necKey) || rt.IsSelf(alice) {
+	if !rt.IsSelf(&necKey) || rt.IsSelf(&alice) {
 		t.Fatal("IsSelf wrong")
 	}
 }
