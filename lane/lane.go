@@ -23,6 +23,14 @@ func KeyOf(ap netip.AddrPort) Key {
 	return Key{IP: ap.Addr().As16(), Port: ap.Port()}
 }
 
+// Set makes k the compact form of ap (KeyOf), field by field, in place: a
+// Key returned by value is moved whole, as two overlapping 16-byte halves,
+// and a load of it soon after stalls on store forwarding, where one made
+// in place is read as it was written.
+func (k *Key) Set(ap netip.AddrPort) {
+	k.IP, k.Port = ap.Addr().As16(), ap.Port()
+}
+
 // AddrPort returns the lane as a netip.AddrPort, with IPv4-mapped addresses
 // unmapped.
 func (k Key) AddrPort() netip.AddrPort {

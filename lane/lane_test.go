@@ -215,3 +215,21 @@ func TestKeySource(t *testing.T) {
 		t.Error("Is4 wrong")
 	}
 }
+
+// TestKeySetIsKeyOf: Set, which writes a Key in place, makes what KeyOf
+// returns, over whatever the Key held before.
+func TestKeySetIsKeyOf(t *testing.T) {
+	k := Key{IP: [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, Port: 65535}
+	for _, s := range []string{"1.2.3.4:5", "[::ffff:1.2.3.4]:5", "[2001:db8::1]:13337", "[fe80::1%eth0]:1", "0.0.0.0:0", "[::]:0"} {
+		ap := netip.MustParseAddrPort(s)
+		k.Set(ap)
+		if k != KeyOf(ap) {
+			t.Errorf("%s: Set made %v, KeyOf %v", s, k, KeyOf(ap))
+		}
+	}
+	var zero netip.AddrPort
+	k.Set(zero)
+	if k != KeyOf(zero) {
+		t.Errorf("the zero AddrPort: Set made %v, KeyOf %v", k, KeyOf(zero))
+	}
+}

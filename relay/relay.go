@@ -211,7 +211,8 @@ func (r *Relay) handle(b []byte, from netip.AddrPort, now time.Duration, out *Re
 			}
 			return
 		}
-		fromKey := lane.KeyOf(from)
+		var fromKey lane.Key
+		fromKey.Set(from)
 		r.arrived(&fromKey, now, out)
 		switch p.Header.Type {
 		case scry.TypePeek:
