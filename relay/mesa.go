@@ -23,7 +23,7 @@ func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, f
 		name:  r.nameKey(p.NameBytes(), out), now: now, hops: int(p.Header.Hops)}
 	// Field by field: a lane.Key copied whole is loaded with two
 	// overlapping 16-byte moves, the second of which stalls on a Key
-	// just stored field by field (lane.KeyOf), and leaves one that the
+	// just stored field by field (lane.Key.Set), and leaves one that the
 	// next whole copy stalls on.
 	f.fromKey.IP, f.fromKey.Port = fromKey.IP, fromKey.Port
 	r.forwardPath(&f, nil, out)
@@ -84,7 +84,8 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, fromKey lane
 	publisher := p.Name.Ship
 	// sponsors are the lanes of our own sponsors: requesters there get the
 	// page without a next-hop unless it names the publisher's own lane
-	// (bareFor), so they are looked up only for a page whose does not.
+	// (bareFor), so they are looked up only for a page whose next-hop
+	// does not.
 	var sponsorBuf [2 * 4]lane.Key
 	var sponsors []lane.Key
 	// obs is what the route table learns from the page; Signed only when

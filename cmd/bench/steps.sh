@@ -26,7 +26,7 @@ BEGIN {
 	row("relay.*Relay..arrived$",             2, "lane clock, once a lane an instant (Relay.arrived)")
 	row("relay.*Relay..request$",             2, "a request (Relay.request)")
 	row("route.*Table..PlanInto$",            3, "route plan (route.Table.PlanInto)")
-	row("pit.*Table..Add$",                   3, "pending table add (pit.Table.Add)")
+	row("pit.*Table..add$",                   3, "pending table add (pit.Table.Add, AddAt)")
 	row("route.*Table..Commit$",              3, "route commit (route.Table.Commit)")
 	row("relay.*Relay..forward$",             3, "send on the planned lanes (Relay.forward)")
 	row("relay.*Relay..page$",                2, "a page (Relay.page)")
