@@ -74,7 +74,7 @@
 // alone.
 //
 // Acquisitions per datagram (no --pki, no proof or probe in play), as
-// TestLocksPerDatagram counts them (go test -tags lockcount):
+// TestLocksPerDatagram counts them (go test -tags lockcount; .ci/run runs it):
 //
 //   - a forwarded request, 3: the route table (PlanInto), a pending shard
 //     (Add: the admit), the route table (Commit, which records a poke's
@@ -260,7 +260,8 @@ func (r *Relay) handle(b []byte, from netip.AddrPort, now time.Duration, out *Re
 		return
 	}
 	out.in(KindAmes, len(b))
-	fromKey := lane.KeyOf(from)
+	var fromKey lane.Key
+	fromKey.Set(from)
 	r.arrived(&fromKey, now, out)
 	r.ames(b, &a, from, fromKey, now, out)
 }
