@@ -87,6 +87,17 @@ func EncodeShort(ap netip.AddrPort) (b [ShortLen]byte, ok bool) {
 	return b, true
 }
 
+// Short is EncodeShort(k.AddrPort()), read from *k in place: the IPv4
+// address's octets (k.IP[12:16]) and the port.
+func (k *Key) Short() (b [ShortLen]byte, ok bool) {
+	if !k.Is4() {
+		return b, false
+	}
+	b[0], b[1], b[2], b[3] = k.IP[15], k.IP[14], k.IP[13], k.IP[12]
+	binary.LittleEndian.PutUint16(b[4:6], k.Port)
+	return b, true
+}
+
 // DecodeShort returns the lane held in a 6-byte SHORT encoding (see
 // EncodeShort). Every 6-byte value decodes to an IPv4 lane.
 func DecodeShort(b [ShortLen]byte) netip.AddrPort {

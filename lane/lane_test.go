@@ -3,6 +3,7 @@ package lane
 import (
 	"encoding/hex"
 	"errors"
+	"math/rand/v2"
 	"net/netip"
 	"testing"
 )
@@ -58,6 +59,10 @@ func checkShort(t *testing.T, id int, rawHex, ip string, port uint16) {
 	mapped := netip.AddrPortFrom(netip.AddrFrom16(want.Addr().As16()), port)
 	if enc, ok := EncodeShort(mapped); !ok || enc != b {
 		t.Errorf("vector %d: EncodeShort(%v) = %x, %v; want %x", id, mapped, enc, ok, raw)
+	}
+	k := KeyOf(want)
+	if enc, ok := k.Short(); !ok || enc != b {
+		t.Errorf("vector %d: Key.Short(%v) = %x, %v; want %x", id, want, enc, ok, raw)
 	}
 }
 
@@ -231,5 +236,35 @@ func TestKeySetIsKeyOf(t *testing.T) {
 	k.Set(zero)
 	if k != KeyOf(zero) {
 		t.Errorf("the zero AddrPort: Set made %v, KeyOf %v", k, KeyOf(zero))
+	}
+}
+
+// TestKeyShortIsEncodeShort: Key.Short is EncodeShort of the Key's lane,
+// for IPv4 lanes, IPv6 lanes, near-misses of the IPv4-mapped prefix and
+// the zero Key.
+func TestKeyShortIsEncodeShort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	keys := []Key{{}, KeyOf(netip.MustParseAddrPort("127.0.0.1:13337")), KeyOf(netip.MustParseAddrPort("[2001:db8::1]:1"))}
+	for i := 0; i < 2000; i++ {
+		var k Key
+		for j := range k.IP {
+			k.IP[j] = byte(rng.Uint32())
+		}
+		k.Port = uint16(rng.Uint32())
+		switch i % 4 {
+		case 0: // IPv4-mapped
+			k.IP = netip.AddrFrom4([4]byte(k.IP[12:16])).As16()
+		case 1: // one byte off the mapped prefix
+			k.IP = netip.AddrFrom4([4]byte(k.IP[12:16])).As16()
+			k.IP[rng.IntN(12)] ^= 1 << rng.IntN(8)
+		}
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
+		got, gotOK := k.Short()
+		want, wantOK := EncodeShort(k.AddrPort())
+		if got != want || gotOK != wantOK {
+			t.Fatalf("%v: Short %x %v, EncodeShort %x %v", k, got, gotOK, want, wantOK)
+		}
 	}
 }

@@ -74,8 +74,8 @@ func (r *Relay) remember(out *Reader, key uint64, from *lane.Key, now time.Durat
 	return fwd
 }
 
-// page handles a response from lane from (fromKey its Key).
-func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, fromKey lane.Key, now time.Duration, out *Reader) {
+// page handles a response from lane from (*fromKey its Key).
+func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, fromKey *lane.Key, now time.Duration, out *Reader) {
 	fromShip := r.link.sent(from)
 	key := r.nameKey(p.NameBytes(), out)
 	lockTaken()
@@ -89,12 +89,15 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, fromKey lane
 	var sponsorBuf [2 * 4]lane.Key
 	var sponsors []lane.Key
 	// obs is what the route table learns from the page; Signed only when
-	// a verifier (--pki) checked the publisher's signature on it.
-	obs := route.PageObs{Publisher: publisher, From: fromKey, Next: nextHopKey(p),
-		Hop0: p.Header.Hops == 0, Relayed: p.Header.Hops > 0}
+	// a verifier (--pki) checked the publisher's signature on it. Its
+	// Keys are written field by field and read in place, here and by the
+	// route table (PageArrivedInto), as request's are.
+	obs := route.PageObs{Publisher: publisher, Hop0: p.Header.Hops == 0, Relayed: p.Header.Hops > 0}
+	obs.From.IP, obs.From.Port = fromKey.IP, fromKey.Port
+	setNextHopKey(&obs.Next, p)
 	contested := false
 	// placed is where the route table places the publisher; disputed,
-	// that its lane is in dispute there (PageArrived).
+	// that its lane is in dispute there (PageArrivedInto).
 	var placed lane.Key
 	var disputed bool
 	switch {
@@ -103,7 +106,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, fromKey lane
 		// unsolicited traffic cannot steer the route table; a late copy
 		// answers only a probe outstanding on the lane it came from.
 		if !fromShip {
-			obs.Signed, obs.Unverified = r.pageAuthority(b, p, fromKey, now, false, out)
+			obs.Signed, obs.Unverified = r.pageAuthority(b, p, *fromKey, now, false, out)
 			lockTaken()
 			if r.routes.LateAnswer(obs, now) {
 				out.c.add(EventLateAnswers, 1)
@@ -112,9 +115,9 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, fromKey lane
 		out.drop(DropUnsolicited)
 		return
 	case !fromShip:
-		obs.Signed, obs.Unverified = r.pageAuthority(b, p, fromKey, now, true, out)
+		obs.Signed, obs.Unverified = r.pageAuthority(b, p, *fromKey, now, true, out)
 		lockTaken()
-		contested, placed, disputed = r.routes.PageArrived(obs, now)
+		contested, disputed = r.routes.PageArrivedInto(&obs, now, &placed)
 	}
 	out.c.add(EventPagesMatched, 1)
 	out.act(ActionAnswered)
@@ -128,7 +131,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, fromKey lane
 	// seed's rule: no fraternizing).
 	own := false
 	if !fromShip {
-		hopShort, canShort, own = r.nextHop(p, from, &obs, placed, disputed, &out.c)
+		hopShort, canShort, own = r.nextHop(p, fromKey, &obs, &placed, disputed, out)
 	}
 	if !own && len(r.ourChain) > 0 {
 		lockTaken()
@@ -223,33 +226,33 @@ func (r *Relay) spend(q *lane.Key, n int, now time.Duration, out *Reader) bool {
 	return ok
 }
 
-// nextHop is the next-hop written on page p, which came from lane from,
-// in its 6-byte form, set false for none (counted by why), and whether it
-// names the publisher's own lane (own). It names the publisher's own lane,
-// never a forwarder's where that is known (nextHopFor): a stock requester
-// stores a relayed page's next-hop as the publisher's lane, replacing even
-// a direct lane it holds that differs (ames.hoon +ev-update-lane,
-// docs/arvo-lanes.md L3). None while the publisher's lane is disputed
-// (route.Table.PageArrived). A carried lane that is private here gives way
-// to the forwarder's, the tightest lane the requester can use; a private
-// lane is never named (hintOK).
-func (r *Relay) nextHop(p *scry.Packet, from netip.AddrPort, obs *route.PageObs, placed lane.Key, disputed bool, c *tally) (short [6]byte, set, own bool) {
-	var hop netip.AddrPort
-	named := false
+// nextHop is the next-hop written on page p, which came from lane
+// *fromKey, in its 6-byte form, set false for none (counted by why), and
+// whether it names the publisher's own lane (own). It names the
+// publisher's own lane, never a forwarder's where that is known
+// (nextHopFor): a stock requester stores a relayed page's next-hop as the
+// publisher's lane, replacing even a direct lane it holds that differs
+// (ames.hoon +ev-update-lane, docs/arvo-lanes.md L3). None while the
+// publisher's lane is disputed (route.Table.PageArrived). A carried lane
+// that is private here gives way to the forwarder's, the tightest lane
+// the requester can use; a private lane is never named (hintOK). Lanes
+// are read in place, and a lane's form and standing are out's hopMemo's.
+func (r *Relay) nextHop(p *scry.Packet, fromKey *lane.Key, obs *route.PageObs, placed *lane.Key, disputed bool, out *Reader) (short [6]byte, set, own bool) {
+	c := &out.c
+	var hop *lane.Key
 	if !disputed {
-		hop, named, own = nextHopFor(p, from, obs.Next, placed)
+		hop, own = nextHopFor(p, fromKey, &obs.Next, placed)
 	}
-	if !named {
+	if hop == nil {
 		c.add(EventNextHopUnknown, 1)
 		return short, false, own
 	}
-	public := r.hintOK(hop)
-	if !public && own && obs.Relayed && hop != from {
-		hop, own = from, false
+	short, set, public := out.hop.look(r, hop)
+	if !public && own && obs.Relayed && *hop != *fromKey {
+		hop, own = fromKey, false
 		c.add(EventHintsScrubbed, 1)
-		public = r.hintOK(hop)
+		short, set, public = out.hop.look(r, hop)
 	}
-	short, set = lane.EncodeShort(hop)
 	switch {
 	case !set:
 		c.add(EventNextHopUnencodable, 1)
@@ -261,33 +264,61 @@ func (r *Relay) nextHop(p *scry.Packet, from netip.AddrPort, obs *route.PageObs,
 }
 
 // nextHopFor returns the next-hop a relay writes on page p, which came from
-// lane from (see page), and whether it names the publisher's own lane
-// (own): where the route table places the publisher (placed); else, for a
-// relayed page, the next-hop it carries, which every forwarder writes as
-// the publisher's own lane when it knows one (this function; vere's
-// _mesa_hear_page names the lane a page came from, and vere forwards only
-// to a sponsee's direct lane, so a page reaches it at hop 0); else, for a
-// relayed page that carries none (its forwarder knew no public lane of
-// the publisher's, or withheld it from us as its sponsor), the forwarder's
-// lane from, the seed's step; else none (named false).
-func nextHopFor(p *scry.Packet, from netip.AddrPort, carried, placed lane.Key) (hop netip.AddrPort, named, own bool) {
+// lane *from (see page), nil for none, and whether it names the
+// publisher's own lane (own): where the route table places the publisher
+// (*placed); else, for a relayed page, the next-hop it carries (*carried),
+// which every forwarder writes as the publisher's own lane when it knows
+// one (this function; vere's _mesa_hear_page names the lane a page came
+// from, and vere forwards only to a sponsee's direct lane, so a page
+// reaches it at hop 0); else, for a relayed page that carries none (its
+// forwarder knew no public lane of the publisher's, or withheld it from us
+// as its sponsor), the forwarder's lane *from, the seed's step; else none.
+// The lane returned is one of the three given.
+func nextHopFor(p *scry.Packet, from, carried, placed *lane.Key) (hop *lane.Key, own bool) {
 	switch {
-	case placed.IsValid():
-		return placed.AddrPort(), true, true
+	case *placed != lane.Key{}:
+		return placed, true
 	case p.Header.Hops == 0:
-		return netip.AddrPort{}, false, false
-	case carried.IsValid():
-		return carried.AddrPort(), true, true
+		return nil, false
+	case *carried != lane.Key{}:
+		return carried, true
 	}
-	return from, true, false
+	return from, false
 }
 
-// nextHopKey returns page p's next-hop, invalid when it has none.
-func nextHopKey(p *scry.Packet) lane.Key {
+// setNextHopKey makes *k page p's next-hop, the zero Key when it has none,
+// field by field (lane.Key.Set).
+func setNextHopKey(k *lane.Key, p *scry.Packet) {
 	if ap, has := p.NextHopAddr(); has {
-		return lane.KeyOf(lane.Canon(ap))
+		k.Set(lane.Canon(ap))
+		return
 	}
-	return lane.Key{}
+	k.IP, k.Port = [16]byte{}, 0
+}
+
+// hopMemo remembers, for one Reader, one lane's SHORT form (set false when
+// it has none) and whether it may be named as a next-hop (public:
+// Relay.hintOK). Both are functions of the lane and of the relay's
+// configuration (its HintNets) alone, so a look stands until the Reader
+// decides for another relay (bind clears it). A page's next-hop is most
+// often the same publisher's lane as the page before it; a lane that is
+// not displaces the one held, and costs one look more.
+type hopMemo struct {
+	lane                lane.Key
+	short               [lane.ShortLen]byte
+	set, public, filled bool
+}
+
+// look returns *k's SHORT form, whether it has one, and whether r may name
+// it as a next-hop.
+func (m *hopMemo) look(r *Relay, k *lane.Key) (short [lane.ShortLen]byte, set, public bool) {
+	if m.filled && m.lane.IP == k.IP && m.lane.Port == k.Port {
+		return m.short, m.set, m.public
+	}
+	m.short, m.set = k.Short()
+	m.public = r.hintOK(k.AddrPort())
+	m.lane.IP, m.lane.Port, m.filled = k.IP, k.Port, true
+	return m.short, m.set, m.public
 }
 
 // bareFor reports whether requester q gets a page with no next-hop: one of

@@ -57,6 +57,8 @@ type Reader struct {
 	// recorded (Relay.arrived): recording it again at that instant would
 	// change nothing.
 	heard laneMemo
+	// hop holds the last next-hop lane's form and standing (nextHop).
+	hop hopMemo
 
 	// Mug prefixes MugBatch computed since Reset, in order; mugNext is the
 	// next to take, mug the current datagram's (zero: none, hashed whole).
@@ -128,6 +130,7 @@ func (r *Relay) bind(out *Reader) {
 		// not theirs.
 		out.free.clear()
 		out.heard.clear()
+		out.hop = hopMemo{}
 	}
 	if !out.perBatch {
 		out.c.direct = dst

@@ -223,7 +223,7 @@ func (r *Relay) handle(b []byte, from netip.AddrPort, now time.Duration, out *Re
 			r.request(b, &p, KindPoke, from, &fromKey, now, out)
 		case scry.TypePage:
 			out.in(KindPage, len(b))
-			r.page(b, &p, from, fromKey, now, out)
+			r.page(b, &p, from, &fromKey, now, out)
 		default:
 			out.dropOther(b, DropReservedType)
 		}

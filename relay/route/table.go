@@ -601,6 +601,16 @@ func (r *Table) LateAnswer(o PageObs, now time.Duration) bool {
 // (ames.hoon +ev-update-lane, docs/arvo-lanes.md L3), so only the
 // publisher's own lane is safe to name.
 func (r *Table) PageArrived(o PageObs, now time.Duration) (contested bool, placed lane.Key, disputed bool) {
+	contested, disputed = r.PageArrivedInto(&o, now, &placed)
+	return contested, placed, disputed
+}
+
+// PageArrivedInto is PageArrived reading o in place and writing placed
+// into *placed (the zero Key when none), field by field: a lane.Key moved
+// whole is stored as two overlapping 16-byte halves, and the loads of it
+// that follow (a relay's next-hop) stall on them. It does not change *o.
+func (r *Table) PageArrivedInto(o *PageObs, now time.Duration, placed *lane.Key) (contested, disputed bool) {
+	placed.IP, placed.Port = [16]byte{}, 0
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	// from is read in place: a lane.Key copied is stored with
@@ -628,7 +638,7 @@ func (r *Table) PageArrived(o PageObs, now time.Duration) (contested bool, place
 		if !configured && (own || (o.Hop0 && rt != nil && rt.chal.valid() && rt.chal.lane == *from && rt.chal.waiting != 0)) {
 			r.heardOpenLocked(s, *from, now, false, o.Signed)
 		}
-		r.answeredConfLocked(&o, now, configured)
+		r.answeredConfLocked(o, now, configured)
 		if rt == nil && !configured && isValid(from) {
 			// heardOpenLocked or answeredConfLocked may have made it
 			// (neither does for a configured ship or an invalid lane).
@@ -636,18 +646,18 @@ func (r *Table) PageArrived(o PageObs, now time.Duration) (contested bool, place
 		}
 	}
 	if pinned {
-		placed = pk
+		placed.IP, placed.Port = pk.IP, pk.Port
 	} else if rt != nil && rt.chal.valid() && r.directFreshLocked(rt, now) {
 		// Another lane claims the publisher beside a working direct
 		// lane: either may be the stale one until the claim is settled
 		// (MoveSilence, the ship's ack, a signature).
 		disputed = true
 	} else if own || (o.Hop0 && ownLane(rt, from, cs, &pk, pinned)) {
-		placed = *from
+		placed.IP, placed.Port = from.IP, from.Port
 	} else if rt != nil && rt.directProven() && r.directFreshLocked(rt, now) {
-		placed = rt.direct.lane
+		placed.IP, placed.Port = rt.direct.lane.IP, rt.direct.lane.Port
 	}
-	return contested, placed, disputed
+	return contested, disputed
 }
 
 func (r *Table) answeredLocked(o PageObs, now time.Duration) {
