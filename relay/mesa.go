@@ -106,7 +106,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, fromKey *lan
 		// unsolicited traffic cannot steer the route table; a late copy
 		// answers only a probe outstanding on the lane it came from.
 		if !fromShip {
-			obs.Signed, obs.Unverified = r.pageAuthority(b, p, *fromKey, now, false, out)
+			obs.Signed, obs.Unverified = r.pageAuthority(b, p, fromKey, now, false, out)
 			lockTaken()
 			if r.routes.LateAnswer(obs, now) {
 				out.c.add(EventLateAnswers, 1)
@@ -115,7 +115,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, fromKey *lan
 		out.drop(DropUnsolicited)
 		return
 	case !fromShip:
-		obs.Signed, obs.Unverified = r.pageAuthority(b, p, *fromKey, now, true, out)
+		obs.Signed, obs.Unverified = r.pageAuthority(b, p, fromKey, now, true, out)
 		lockTaken()
 		contested, disputed = r.routes.PageArrivedInto(&obs, now, &placed)
 	}

@@ -35,7 +35,7 @@ func (r *Relay) pageSigned(pkt []byte, publisher lane.Ship) bool {
 	return r.pki != nil && r.pki.Signed(pkt, publisher)
 }
 
-// pageAuthority returns what page b (parsed as p, from lane from) may
+// pageAuthority returns what page b (parsed as p, from lane *from) may
 // say about its publisher's lane, as route.PageObs's Signed and
 // Unverified; solicited says whether it matched a pending request.
 //
@@ -61,7 +61,7 @@ func (r *Relay) pageSigned(pkt []byte, publisher lane.Ship) bool {
 // yet is checked the same way and, verified, counts as signed; failing,
 // it is not unverified (no key was held). b is as it came: the check runs
 // before any next-hop edit.
-func (r *Relay) pageAuthority(b []byte, p *scry.Packet, from lane.Key, now time.Duration, solicited bool, out *Reader) (signed, unverified bool) {
+func (r *Relay) pageAuthority(b []byte, p *scry.Packet, from *lane.Key, now time.Duration, solicited bool, out *Reader) (signed, unverified bool) {
 	if r.pki == nil || p.Header.Hops != 0 {
 		return false, false
 	}
@@ -79,10 +79,10 @@ func (r *Relay) pageAuthority(b []byte, p *scry.Packet, from lane.Key, now time.
 		return false, known
 	}
 	lockTaken()
-	if !r.routes.Provable(publisher, from, now) {
+	if !r.routes.Provable(publisher, *from, now) {
 		return false, known
 	}
-	if !r.sigs.take(from, now) {
+	if !r.sigs.take(*from, now) {
 		out.c.add(EventSignatureChecksRefused, 1)
 		return false, known
 	}

@@ -31,7 +31,7 @@ BEGIN {
 	row("relay.*Relay..forward$",             3, "send on the planned lanes (Relay.forward)")
 	row("relay.*Relay..page$",                2, "a page (Relay.page)")
 	row("pit.*Table..TakeHeld$",              3, "pending table take (pit.Table.TakeHeld)")
-	row("route.*Table..PageArrived$",         3, "route table learns (route.Table.PageArrived)")
+	row("route.*Table..PageArrivedInto$",     3, "route table learns (route.Table.PageArrivedInto)")
 	row("relay.*Relay..nextHop$",             3, "next-hop choice (Relay.nextHop)")
 	row("scry.EditPageNextHop$",                3, "hop count, next-hop and new mug (Relay.editPage)")
 	row("relay.*Relay..spend$",               3, "amplification budget, once a lane an instant (Relay.spend)")
