@@ -174,3 +174,28 @@ func TestRelayVsForwarders(t *testing.T) {
 		t.Errorf("no relay measured, yet a table:\n%s", s)
 	}
 }
+
+// TestRelayVsOld: a relay measured from the old executable too is set
+// against it round by round, user time alone and user plus system, and
+// the rounds in which the new one's user time was the lower are counted;
+// a relay with no old twin, and a forwarder, get no row.
+func TestRelayVsOld(t *testing.T) {
+	res := []*result{
+		{Name: "bare forwarder", Role: "forward", Rounds: []round{{user: 1, sys: 1}, {user: 1, sys: 1}, {user: 1, sys: 1}}},
+		{Name: "relay default", Role: "relay", Rounds: []round{{user: 300, sys: 700}, {user: 400, sys: 600}, {user: 600, sys: 1400}}},
+		{Name: "relay default, old", Role: "relay", Rounds: []round{{user: 400, sys: 600}, {user: 400, sys: 800}, {user: 500, sys: 1500}}},
+		{Name: "relay default+nodup", Role: "relay", Rounds: []round{{user: 1, sys: 1}, {user: 1, sys: 1}, {user: 1, sys: 1}}},
+	}
+	got := relayVsOld(res)
+	// user: 0.75, 1.00, 1.20 -> 1.00, lower in round 1 only;
+	// user+sys: 1.00, 0.83, 1.00 -> 1.00.
+	want := "| new relay's CPU per datagram over the old's, same round | user | user+sys | user lower in |\n" +
+		"|---|---|---|---|\n" +
+		"| relay default | 1.00 (0.75-1.20) | 1.00 (0.83-1.00) | 1 of 3 rounds |\n"
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	if s := relayVsOld(res[:2]); s != "" {
+		t.Errorf("no old relay measured, yet a table:\n%s", s)
+	}
+}

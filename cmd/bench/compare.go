@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -37,7 +38,56 @@ func compareMain(cfg benchConfig, variants []string, old string, rounds int) err
 		cfg.pairs, cfg.pubs(), cfg.window, cfg.page, rounds, cfg.duration, time.Now().UTC().Format(time.RFC3339))
 	fmt.Print(compareTable(res))
 	fmt.Print("\n", relayVsForwarders(res))
+	if t := relayVsOld(res); t != "" {
+		fmt.Print("\n", t)
+	}
 	return nil
+}
+
+// relayVsOld writes, for each relay configuration measured from the old
+// executable too (its result named NAME", old"), the new relay's CPU per
+// datagram over the old one's in the same round: user time alone (the
+// relay's own work, which a change to the decision moves) and user plus
+// system, each the median (min-max) over rounds, with the number of
+// rounds in which the new relay's user time was the lower. Below 1.00 is
+// the new relay cheaper. Round by round, because the machine's speed moves
+// between rounds more than a change of a few per cent does.
+func relayVsOld(res []*result) string {
+	byName := map[string]*result{}
+	for _, r := range res {
+		byName[r.Name] = r
+	}
+	var b strings.Builder
+	for _, r := range res {
+		o := byName[r.Name+", old"]
+		if r.Role != "relay" || o == nil {
+			continue
+		}
+		var user, all []float64
+		lower := 0
+		for k := range min(len(r.Rounds), len(o.Rounds)) {
+			n, od := r.Rounds[k], o.Rounds[k]
+			if n.user <= 0 || od.user <= 0 {
+				continue
+			}
+			user = append(user, float64(n.user)/float64(od.user))
+			all = append(all, float64(n.user+n.sys)/float64(od.user+od.sys))
+			if n.user < od.user {
+				lower++
+			}
+		}
+		if len(user) == 0 {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("| new relay's CPU per datagram over the old's, same round | user | user+sys | user lower in |\n|---|---|---|---|\n")
+		}
+		ul, uh := slices.Min(user), slices.Max(user)
+		al, ah := slices.Min(all), slices.Max(all)
+		fmt.Fprintf(&b, "| %s | %.2f (%.2f-%.2f) | %.2f (%.2f-%.2f) | %d of %d rounds |\n",
+			r.Name, median(user), ul, uh, median(all), al, ah, lower, len(user))
+	}
+	return b.String()
 }
 
 // relayVsForwarders writes, for each relay configuration, its CPU per
