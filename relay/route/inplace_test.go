@@ -1,6 +1,9 @@
 package route
 
 import (
+	"math/rand/v2"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -117,5 +120,74 @@ func TestPlanByDesignAsByInterface(t *testing.T) {
 			a.Commit(&pa, now)
 			b.Commit(&pb, now)
 		}
+	}
+}
+
+// TestPageArrivedIntoIsPageArrived: PageArrivedInto, given a placed Key
+// that holds garbage, answers as PageArrived does, and leaves its table as
+// PageArrived leaves another, over a random run of requests, pins and
+// pages (hop 0 and relayed, from the publisher's lanes, a sponsor's and a
+// stranger's, with and without a next-hop and a signature).
+func TestPageArrivedIntoIsPageArrived(t *testing.T) {
+	byValue, inPlace := newTable(t), newTable(t)
+	rng := rand.New(rand.NewPCG(3, 5))
+	froms := []lane.Key{planetKey, marnecKey, hintKey, necKey, alice, {}}
+	nexts := []lane.Key{{}, hintKey, planetKey}
+	garbage := key("192.0.2.99:9")
+	now := time.Second
+	placedSeen := 0
+	for step := 0; step < 3000; step++ {
+		now += time.Duration(rng.IntN(int(2 * time.Second)))
+		switch op := rng.IntN(10); {
+		case op < 3:
+			from := froms[rng.IntN(len(froms)-1)]
+			a, b := byValue.Select(planet, from, now), inPlace.Select(planet, from, now)
+			if a != b {
+				t.Fatalf("step %d: the tables differ: Select %+v and %+v", step, a, b)
+			}
+		case op == 3:
+			k := froms[rng.IntN(3)]
+			byValue.Pin(planet, k)
+			inPlace.Pin(planet, k)
+		case op == 4:
+			byValue.Unpin(planet)
+			inPlace.Unpin(planet)
+		default:
+			hop0 := rng.IntN(2) == 0
+			o := PageObs{Publisher: planet, From: froms[rng.IntN(len(froms))], Next: nexts[rng.IntN(len(nexts))],
+				Hop0: hop0, Relayed: !hop0, Signed: hop0 && rng.IntN(3) == 0}
+			want := o
+			contested, placed, disputed := byValue.PageArrived(o, now)
+			got := garbage
+			gotContested, gotDisputed := inPlace.PageArrivedInto(&o, now, &got)
+			if gotContested != contested || got != placed || gotDisputed != disputed {
+				t.Fatalf("step %d, %+v: PageArrivedInto %v %v %v, PageArrived %v %v %v",
+					step, o, gotContested, got, gotDisputed, contested, placed, disputed)
+			}
+			if o != want {
+				t.Fatalf("step %d: PageArrivedInto changed its observation: %+v, was %+v", step, o, want)
+			}
+			// PageArrived is PageArrivedInto underneath: what it places
+			// is checked against the table itself too. A pinned ship is
+			// placed at its pin; otherwise a lane placed is one the run
+			// used, whole (never garbage, never a lane torn in two).
+			if pk, ok := inPlace.PinnedLane(planet); ok && got != pk {
+				t.Fatalf("step %d, %+v: placed %v, pinned at %v", step, o, got, pk)
+			}
+			if got != (lane.Key{}) {
+				placedSeen++
+				if !slices.Contains(froms, got) {
+					t.Fatalf("step %d, %+v: placed %v, a lane the run never used", step, o, got)
+				}
+			}
+		}
+		a, aok := byValue.Info(planet)
+		b, bok := inPlace.Info(planet)
+		if aok != bok || !reflect.DeepEqual(a, b) {
+			t.Fatalf("step %d: the tables differ: %+v and %+v", step, a, b)
+		}
+	}
+	if placedSeen < 100 {
+		t.Fatalf("a lane placed in only %d pages: the run does not exercise placement", placedSeen)
 	}
 }
