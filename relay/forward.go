@@ -71,7 +71,7 @@ type fwd struct {
 //     filter, which records it as forwarded (amesPrecheck), to be undone
 //     if it is not sent after all;
 //  5. plan: the route table chooses the lanes, changing nothing
-//     (route.Table.PlanInto);
+//     (route.Table.PlanFor);
 //  6. no lanes: a sponsee's datagram goes to the ship, when it forwards
 //     for its sponsees; any other is dropped (dropUnrouted);
 //  7. admit: the pending table (a request) or the amplification budget
@@ -119,7 +119,7 @@ func (r *Relay) forwardPath(f *fwd, a *scry.AmesPacket, out *Reader) {
 	// 5. Plan.
 	plan := &out.plan
 	lockTaken()
-	r.routes.PlanInto(plan, route.Query{Rcvr: f.rcvr, From: f.fromKey, Sender: f.sender, Learn: learn}, f.now)
+	r.routes.PlanFor(plan, f.rcvr, &f.fromKey, f.sender, learn, f.now)
 	if plan.N == 0 {
 		r.abandon(f)
 		if plan.Sponsee && r.link.forwardsForSponsees() {

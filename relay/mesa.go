@@ -15,16 +15,16 @@ import (
 // forwardPath, admitted by the pending table.
 func (r *Relay) request(b []byte, p *scry.Packet, k Kind, from netip.AddrPort, fromKey *lane.Key, now time.Duration, out *Reader) {
 	fromShip := r.link.sent(from)
-	f := fwd{via: viaMesa, kind: k, b: b, from: from, fromShip: fromShip,
-		rcvr: p.Name.Ship, sender: p.PayloadName.Ship,
-		// A poke names its sender: at hop 0 it was sent by that ship
-		// itself.
-		named: k == KindPoke && p.Header.Hops == 0 && !fromShip,
-		name:  r.nameKey(p.NameBytes(), out), now: now, hops: int(p.Header.Hops)}
-	// Field by field: a lane.Key copied whole is loaded with two
-	// overlapping 16-byte moves, the second of which stalls on a Key
-	// just stored field by field (lane.Key.Set), and leaves one that the
-	// next whole copy stalls on.
+	// f is zeroed and then written field by field, not made as a
+	// literal: Go builds a literal in a temporary and copies it whole,
+	// and the copy's 16-byte loads stall on the temporary's narrower
+	// stores (so does a lane.Key copied whole: lane.Key.Set).
+	var f fwd
+	f.via, f.kind, f.b, f.from, f.fromShip = viaMesa, k, b, from, fromShip
+	f.rcvr, f.sender = p.Name.Ship, p.PayloadName.Ship
+	// A poke names its sender: at hop 0 it was sent by that ship itself.
+	f.named = k == KindPoke && p.Header.Hops == 0 && !fromShip
+	f.name, f.now, f.hops = r.nameKey(p.NameBytes(), out), now, int(p.Header.Hops)
 	f.fromKey.IP, f.fromKey.Port = fromKey.IP, fromKey.Port
 	r.forwardPath(&f, nil, out)
 }

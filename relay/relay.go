@@ -33,7 +33,7 @@
 // tighter lane for its publisher.
 //
 // Every forward is plan, then admit, then commit: the route table plans
-// the lanes without changing anything (route.Table.PlanInto); the pending
+// the lanes without changing anything (route.Table.PlanFor); the pending
 // table (a request) or the amplification budget (a legacy forward, which
 // the duplicate filter checked and recorded before the plan, the record
 // undone if the forward is not sent) admits it or not; and only what is
@@ -76,7 +76,7 @@
 // Acquisitions per datagram (no --pki, no proof or probe in play), as
 // TestLocksPerDatagram counts them (go test -tags lockcount; .ci/run runs it):
 //
-//   - a forwarded request, 3: the route table (PlanInto), a pending shard
+//   - a forwarded request, 3: the route table (PlanFor), a pending shard
 //     (Add: the admit), the route table (Commit, which records a poke's
 //     sender too); 2 when the commit would change nothing (a configured or
 //     pinned lane, no route for the receiver, no sender to learn:
@@ -93,7 +93,7 @@
 //     (LateAnswer);
 //   - a legacy forward, 5 to one learned lane: a duplicate-filter stripe
 //     (record, which checks the packet and records it at once), the route
-//     table (PlanInto), each target's address and network stripes unless
+//     table (PlanFor), each target's address and network stripes unless
 //     it is configured (trustedLane), the route table (Commit); 3 to
 //     configured lanes; a duplicate dropped, 1; one not sent after all (no
 //     route, or refused by the budget), the duplicate-filter stripe again

@@ -25,7 +25,7 @@ BEGIN {
 	row("scry.*Packet..ParseWithPrefix$",     2, "parse, the mug check resumed")
 	row("relay.*Relay..arrived$",             2, "lane clock, once a lane an instant (Relay.arrived)")
 	row("relay.*Relay..request$",             2, "a request (Relay.request)")
-	row("route.*Table..PlanInto$",            3, "route plan (route.Table.PlanInto)")
+	row("route.*Table..PlanFor$",             3, "route plan (route.Table.PlanFor)")
 	row("pit.*Table..add$",                   3, "pending table add (pit.Table.Add, AddAt)")
 	row("route.*Table..Commit$",              3, "route commit (route.Table.Commit)")
 	row("relay.*Relay..forward$",             3, "send on the planned lanes (Relay.forward)")

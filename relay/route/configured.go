@@ -192,12 +192,20 @@ func (r *Table) Pin(s lane.Ship, k lane.Key) {
 	if !k.IsValid() || r.IsSelf(&k) {
 		return
 	}
-	p, _ := r.pins.Peek(s)
-	if p.lane == k {
+	p, ok := r.pins.Peek(s)
+	if ok && p.lane == k {
 		return
 	}
 	r.changes++
-	r.pins.Add(s, pin{lane: k, prev: p.lane})
+	if ok {
+		// Changed in place, and made the most recent by Add: the pin
+		// is read in place on every request's and page's path
+		// (pinRefLocked).
+		p.prev, p.lane = p.lane, k
+		r.pins.Add(s, p)
+	} else {
+		r.pins.Add(s, &pin{lane: k})
+	}
 	r.table.Remove(s)
 }
 
@@ -215,7 +223,8 @@ func (r *Table) RevertPin(s lane.Ship) {
 		r.pins.Remove(s)
 	default:
 		r.changes++
-		r.pins.Add(s, pin{lane: p.prev, prev: p.prev})
+		p.lane = p.prev
+		r.pins.Add(s, p)
 		r.table.Remove(s)
 	}
 }
@@ -224,11 +233,23 @@ func (r *Table) RevertPin(s lane.Ship) {
 // (only a fronting relay does), so an empty table is not hashed into:
 // this is on every request's and page's path.
 func (r *Table) pinnedLocked(s lane.Ship) (lane.Key, bool) {
-	if r.pins.Len() == 0 {
-		return lane.Key{}, false
+	if k := r.pinRefLocked(s); k != nil {
+		return *k, true
 	}
-	p, ok := r.pins.Peek(s)
-	return p.lane, ok
+	return lane.Key{}, false
+}
+
+// pinRefLocked is pinnedLocked's lane in place, nil when s is not pinned:
+// valid while mu is held. A lane.Key returned by value is moved whole,
+// and the loads of it that follow stall on that move (see PageArrived).
+func (r *Table) pinRefLocked(s lane.Ship) *lane.Key {
+	if r.pins.Len() == 0 {
+		return nil
+	}
+	if p, ok := r.pins.Peek(s); ok {
+		return &p.lane
+	}
+	return nil
 }
 
 // PinnedLane returns s's pinned lane (Pin), if any.

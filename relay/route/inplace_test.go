@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/urbit-relay/relay/lane"
 )
@@ -189,5 +190,42 @@ func TestPageArrivedIntoIsPageArrived(t *testing.T) {
 	}
 	if placedSeen < 100 {
 		t.Fatalf("a lane placed in only %d pages: the run does not exercise placement", placedSeen)
+	}
+}
+
+// TestPlanForIsPlanInto: PlanFor, into a Plan whose every byte is
+// garbage, makes the plan PlanInto makes into a zero Plan, for receivers
+// routed, pinned, configured and unknown, from lanes on their routes and
+// off them, with and without a sender to learn (kills: a field of the
+// plan not made anew, the query's port or sender dropped).
+func TestPlanForIsPlanInto(t *testing.T) {
+	rt := newTable(t)
+	now := time.Second
+	// A route for planet, learned from a hop-0 page on a lane a request
+	// went to, and a pin for marnec.
+	rt.Select(planet, alice, now)
+	rt.PageArrived(PageObs{Publisher: planet, From: planetKey, Hop0: true}, now)
+	rt.Pin(marnec, marnecKey)
+	rcvrs := []lane.Ship{planet, marnec, nec, self, {Lo: 0x1234_5678}}
+	froms := []lane.Key{alice, planetKey, marnecKey, necKey, hintKey, {}}
+	senders := []lane.Ship{{}, planet, {Lo: 0x0006_0101}}
+	for _, rcvr := range rcvrs {
+		for _, from := range froms {
+			for _, sender := range senders {
+				for _, learn := range []bool{false, true} {
+					var want Plan
+					rt.PlanInto(&want, Query{Rcvr: rcvr, From: from, Sender: sender, Learn: learn}, now)
+					var got Plan
+					raw := unsafe.Slice((*byte)(unsafe.Pointer(&got)), unsafe.Sizeof(got))
+					for i := range raw {
+						raw[i] = 1
+					}
+					rt.PlanFor(&got, rcvr, &from, sender, learn, now)
+					if !reflect.DeepEqual(got, want) {
+						t.Fatalf("rcvr %v from %v sender %v learn %v: PlanFor %+v, PlanInto %+v", rcvr, from, sender, learn, got, want)
+					}
+				}
+			}
+		}
 	}
 }

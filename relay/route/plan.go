@@ -110,6 +110,19 @@ func (r *Table) PlanInto(p *Plan, q Query, now time.Duration) {
 	r.planLocked(p, &q, now)
 }
 
+// PlanFor is PlanInto for the query {Rcvr: rcvr, From: *from, Sender:
+// sender, Learn: learn}, written into p field by field, *from read in
+// place: a relay's request path, whose lane was itself written field by
+// field (a lane.Key moved whole, into a Query and again into the plan,
+// stalls the loads that follow on store forwarding).
+func (r *Table) PlanFor(p *Plan, rcvr lane.Ship, from *lane.Key, sender lane.Ship, learn bool, now time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p.q.Rcvr, p.q.Sender, p.q.Learn = rcvr, sender, learn
+	p.q.From.IP, p.q.From.Port = from.IP, from.Port
+	r.planQueryLocked(p, now)
+}
+
 // Commit records that p, made at or before now, was sent: each of its
 // target lanes that is a path of the receiver's route starts waiting for an
 // answer, and a sender named by its query is recorded as contacting us.
@@ -154,10 +167,22 @@ func (r *Table) commitLocked(p *Plan, now time.Duration) {
 	}
 }
 
-// planLocked chooses the lanes for q at now. It reads the table only: the
-// receiver's route is judged as expiry would leave it at now, on a copy.
+// planLocked chooses the lanes for q at now into p (planQueryLocked).
 func (r *Table) planLocked(p *Plan, qp *Query, now time.Duration) {
-	*p = Plan{q: *qp}
+	p.q.Rcvr, p.q.Sender, p.q.Learn = qp.Rcvr, qp.Sender, qp.Learn
+	p.q.From.IP, p.q.From.Port = qp.From.IP, qp.From.Port
+	r.planQueryLocked(p, now)
+}
+
+// planQueryLocked chooses the lanes for p's query at now, every other
+// field of p made anew. It reads the table only: the receiver's route is
+// judged as expiry would leave it at now, on a copy.
+func (r *Table) planQueryLocked(p *Plan, now time.Duration) {
+	// Field by field, p.q kept: a Plan made as a literal is built in a
+	// temporary and copied whole, and the copy stalls on the temporary's
+	// stores.
+	p.Targets = Targets{}
+	p.fwd, p.fwdOK, p.routed = [MaxTargets]lane.Ship{}, [MaxTargets]bool{}, false
 	// q is read in place from p (see PageArrived: a copied lane.Key
 	// stalls the loads after it).
 	q := &p.q
@@ -227,8 +252,8 @@ func (r *Table) planLocked(p *Plan, qp *Query, now time.Duration) {
 	if s != r.self && r.cfg.ConfiguredWins {
 		configured()
 	}
-	if k, ok := r.pinnedLocked(s); ok {
-		addLane(&k, true, false)
+	if k := r.pinRefLocked(s); k != nil {
+		addLane(k, true, false)
 	}
 	// chal is the challenger to probe beside the plan's known-good lane.
 	var chal Candidate

@@ -124,7 +124,7 @@ type Table struct {
 	changes uint64                            // guarded by mu; route changes, for metrics
 	// pins are the lanes the fronted ship vouched for (Pin), each with
 	// the lane it replaced (RevertPin), at most MaxPins.
-	pins *simplelru.LRU[lane.Ship, pin] // guarded by mu
+	pins *simplelru.LRU[lane.Ship, *pin] // guarded by mu
 	// lanes maps a lane a ship was heard at (as its direct lane or its
 	// challenger) to that ship, for KeepAlive; at most lanesCap entries.
 	// Keyed by the lane clock's seeded 64-bit hash of the lane (a
@@ -197,7 +197,7 @@ func New(self lane.Ship, sponsors *lane.Sponsors, cfg Config) (*Table, error) {
 		r.srcCount = make([]uint32, cfg.SourceSlots)
 	}
 	r.conf.Store(newConfigured(nil, nil, r.srcSeed))
-	r.pins, _ = simplelru.NewLRU[lane.Ship, pin](MaxPins, nil)
+	r.pins, _ = simplelru.NewLRU[lane.Ship, *pin](MaxPins, nil)
 	r.selfKeys.Store(&[]lane.Key{})
 	r.selfPorts.Store(&[]uint16{})
 	t, err := simplelru.NewLRU[lane.Ship, *route](cfg.MaxRoutes, func(s lane.Ship, v *route) {
@@ -625,11 +625,12 @@ func (r *Table) PageArrivedInto(o *PageObs, now time.Duration, placed *lane.Key)
 	// call: only SetStatic, SetStaticLane, SetRelays, Pin, RevertPin and
 	// Unpin change them, each under mu, which this call holds.
 	cs := r.conf.Load().ship(s)
-	pk, pinned := r.pinnedLocked(s)
+	pk := r.pinRefLocked(s)
+	pinned := pk != nil
 	// own: the page came at hop 0 from one of s's own lanes. Asked once:
 	// hearing a page only ever adds from to s's lanes, so own stays true
 	// after heardOpenLocked, and is asked again below only when false.
-	own := o.Hop0 && ownLane(rt, from, cs, &pk, pinned)
+	own := o.Hop0 && ownLane(rt, from, cs, pk, pinned)
 	if o.mayProve(rt) {
 		// configuredLocked(s), from the same lookups.
 		configured := pinned || r.cfg.ConfiguredWins && cs != nil
@@ -652,7 +653,7 @@ func (r *Table) PageArrivedInto(o *PageObs, now time.Duration, placed *lane.Key)
 		// lane: either may be the stale one until the claim is settled
 		// (MoveSilence, the ship's ack, a signature).
 		disputed = true
-	} else if own || (o.Hop0 && ownLane(rt, from, cs, &pk, pinned)) {
+	} else if own || (o.Hop0 && ownLane(rt, from, cs, pk, pinned)) {
 		placed.IP, placed.Port = from.IP, from.Port
 	} else if rt != nil && rt.directProven() && r.directFreshLocked(rt, now) {
 		placed.IP, placed.Port = rt.direct.lane.IP, rt.direct.lane.Port
@@ -743,14 +744,14 @@ func (r *Table) onRouteLocked(s lane.Ship, rt *route, from lane.Key, now time.Du
 // requests for s are sent on: its direct lane, hint or base (rt, which may
 // be nil), or its configured, relay or pinned lane.
 func (r *Table) ownLaneLocked(s lane.Ship, rt *route, from lane.Key) bool {
-	pk, pinned := r.pinnedLocked(s)
-	return ownLane(rt, &from, r.conf.Load().ship(s), &pk, pinned)
+	pk := r.pinRefLocked(s)
+	return ownLane(rt, &from, r.conf.Load().ship(s), pk, pk != nil)
 }
 
 // ownLane is ownLaneLocked for s given its lookups, made under the same
 // hold of mu: rt its route (may be nil), cs its configured lanes
 // (configured.ship: nil when none), and pk, pinned its pin
-// (pinnedLocked). The lanes are read in place (see PageArrived).
+// (pinRefLocked: pk is read only when pinned). The lanes are read in place (see PageArrived).
 func ownLane(rt *route, from *lane.Key, cs *confShip, pk *lane.Key, pinned bool) bool {
 	if !isValid(from) {
 		return false
