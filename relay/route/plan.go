@@ -118,9 +118,15 @@ func (r *Table) PlanInto(p *Plan, q Query, now time.Duration) {
 func (r *Table) PlanFor(p *Plan, rcvr lane.Ship, from *lane.Key, sender lane.Ship, learn bool, now time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	p.setQuery(rcvr, from, sender, learn)
+	r.planQueryLocked(p, now)
+}
+
+// setQuery makes p's query {Rcvr: rcvr, From: *from, Sender: sender,
+// Learn: learn}, field by field, *from read in place.
+func (p *Plan) setQuery(rcvr lane.Ship, from *lane.Key, sender lane.Ship, learn bool) {
 	p.q.Rcvr, p.q.Sender, p.q.Learn = rcvr, sender, learn
 	p.q.From.IP, p.q.From.Port = from.IP, from.Port
-	r.planQueryLocked(p, now)
 }
 
 // Commit records that p, made at or before now, was sent: each of its
@@ -169,8 +175,7 @@ func (r *Table) commitLocked(p *Plan, now time.Duration) {
 
 // planLocked chooses the lanes for q at now into p (planQueryLocked).
 func (r *Table) planLocked(p *Plan, qp *Query, now time.Duration) {
-	p.q.Rcvr, p.q.Sender, p.q.Learn = qp.Rcvr, qp.Sender, qp.Learn
-	p.q.From.IP, p.q.From.Port = qp.From.IP, qp.From.Port
+	p.setQuery(qp.Rcvr, &qp.From, qp.Sender, qp.Learn)
 	r.planQueryLocked(p, now)
 }
 
