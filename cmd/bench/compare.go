@@ -11,8 +11,10 @@ import (
 // compareMain measures the bare forwarder and the relay in each variant
 // (and, with old set, each variant again from the executable old) side by
 // side, and prints a table of throughput and of CPU per datagram against
-// the forwarder's.
-func compareMain(cfg benchConfig, variants []string, old string, rounds int) error {
+// the forwarder's. With slot 0 a round measures them one after another
+// (measureSet); else at once, taking turns of slot on their core
+// (measureTogether).
+func compareMain(cfg benchConfig, variants []string, old string, rounds int, slot time.Duration) error {
 	scs := []scenario{{name: "bare forwarder", role: "forward", sockets: 1, procs: 1},
 		{name: "forwarder + codec", role: "forward", sockets: 1, procs: 1, variant: "codec"}}
 	for _, v := range variants {
@@ -30,12 +32,20 @@ func compareMain(cfg benchConfig, variants []string, old string, rounds int) err
 			scs = append(scs, scenario{name: name + ", old", role: "relay", sockets: 1, procs: 1, variant: v, bin: old})
 		}
 	}
-	res, err := measureSet(cfg, cfg.pairs, scs, rounds, -1)
+	var res []*result
+	var err error
+	how := "one after another"
+	if slot > 0 {
+		res, err = measureTogether(cfg, cfg.pairs, scs, rounds, slot)
+		how = fmt.Sprintf("at once in turns of %v (rates: round trips a second of a configuration's own turns)", slot)
+	} else {
+		res, err = measureSet(cfg, cfg.pairs, scs, rounds, -1)
+	}
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%d requesters on %d publishers, window %d each, %d-byte pages, %d rounds of %v, %s\n\n",
-		cfg.pairs, cfg.pubs(), cfg.window, cfg.page, rounds, cfg.duration, time.Now().UTC().Format(time.RFC3339))
+	fmt.Printf("%d requesters on %d publishers, window %d each, %d-byte pages, %d rounds of %v, %s, %s\n\n",
+		cfg.pairs, cfg.pubs(), cfg.window, cfg.page, rounds, cfg.duration, how, time.Now().UTC().Format(time.RFC3339))
 	fmt.Print(compareTable(res))
 	fmt.Print("\n", relayVsForwarders(res))
 	if t := relayVsOld(res); t != "" {

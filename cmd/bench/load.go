@@ -59,6 +59,10 @@ type loadGen struct {
 	pubs     []*publisher // requester i asks pubs[i%len(pubs)]
 	pageSize int
 	opts     transport.Options // for every generator socket
+	// stall is how long the closed loop waits for a page before it
+	// writes its window off: stallAfter, or more where the server is
+	// paused between turns (measureTogether).
+	stall time.Duration
 
 	sendTime []atomic.Int64 // ring: send time (ns since start) by sequence number
 	start    time.Time
@@ -82,7 +86,7 @@ func newLoadGen(server netip.AddrPort, requesters, publishers, basePort, pageSiz
 	// loopback a GRO receiver also spares the sender's system call the
 	// splitting of its GSO sends, which would flatter every server alike.
 	opts.DisableGRO = true
-	g := &loadGen{server: server, pageSize: pageSize, opts: opts, sendTime: make([]atomic.Int64, 1<<ringBits), start: time.Now()}
+	g := &loadGen{server: server, pageSize: pageSize, opts: opts, stall: stallAfter, sendTime: make([]atomic.Int64, 1<<ringBits), start: time.Now()}
 	for i := 0; i < publishers; i++ {
 		pub, err := transport.ListenUDP(netip.AddrPortFrom(loopback, uint16(basePort+pairOffset+i)), opts)
 		if err != nil {
@@ -308,10 +312,10 @@ func (g *loadGen) closedLoop(window int, d time.Duration) float64 {
 	// good: when pages stop coming, write the window off and refill it.
 	last, lastT := g.answered.Load(), time.Now()
 	for time.Since(t0) < d {
-		time.Sleep(stallAfter / 4)
+		time.Sleep(g.stall / 4)
 		if a := g.answered.Load(); a != last {
 			last, lastT = a, time.Now()
-		} else if time.Since(lastT) > stallAfter {
+		} else if time.Since(lastT) > g.stall {
 			g.lost.Add(uint64(window * len(g.pairs)))
 			for _, p := range g.pairs {
 				for sent := 0; sent < window; sent += transport.DefaultBatchSize {

@@ -50,6 +50,7 @@ func main() {
 		quick    = flag.Bool("quick", false, "skip the 1M-entry and scaling runs")
 		out      = flag.String("out", "BENCHMARKS.md", "report file")
 		plots    = flag.String("plots", "docs/bench", "directory for the SVG plots")
+		slot     = flag.Duration("slot", 0, "compare mode: measure a round's configurations at once, each with a load generator of its own, their server children taking turns on their core for this long each (paused by SIGSTOP between turns), so that the machine's drift falls on all alike; 0: one after another, -duration each")
 		pin      = flag.Bool("pin", false, "Linux, 2 CPUs or more: run the load generator on CPU 0 and every server child on CPU 1, so that a server's core is its own and the kernel work its sends cause (loopback delivery) is done and charged there, whatever the scheduler would have placed")
 	)
 	flag.Parse()
@@ -77,7 +78,7 @@ func main() {
 		return
 	}
 	if isSet("variants") || *old != "" {
-		if err := compareMain(cfg, strings.Split(*variants, ","), *old, max(*rounds, 1)); err != nil {
+		if err := compareMain(cfg, strings.Split(*variants, ","), *old, max(*rounds, 1), *slot); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}

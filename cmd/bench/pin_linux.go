@@ -41,3 +41,12 @@ func cpus() int {
 	}
 	return set.Count()
 }
+
+// pause stops the child's every thread (SIGSTOP) until resume.
+func (c *child) pause() { _ = unix.Kill(c.cmd.Process.Pid, unix.SIGSTOP) }
+
+// resume continues a paused child (SIGCONT).
+func (c *child) resume() { _ = unix.Kill(c.cmd.Process.Pid, unix.SIGCONT) }
+
+// canPause reports whether children can be paused (measureTogether).
+const canPause = true

@@ -30,6 +30,7 @@ type round struct {
 	datagrams uint64        // datagrams the server read over the round
 	drops     uint64        // kernel receive drops during the round
 	lost      uint64        // requests written off by the generator
+	turns     int           // measureTogether: the turns the server ran in
 }
 
 // measureSet runs scenarios side by side: every child starts at once, the
@@ -121,16 +122,25 @@ func measureSet(cfg benchConfig, pairs int, scs []scenario, rounds, latencyRef i
 			}
 		}
 	}
+	if err := readFinal(results, children); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// readFinal fills each result's figures read once, at the end of its
+// child's rounds: memory, and whether it sent with GSO.
+func readFinal(results []*result, children []*child) error {
 	for i, c := range children {
 		s, err := c.stats()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		results[i].RSS = c.rss()
 		results[i].GSO = s.GSO
 		results[i].Heap = s.HeapInuse
 	}
-	return results, nil
+	return nil
 }
 
 // warmUp is the closed-loop run before each measured round.
