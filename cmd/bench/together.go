@@ -35,8 +35,10 @@ const portStride = 2 * pairOffset
 // warmUpSlots is the rotation before each round's first snapshot.
 const warmUpSlots = warmUp
 
-// maxTurnWait is the longest a child may wait between its turns.
-const maxTurnWait = 500 * time.Millisecond
+// maxTurnWait is the longest a child may wait between its turns: far
+// below the relay's shortest timer a requester's silence would trip (its
+// pending entries live DefaultTTL, 30 s).
+const maxTurnWait = time.Second
 
 // measureTogether runs scenarios at once: rounds rounds, each measuring
 // every scenario over the same cfg.duration while their children take
@@ -99,7 +101,7 @@ func measureTogether(cfg benchConfig, pairs int, scs []scenario, rounds int, slo
 		results[i] = &result{Name: sc.name, Role: sc.role, Pending: sc.pending, Sockets: sc.sockets, Procs: sc.procs, Pairs: pairs}
 	}
 	for k := 0; k < rounds; k++ {
-		rds, err := togetherRound(cfg, children, gens, slot)
+		rds, err := togetherRound(cfg, children, gens, slot, k)
 		if err != nil {
 			return nil, err
 		}
@@ -121,8 +123,9 @@ func measureTogether(cfg benchConfig, pairs int, scs []scenario, rounds int, slo
 // togetherRound is one round of measureTogether: every generator keeps its
 // window in flight while the children take turns, first for warmUpSlots,
 // then for cfg.duration between two snapshots of each child. A round's
-// rate is the child's round trips per second of its own turns.
-func togetherRound(cfg benchConfig, children []*child, gens []*loadGen, slot time.Duration) ([]round, error) {
+// rate is the child's round trips per second of its own turns. k is the
+// round's number, from 0.
+func togetherRound(cfg benchConfig, children []*child, gens []*loadGen, slot time.Duration, k int) ([]round, error) {
 	n := len(children)
 	for _, c := range children {
 		c.pause()
@@ -144,7 +147,8 @@ func togetherRound(cfg benchConfig, children []*child, gens []*loadGen, slot tim
 		}
 		loops.Wait()
 	}()
-	rotate(children, slot, warmUpSlots, nil)
+	order := rotationOrder(n, k)
+	rotate(children, order, slot, warmUpSlots, nil)
 	type snap struct {
 		s          serverStats
 		user, sys  time.Duration
@@ -172,7 +176,7 @@ func togetherRound(cfg benchConfig, children []*child, gens []*loadGen, slot tim
 	}
 	turns := make([]int, n)
 	ran := make([]time.Duration, n)
-	rotate(children, slot, cfg.duration, func(i int, d time.Duration) { turns[i]++; ran[i] += d })
+	rotate(children, order, slot, cfg.duration, func(i int, d time.Duration) { turns[i]++; ran[i] += d })
 	s1, err := snapshot()
 	if err != nil {
 		return nil, err
@@ -200,13 +204,30 @@ func togetherRound(cfg benchConfig, children []*child, gens []*loadGen, slot tim
 	return rds, nil
 }
 
-// rotate gives children turns of slot each, in order, one running and the
-// others paused, for d in all, and leaves them all paused. each, if not
-// nil, is told every turn taken: whose, and how long it ran.
-func rotate(children []*child, slot, d time.Duration, each func(i int, ran time.Duration)) {
+// rotationOrder is the order of round k's turns among n children:
+// forward in even rounds and backward in odd ones, so that each
+// configuration follows each of its neighbours as often. What a turn
+// leaves behind (the kernel still freeing its sends, its data in the
+// caches) falls on the turn after it.
+func rotationOrder(n, k int) []int {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+		if k%2 == 1 {
+			order[i] = n - 1 - i
+		}
+	}
+	return order
+}
+
+// rotate gives children turns of slot each, in the order order names
+// them (indexes into children), one running and the others paused, for d
+// in all, and leaves them all paused. each, if not nil, is told every turn
+// taken: whose, and how long it ran.
+func rotate(children []*child, order []int, slot, d time.Duration, each func(i int, ran time.Duration)) {
 	t0 := time.Now()
 	for k := 0; time.Since(t0) < d; k++ {
-		i := k % len(children)
+		i := order[k%len(order)]
 		c := children[i]
 		start := time.Now()
 		c.resume()

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,7 +34,7 @@ func waitState(t *testing.T, pid int, want byte) bool {
 	return false
 }
 
-// TestRotate: rotate gives each child turns in order, and after each
+// TestRotate: rotate gives each child turns in the order given, and after each
 // turn, and at the end, every child is stopped, so that no two ever run
 // at once; each child used CPU in its turns. Three busy loops that were
 // never paused would use two CPUs' worth, so the CPU they used in all is
@@ -60,11 +61,12 @@ func TestRotate(t *testing.T) {
 		u, s := c.cpuTime()
 		u0[i] = u + s
 	}
-	var order []int
+	var taken []int
 	var turns [3]int
 	t0 := time.Now()
-	rotate(cs, 20*time.Millisecond, 600*time.Millisecond, func(i int, ran time.Duration) {
-		order = append(order, i)
+	order := []int{2, 0, 1}
+	rotate(cs, order, 20*time.Millisecond, 600*time.Millisecond, func(i int, ran time.Duration) {
+		taken = append(taken, i)
 		turns[i]++
 		if ran < 20*time.Millisecond {
 			t.Errorf("turn of child %d ran %v, under its slot", i, ran)
@@ -76,9 +78,9 @@ func TestRotate(t *testing.T) {
 		}
 	})
 	wall := time.Since(t0)
-	for k, i := range order {
-		if i != k%3 {
-			t.Fatalf("turns in order %v, not in rotation", order)
+	for k, i := range taken {
+		if i != order[k%3] {
+			t.Fatalf("turns taken %v, not in the rotation %v", taken, order)
 		}
 	}
 	var used time.Duration
@@ -97,7 +99,7 @@ func TestRotate(t *testing.T) {
 	if limit := wall + 3*10*time.Millisecond; used > limit {
 		t.Errorf("the children used %v of CPU in %v: more than one ran at a time", used, wall)
 	}
-	t.Logf("%d turns in %v; CPU used %v", len(order), wall, used)
+	t.Logf("%d turns in %v; CPU used %v", len(taken), wall, used)
 }
 
 // TestMeasureTogetherSmoke measures the forwarders and the relay at once
@@ -129,5 +131,18 @@ func TestMeasureTogetherSmoke(t *testing.T) {
 	// Too many configurations for the slot: refused, not measured wrong.
 	if _, err := measureTogether(cfg, 2, make([]scenario, 3), 1, maxTurnWait); err == nil {
 		t.Error("a turn wait over maxTurnWait was accepted")
+	}
+}
+
+// TestRotationOrder: forward in even rounds, backward in odd ones, so
+// that each configuration's turn follows each neighbour's as often.
+func TestRotationOrder(t *testing.T) {
+	for _, c := range []struct {
+		n, k int
+		want []int
+	}{{3, 0, []int{0, 1, 2}}, {3, 1, []int{2, 1, 0}}, {4, 2, []int{0, 1, 2, 3}}, {4, 3, []int{3, 2, 1, 0}}} {
+		if got := rotationOrder(c.n, c.k); !slices.Equal(got, c.want) {
+			t.Errorf("rotationOrder(%d, %d) = %v, want %v", c.n, c.k, got, c.want)
+		}
 	}
 }
