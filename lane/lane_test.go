@@ -237,6 +237,33 @@ func TestKeySetIsKeyOf(t *testing.T) {
 	if k != KeyOf(zero) {
 		t.Errorf("the zero AddrPort: Set made %v, KeyOf %v", k, KeyOf(zero))
 	}
+	// Random IPv4 and IPv6 lanes, and IPv4-mapped IPv6 ones (As16's path,
+	// which must give the same Key as the IPv4 lane).
+	rng := rand.New(rand.NewPCG(3, 5))
+	for i := 0; i < 3000; i++ {
+		var b [16]byte
+		for j := range b {
+			b[j] = byte(rng.Uint32())
+		}
+		port := uint16(rng.Uint32())
+		var ap netip.AddrPort
+		switch i % 3 {
+		case 0:
+			ap = netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[12:16])), port)
+		case 1:
+			ap = netip.AddrPortFrom(netip.AddrFrom16(b), port)
+		case 2:
+			ap = netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[12:16])), port)
+			k.Set(netip.AddrPortFrom(netip.AddrFrom16(ap.Addr().As16()), port))
+			if k != KeyOf(ap) {
+				t.Fatalf("%v, IPv4-mapped: Set made %v, KeyOf of the IPv4 lane %v", ap, k, KeyOf(ap))
+			}
+		}
+		k.Set(ap)
+		if k != KeyOf(ap) {
+			t.Fatalf("%v: Set made %v, KeyOf %v", ap, k, KeyOf(ap))
+		}
+	}
 }
 
 // TestKeyShortIsEncodeShort: Key.Short is EncodeShort of the Key's lane,
