@@ -60,6 +60,12 @@ func measureTogether(cfg benchConfig, pairs int, scs []scenario, rounds int, slo
 	if wait > maxTurnWait {
 		return nil, fmt.Errorf("%d configurations in slots of %v wait %v between turns: keep it under %v", len(scs), slot, wait, maxTurnWait)
 	}
+	for _, sc := range scs {
+		if sc.pending > 0 {
+			// measureSet's prefill is not done here: refused, not skipped.
+			return nil, fmt.Errorf("%s: a pre-filled table is measured one configuration after another (measureSet)", sc.name)
+		}
+	}
 	if base := cfg.base + len(scs)*portStride; base > 65535 {
 		return nil, fmt.Errorf("%d configurations from port %d need ports up to %d", len(scs), cfg.base, base)
 	}

@@ -132,6 +132,9 @@ func TestMeasureTogetherSmoke(t *testing.T) {
 	if _, err := measureTogether(cfg, 2, make([]scenario, 3), 1, maxTurnWait); err == nil {
 		t.Error("a turn wait over maxTurnWait was accepted")
 	}
+	if _, err := measureTogether(cfg, 2, []scenario{{name: "relay", role: "relay", pending: 10, sockets: 1, procs: 1}}, 1, 10*time.Millisecond); err == nil {
+		t.Error("a pre-filled table was accepted, and would not have been pre-filled")
+	}
 }
 
 // TestRotationOrder: forward in even rounds, backward in odd ones, so
