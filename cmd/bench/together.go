@@ -32,9 +32,6 @@ import (
 // publishers pairOffset above them.
 const portStride = 2 * pairOffset
 
-// warmUpSlots is the rotation before each round's first snapshot.
-const warmUpSlots = warmUp
-
 // maxTurnWait is the longest a child may wait between its turns: far
 // below the relay's shortest timer a requester's silence would trip (its
 // pending entries live DefaultTTL, 30 s).
@@ -127,7 +124,7 @@ func measureTogether(cfg benchConfig, pairs int, scs []scenario, rounds int, slo
 }
 
 // togetherRound is one round of measureTogether: every generator keeps its
-// window in flight while the children take turns, first for warmUpSlots,
+// window in flight while the children take turns, first for warmUp,
 // then for cfg.duration between two snapshots of each child. A round's
 // rate is the child's round trips per second of its own turns. k is the
 // round's number, from 0.
@@ -138,7 +135,7 @@ func togetherRound(cfg benchConfig, children []*child, gens []*loadGen, slot tim
 	}
 	// The closed loops outlast the rotation: warm-up, the measurement,
 	// and the snapshots (a pipe round trip each) on either side of it.
-	span := warmUpSlots + cfg.duration + time.Duration(n)*100*time.Millisecond
+	span := warmUp + cfg.duration + time.Duration(n)*100*time.Millisecond
 	var loops sync.WaitGroup
 	for _, g := range gens {
 		loops.Add(1)
@@ -154,25 +151,24 @@ func togetherRound(cfg benchConfig, children []*child, gens []*loadGen, slot tim
 		loops.Wait()
 	}()
 	order := rotationOrder(n, k)
-	rotate(children, order, slot, warmUpSlots, nil)
+	rotate(children, order, slot, warmUp, nil)
 	type snap struct {
-		s          serverStats
-		user, sys  time.Duration
-		answered   uint64
-		lost       uint64
-		turnsTaken int
+		s         serverStats
+		user, sys time.Duration
+		answered  uint64
+		lost      uint64
 	}
 	snapshot := func() ([]snap, error) {
 		out := make([]snap, n)
 		for i, c := range children {
 			c.resume()
 			s, err := c.stats()
-			u, k := c.cpuTime()
+			user, sys := c.cpuTime()
 			c.pause()
 			if err != nil {
 				return nil, err
 			}
-			out[i] = snap{s: s, user: u, sys: k, answered: gens[i].answered.Load(), lost: gens[i].lost.Load()}
+			out[i] = snap{s: s, user: user, sys: sys, answered: gens[i].answered.Load(), lost: gens[i].lost.Load()}
 		}
 		return out, nil
 	}
