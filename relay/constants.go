@@ -41,13 +41,17 @@ const (
 	// before. Not a cap: nothing is refused for it.
 	laneMemoSlots = 16
 
-	// PrefetchMinPending is the pending-table size from which the server
+	// PrefetchMinIndexSlots is the pending table's index size
+	// (pit.Table.IndexSlots, 4 bytes a slot) from which the server
 	// prefetches each batch's table slots before deciding the batch
-	// (Relay.Prefetch). Below it the table's index fits in a core's L2
-	// cache (about 7 bytes of index per entry) and the extra look at each
-	// datagram's name costs more than it saves; above it, each new name
-	// is a cache miss, and prefetching lets a batch's misses overlap.
-	PrefetchMinPending = 1 << 16
+	// (Relay.Prefetch): 512 KiB. Below it the index fits in a core's L2
+	// cache and the extra look at each datagram's name costs more than it
+	// saves; above it, each new name is a cache miss, and prefetching lets
+	// a batch's misses overlap. The index holds 4/3 to 8/3 slots an entry
+	// and never shrinks, so this is reached at 49,152 to 98,304 entries,
+	// and prefetching stays on once a table has been that big (its index,
+	// sparse or not, is as big).
+	PrefetchMinIndexSlots = 1 << 17
 
 	// readErrorPause is how long a reader waits after a failed read (not
 	// a closed socket), so that an error returned at once on every call

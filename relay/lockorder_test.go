@@ -35,10 +35,10 @@ var lockForeign = []string{"routes", "pending", "amp", "pki"}
 
 // lockFreeCalls are the methods of those tables that take no lock (their
 // docs say so: the lane clock, the self lanes and the hint networks are
-// read without one, Prefetch and Len are lock-free).
+// read without one, Prefetch and IndexSlots are lock-free).
 var lockFreeCalls = map[string]bool{
 	"Arrived": true, "IsSelf": true, "TargetAllowed": true, "HintAllowed": true,
-	"Cap": true, "Prefetch": true, "Len": true, "Probing": true,
+	"Cap": true, "Prefetch": true, "IndexSlots": true, "Probing": true,
 }
 
 func TestLockOrder(t *testing.T) {

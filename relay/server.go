@@ -275,7 +275,7 @@ func (s *Server) routineRead(rd *sockReader) {
 			}
 			out.MugBatch(mugBufs[:n])
 		}
-		if s.relay.pending.Len() >= PrefetchMinPending {
+		if s.relay.pending.IndexSlots() >= PrefetchMinIndexSlots {
 			for i := 0; i < n; i++ {
 				s.relay.Prefetch(in[i].Buf[:in[i].N], out)
 			}

@@ -202,8 +202,9 @@
 // hash bits, each behind its own sync.Mutex that guards all of the shard's
 // slabs, index and wheel; a lock is held for one operation on one shard
 // (Expire takes the shards in turn). Several socket goroutines may share
-// one table. Counters are per-shard atomics, written under the lock and
-// read by Stats and Len without it. Calls from different goroutines may
+// one table. Counters are per-shard plain words, written and read (by Stats
+// and Len) under the shard's lock; IndexSlots reads only the index's size,
+// without a lock. Calls from different goroutines may
 // carry clock readings slightly out of order: an older reading never
 // shortens an entry's life, and entries never go missing from the wheel.
 package pit

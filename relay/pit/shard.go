@@ -301,13 +301,13 @@ func (s *shard) addLocked(h uint64, r *lane.Key, recv bool, nowTick, expTick, no
 		if expired(e.expiry, nowTick) {
 			// A dead entry not yet reached by the wheel: restart it. Its
 			// wheel link (sched <= old expiry < new expiry) stays valid.
-			s.c.expired.Add(1)
+			s.c.expired++
 			if s.p.countEntries {
 				to := s.sourceSlot(r)
 				if e.slot() != to && s.sourceFullLocked(to) {
 					s.unlinkLocked(i)
 					s.dropLocked(pos, i)
-					s.c.sourceCapped.Add(1)
+					s.c.sourceCapped++
 					return VerdictSourceCapped, false
 				}
 				s.sources[e.slot()].entries--
@@ -322,7 +322,7 @@ func (s *shard) addLocked(h uint64, r *lane.Key, recv bool, nowTick, expTick, no
 			e.most = 0
 			e.expiry = expTick
 			e.fwdMs = nowMs
-			s.c.added.Add(1)
+			s.c.added++
 			return VerdictForwardNew, false
 		}
 		full := e.nreq >= s.p.maxReq
@@ -341,23 +341,23 @@ func (s *shard) addLocked(h uint64, r *lane.Key, recv bool, nowTick, expTick, no
 			}
 			s.bump(e, expTick)
 			e.fwdMs = nowMs
-			s.c.retransmits.Add(1)
+			s.c.retransmits++
 			return VerdictForwardRetransmit, false
 		}
 		var kept bool
 		switch {
 		case s.p.maxReqSrc != 0 && sc.same >= int(s.p.maxReqSrc):
-			s.c.entryShareCapped.Add(1)
+			s.c.entryShareCapped++
 		case full:
 			if kept = s.displaceLocked(e, r, rf, sc); !kept {
-				s.c.entryShareCapped.Add(1)
+				s.c.entryShareCapped++
 			}
 		default:
 			kept = s.appendRequesterLocked(i, r, rf)
 		}
 		e = &s.entries[i]
 		if !kept {
-			s.c.requesterCapped.Add(1)
+			s.c.requesterCapped++
 			if int32(nowMs-e.fwdMs) >= s.p.windowMs {
 				e.fwdMs = nowMs
 				return VerdictCappedForward, false
@@ -366,11 +366,11 @@ func (s *shard) addLocked(h uint64, r *lane.Key, recv bool, nowTick, expTick, no
 		}
 		s.bump(e, expTick)
 		if int32(nowMs-e.fwdMs) < s.p.windowMs {
-			s.c.aggregated.Add(1)
+			s.c.aggregated++
 			return VerdictAggregated, false
 		}
 		e.fwdMs = nowMs
-		s.c.joined.Add(1)
+		s.c.joined++
 		return VerdictForwardJoined, false
 	}
 
@@ -378,7 +378,7 @@ func (s *shard) addLocked(h uint64, r *lane.Key, recv bool, nowTick, expTick, no
 	if s.p.countEntries {
 		slot = s.sourceSlot(r)
 		if s.sourceFullLocked(slot) {
-			s.c.sourceCapped.Add(1)
+			s.c.sourceCapped++
 			return VerdictSourceCapped, false
 		}
 	}
@@ -386,17 +386,17 @@ func (s *shard) addLocked(h uint64, r *lane.Key, recv bool, nowTick, expTick, no
 	// reserveAt < entryCap only under RefuseNew with a reserve, and then
 	// s.sources is kept.
 	if s.n >= s.p.reserveAt && (s.n >= s.p.entryCap || s.overShareLocked(slot)) {
-		s.c.expired.Add(uint64(s.expireLocked(nowTick)))
+		s.c.expired += uint64(s.expireLocked(nowTick))
 		switch {
 		case s.n >= s.p.entryCap:
 			if s.p.policy == RefuseNew {
-				s.c.refused.Add(1)
+				s.c.refused++
 				return VerdictRefused, false
 			}
 			evicted = s.evictLocked(nowTick)
 		case s.n >= s.p.reserveAt && s.overShareLocked(slot):
-			s.c.refused.Add(1)
-			s.c.refusedShare.Add(1)
+			s.c.refused++
+			s.c.refusedShare++
 			return VerdictRefused, false
 		}
 		// Removals may have moved the insertion point.
@@ -405,7 +405,7 @@ func (s *shard) addLocked(h uint64, r *lane.Key, recv bool, nowTick, expTick, no
 	// Counted before the entry is written, not after: a locked add waits
 	// for the stores before it to drain, and here none are pending but
 	// the lock's (the unlock waits for the entry's anyway).
-	s.c.added.Add(1)
+	s.c.added++
 	s.insertLocked(pos, h, r, rf, slot, expTick, nowMs)
 	return VerdictForwardNew, evicted
 }
@@ -460,10 +460,10 @@ func (s *shard) takeLocked(h uint64, dst []lane.Key, held *Held, nowTick uint32)
 	if expired(e.expiry, nowTick) {
 		s.unlinkLocked(i)
 		s.dropLocked(pos, i)
-		s.c.expired.Add(1)
+		s.c.expired++
 		return dst, false
 	}
-	s.c.taken.Add(1) // before the stores, as in addLocked
+	s.c.taken++ // before the stores, as in addLocked
 	base := len(dst)
 	if len(dst) < cap(dst) {
 		// Copied straight from the slab: append would copy e.first
@@ -649,7 +649,7 @@ func (s *shard) displaceLocked(e *entry, r *lane.Key, rf uint8, sc scan) bool {
 		mostU.n--
 	}
 	e.most = uint16(mostU.n + 1)
-	s.c.displaced.Add(1)
+	s.c.displaced++
 	return true
 }
 
@@ -749,7 +749,7 @@ func (s *shard) appendRequesterLocked(i uint32, r *lane.Key, f uint8) bool {
 		if s.p.chunkShare > 0 {
 			slot = s.sourceSlot(r)
 			if s.sources[slot].chunks >= s.p.chunkShare {
-				s.c.overflowShareCapped.Add(1)
+				s.c.overflowShareCapped++
 				return false
 			}
 		}
@@ -881,7 +881,7 @@ func (s *shard) restoreLocked(h uint64, reqs []lane.Key, held *Held, nowTick uin
 	if found && expired(s.entries[i].expiry, nowTick) {
 		s.unlinkLocked(i)
 		s.dropLocked(pos, i)
-		s.c.expired.Add(1)
+		s.c.expired++
 		pos, _, found = s.findLocked(h)
 	}
 	from := 0
@@ -897,8 +897,8 @@ func (s *shard) restoreLocked(h uint64, reqs []lane.Key, held *Held, nowTick uin
 			return 0
 		}
 		i = s.insertLocked(pos, h, &reqs[0], held.flags[0]|flagDelivered, slot, held.expiry, held.fwdMs)
-		s.c.added.Add(1)
-		s.c.restored.Add(1)
+		s.c.added++
+		s.c.restored++
 		from = 1
 	}
 	e := &s.entries[i]

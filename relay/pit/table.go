@@ -288,7 +288,7 @@ func (t *Table) Expire(now time.Duration) int {
 		s := &t.shards[i]
 		s.mu.Lock()
 		n := s.expireLocked(nowTick)
-		s.c.expired.Add(uint64(n))
+		s.c.expired += uint64(n)
 		s.mu.Unlock()
 		removed += n
 	}
@@ -296,11 +296,31 @@ func (t *Table) Expire(now time.Duration) int {
 }
 
 // Len returns the number of live entries, including expired ones not yet
-// deleted by Expire, Take or Add. It takes no lock.
+// deleted by Expire, Take or Add. It takes each shard's lock in turn: for
+// metrics and tests, not a per-datagram path (see IndexSlots).
 func (t *Table) Len() int {
 	n := 0
 	for i := range t.shards {
-		n += t.shards[i].c.live()
+		s := &t.shards[i]
+		s.mu.Lock()
+		n += s.c.live()
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// IndexSlots returns the size of the table's key index, in slots of 4
+// bytes, summed over the shards, without a lock: what a lookup of a new
+// name ranges over, and so whether it misses the cache. The index grows
+// (doubling, at 3/4 full) and never shrinks, so this is a high-water mark
+// of Len: between 4/3 and 8/3 of the most entries a shard has held, per
+// shard, and at least initialIndexSlots per shard once it held any.
+func (t *Table) IndexSlots() int {
+	n := 0
+	for i := range t.shards {
+		if v := t.shards[i].slotsView.Load(); v != nil {
+			n += len(*v)
+		}
 	}
 	return n
 }
@@ -315,13 +335,16 @@ func (t *Table) Cap() int {
 	return n
 }
 
-// Stats returns a snapshot of the counters. It takes no lock.
+// Stats returns a snapshot of the counters, taking each shard's lock in
+// turn.
 func (t *Table) Stats() Stats {
 	var st Stats
 	for i := range t.shards {
-		c := &t.shards[i].c
-		st.Entries += c.live()
-		c.addTo(&st)
+		s := &t.shards[i]
+		s.mu.Lock()
+		st.Entries += s.c.live()
+		s.c.addTo(&st)
+		s.mu.Unlock()
 	}
 	return st
 }

@@ -566,6 +566,53 @@ func TestPrefetch(t *testing.T) {
 	}
 }
 
+// TestIndexSlots checks the index size the server's prefetch rule reads
+// (relay.PrefetchMinIndexSlots): none before the first entry, at least 4/3
+// of the entries while they grow (the index is kept at most 3/4 full),
+// never shrinking as they are taken, and safe to read without a lock while
+// another goroutine adds (run with -race).
+func TestIndexSlots(t *testing.T) {
+	const shards, n = 4, 30000
+	tb := mustNew(t, Config{MaxEntries: 1 << 16, Shards: shards})
+	if got := tb.IndexSlots(); got != 0 {
+		t.Fatalf("IndexSlots = %d on an empty table, want 0", got)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range n {
+			tb.Add(uint64(i)*0x9e3779b97f4a7c15, laneN(i), 0)
+		}
+	}()
+	prev := 0
+	for {
+		select {
+		case <-done:
+		default:
+			got := tb.IndexSlots()
+			if got < prev {
+				t.Fatalf("IndexSlots fell from %d to %d while entries were added", prev, got)
+			}
+			prev = got
+			continue
+		}
+		break
+	}
+	high := tb.IndexSlots()
+	if high*3 < tb.Len()*4 {
+		t.Fatalf("IndexSlots = %d for %d entries: more than 3/4 full", high, tb.Len())
+	}
+	if high > 8*n/3+shards*initialIndexSlots {
+		t.Fatalf("IndexSlots = %d for %d entries: more than twice the load factor needs", high, n)
+	}
+	for i := range n {
+		tb.Take(uint64(i)*0x9e3779b97f4a7c15, nil, 0)
+	}
+	if tb.Len() != 0 || tb.IndexSlots() != high {
+		t.Fatalf("after taking every entry: Len %d, IndexSlots %d, want 0 and %d (it never shrinks)", tb.Len(), tb.IndexSlots(), high)
+	}
+}
+
 // TestCap: Cap is each shard's whole share of MaxEntries times the shards,
 // and a table refusing new names fills to exactly Cap.
 func TestCap(t *testing.T) {

@@ -141,9 +141,9 @@ func (s *shard) shedLocked(i uint32, nowTick uint32) bool {
 	live := !expired(s.entries[i].expiry, nowTick)
 	s.removeLocked(i)
 	if live {
-		s.c.evicted.Add(1)
+		s.c.evicted++
 	} else {
-		s.c.expired.Add(1)
+		s.c.expired++
 	}
 	return live
 }
