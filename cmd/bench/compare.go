@@ -35,9 +35,15 @@ func compareMain(cfg benchConfig, variants []string, old string, rounds int, slo
 	var res []*result
 	var err error
 	how := "one after another"
+	if cfg.rate > 0 && slot <= 0 {
+		return fmt.Errorf("-rate %v: a held rate is measured at once only (-slot)", cfg.rate)
+	}
 	if slot > 0 {
 		res, err = measureTogether(cfg, cfg.pairs, scs, rounds, slot)
 		how = fmt.Sprintf("at once in turns of %v (rates: round trips a second of a configuration's own turns)", slot)
+		if cfg.rate > 0 {
+			how += fmt.Sprintf(", each held to %.0f round trips a second", cfg.rate)
+		}
 	} else {
 		res, err = measureSet(cfg, cfg.pairs, scs, rounds, -1)
 	}

@@ -331,6 +331,68 @@ func (g *loadGen) closedLoop(window int, d time.Duration) float64 {
 	return rate
 }
 
+// pacedLoop is closedLoop held to rate round trips a second: requests go
+// out on the pairs in turn, at rate, while fewer than window a pair (window
+// times the pairs in all) are in flight, for d. It returns the round trips
+// per second. With every configuration's generator at one rate below each
+// server's capacity, their CPU a round trip is compared at equal load, not
+// each at its own saturation (-rate).
+func (g *loadGen) pacedLoop(window int, rate float64, d time.Duration) float64 {
+	var wg sync.WaitGroup
+	g.runRequesters(&wg, nil)
+	const tick = 100 * time.Microsecond
+	perTick := rate * tick.Seconds()
+	capacity := window * len(g.pairs)
+	msgs := newMessages(transport.DefaultBatchSize, 0, 128)
+	ans0, lost0 := g.answered.Load(), g.lost.Load()
+	sent := uint64(0)
+	due := 0.0
+	last, lastT := ans0, time.Now()
+	t0 := time.Now()
+	next := 0
+	for k := 0; time.Since(t0) < d; k++ {
+		answered := g.answered.Load()
+		if answered != last {
+			last, lastT = answered, time.Now()
+		} else if time.Since(lastT) > g.stall {
+			// No page for stall: what is in flight was lost (a full
+			// socket buffer), as closedLoop writes its window off.
+			g.lost.Add(sent - min(sent, answered-ans0+g.lost.Load()-lost0))
+			lastT = time.Now()
+		}
+		inFlight := int(sent - min(sent, answered-ans0+g.lost.Load()-lost0))
+		var n int
+		n, due = paceStep(due, perTick, capacity-inFlight)
+		for n > 0 {
+			b := min(n, transport.DefaultBatchSize)
+			g.send(g.pairs[next%len(g.pairs)], b, msgs)
+			next++
+			sent += uint64(b)
+			n -= b
+		}
+		time.Sleep(time.Until(t0.Add(time.Duration(k+1) * tick)))
+	}
+	rate = float64(g.answered.Load()-ans0) / time.Since(t0).Seconds()
+	g.quiesce(&wg)
+	return rate
+}
+
+// paceStep is one tick of pacedLoop: due requests carried from the last
+// tick, perTick more due at this one, room free places in the window. It
+// returns how many to send now, the whole requests due but at most room,
+// and what is carried to the next tick: the fraction left, or nothing when
+// the window is full (room caps n), so that a server paused between turns
+// (measureTogether) is met with at most a full window, not a burst of all
+// that came due meanwhile.
+func paceStep(due, perTick float64, room int) (n int, carry float64) {
+	due += perTick
+	n = int(due)
+	if n >= room {
+		return max(room, 0), 0
+	}
+	return n, due - float64(n)
+}
+
 // openLoop sends at rate requests per second for d, recording round trips,
 // and returns their sorted latencies and the fraction answered.
 func (g *loadGen) openLoop(rate float64, d time.Duration) ([]time.Duration, float64) {

@@ -51,6 +51,7 @@ func main() {
 		out      = flag.String("out", "BENCHMARKS.md", "report file")
 		plots    = flag.String("plots", "docs/bench", "directory for the SVG plots")
 		slot     = flag.Duration("slot", 0, "compare mode: measure a round's configurations at once, each with a load generator of its own, their server children taking turns on their core for this long each (paused by SIGSTOP between turns), so that the machine's drift falls on all alike; 0: one after another, -duration each")
+		rate     = flag.Float64("rate", 0, "compare mode with -slot: hold each configuration's load to this many round trips a second (still at most -window a pair in flight), so that every server is measured at the same load, below its saturation; 0: each as fast as its closed loop goes")
 		pin      = flag.Bool("pin", false, "Linux, 2 CPUs or more: run the load generator on CPU 0 and every server child on CPU 1, so that a server's core is its own and the kernel work its sends cause (loopback delivery) is done and charged there, whatever the scheduler would have placed")
 	)
 	flag.Parse()
@@ -69,7 +70,7 @@ func main() {
 		}
 		os.Setenv(childCPUEnv, "1")
 	}
-	cfg := benchConfig{pairs: *pairs, publishers: *pubs, base: *base, duration: *duration, window: *window, page: *page}
+	cfg := benchConfig{pairs: *pairs, publishers: *pubs, base: *base, duration: *duration, window: *window, page: *page, rate: *rate}
 	if *download > 0 {
 		if err := downloadMain(cfg, *download, max(*rounds, 1)); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
@@ -106,8 +107,12 @@ func isSet(name string) bool {
 type benchConfig struct {
 	pairs, base, window, page int // pairs: requester sockets
 	publishers                int // publisher sockets; 0: one for each requester
-	duration                  time.Duration
-	noGSO                     bool // every socket, the generator's too, sends without UDP GSO
+	// rate, when above 0, holds each configuration's load to this many
+	// round trips a second (loadGen.pacedLoop), at most window a pair in
+	// flight; measured at once (-slot) only.
+	rate     float64
+	duration time.Duration
+	noGSO    bool // every socket, the generator's too, sends without UDP GSO
 }
 
 // pubs returns the publisher sockets.

@@ -141,7 +141,11 @@ func togetherRound(cfg benchConfig, children []*child, gens []*loadGen, slot tim
 		loops.Add(1)
 		go func() {
 			defer loops.Done()
-			g.closedLoop(cfg.window, span)
+			if cfg.rate > 0 {
+				g.pacedLoop(cfg.window, cfg.rate, span)
+			} else {
+				g.closedLoop(cfg.window, span)
+			}
 		}()
 	}
 	defer func() {
