@@ -336,7 +336,8 @@ func (g *loadGen) closedLoop(window int, d time.Duration) float64 {
 // times the pairs in all) are in flight, for d. It returns the round trips
 // per second. With every configuration's generator at one rate below each
 // server's capacity, their CPU a round trip is compared at equal load, not
-// each at its own saturation (-rate).
+// each at its own saturation (-rate). Ticks are 100 µs: a millisecond's
+// due at once measured as bursts that filled the servers' reads.
 func (g *loadGen) pacedLoop(window int, rate float64, d time.Duration) float64 {
 	var wg sync.WaitGroup
 	g.runRequesters(&wg, nil)
@@ -372,9 +373,9 @@ func (g *loadGen) pacedLoop(window int, rate float64, d time.Duration) float64 {
 		}
 		time.Sleep(time.Until(t0.Add(time.Duration(k+1) * tick)))
 	}
-	rate = float64(g.answered.Load()-ans0) / time.Since(t0).Seconds()
+	carried := float64(g.answered.Load()-ans0) / time.Since(t0).Seconds()
 	g.quiesce(&wg)
-	return rate
+	return carried
 }
 
 // paceStep is one tick of pacedLoop: due requests carried from the last

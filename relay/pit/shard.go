@@ -402,9 +402,6 @@ func (s *shard) addLocked(h uint64, r *lane.Key, recv bool, nowTick, expTick, no
 		// Removals may have moved the insertion point.
 		pos, _, _ = s.findLocked(h)
 	}
-	// Counted before the entry is written, not after: a locked add waits
-	// for the stores before it to drain, and here none are pending but
-	// the lock's (the unlock waits for the entry's anyway).
 	s.c.added++
 	s.insertLocked(pos, h, r, rf, slot, expTick, nowMs)
 	return VerdictForwardNew, evicted
@@ -463,7 +460,7 @@ func (s *shard) takeLocked(h uint64, dst []lane.Key, held *Held, nowTick uint32)
 		s.c.expired++
 		return dst, false
 	}
-	s.c.taken++ // before the stores, as in addLocked
+	s.c.taken++
 	base := len(dst)
 	if len(dst) < cap(dst) {
 		// Copied straight from the slab: append would copy e.first
