@@ -570,7 +570,8 @@ func TestPrefetch(t *testing.T) {
 // (relay.PrefetchMinIndexSlots): none before the first entry, at least 4/3
 // of the entries while they grow (the index is kept at most 3/4 full),
 // never shrinking as they are taken, and safe to read without a lock while
-// another goroutine adds (run with -race).
+// another goroutine adds (run with -race), as Len and Stats are, under the
+// shards' locks.
 func TestIndexSlots(t *testing.T) {
 	const shards, n = 4, 30000
 	tb := mustNew(t, Config{MaxEntries: 1 << 16, Shards: shards})
@@ -594,6 +595,9 @@ func TestIndexSlots(t *testing.T) {
 				t.Fatalf("IndexSlots fell from %d to %d while entries were added", prev, got)
 			}
 			prev = got
+			if l, st := tb.Len(), tb.Stats(); l > n || st.Added > n || st.Entries > n {
+				t.Fatalf("while adding %d: Len %d, Stats %+v", n, l, st)
+			}
 			continue
 		}
 		break
