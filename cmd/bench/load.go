@@ -353,17 +353,18 @@ func (g *loadGen) pacedLoop(window int, rate float64, d time.Duration) float64 {
 	next := 0
 	for k := 0; time.Since(t0) < d; k++ {
 		answered := g.answered.Load()
+		inFlight := sent - min(sent, answered-ans0+g.lost.Load()-lost0)
 		if answered != last {
 			last, lastT = answered, time.Now()
 		} else if time.Since(lastT) > g.stall {
 			// No page for stall: what is in flight was lost (a full
 			// socket buffer), as closedLoop writes its window off.
-			g.lost.Add(sent - min(sent, answered-ans0+g.lost.Load()-lost0))
+			g.lost.Add(inFlight)
+			inFlight = 0
 			lastT = time.Now()
 		}
-		inFlight := int(sent - min(sent, answered-ans0+g.lost.Load()-lost0))
 		var n int
-		n, due = paceStep(due, perTick, capacity-inFlight)
+		n, due = paceStep(due, perTick, capacity-int(inFlight))
 		for n > 0 {
 			b := min(n, transport.DefaultBatchSize)
 			g.send(g.pairs[next%len(g.pairs)], b, msgs)

@@ -42,6 +42,23 @@ func TestPaceStep(t *testing.T) {
 	}
 }
 
+// holeGen returns a load generator of two requesters and a publisher at
+// base, sending to a socket that reads nothing; both are closed when t ends.
+func holeGen(t *testing.T, base int) *loadGen {
+	t.Helper()
+	hole, err := transport.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), transport.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hole.Close() })
+	g, err := newLoadGen(hole.LocalAddr(), 2, 1, base, 256, transport.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.close)
+	return g
+}
+
 // TestPacedLoopWindow: against a server that answers nothing, a paced loop
 // however fast puts no more than window a pair in flight (before it writes
 // them off, after stall without a page).
@@ -49,20 +66,27 @@ func TestPacedLoopWindow(t *testing.T) {
 	if testing.Short() {
 		t.Skip("opens sockets")
 	}
-	hole, err := transport.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), transport.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hole.Close()
-	g, err := newLoadGen(hole.LocalAddr(), 2, 1, 46100, 256, transport.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.close()
+	g := holeGen(t, 46100)
 	g.stall = time.Minute
 	g.pacedLoop(4, 1e6, 50*time.Millisecond)
 	if sent := g.seq.Load(); sent != 8 {
 		t.Errorf("sent %d requests with none answered, want the window: 4 a pair, 2 pairs", sent)
+	}
+}
+
+// TestPacedLoopWritesOff: when no page comes for stall, what is in flight
+// is counted lost and the window is filled again, as closedLoop does, so
+// that requests lost to a full socket buffer do not shrink it for good.
+func TestPacedLoopWritesOff(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens sockets")
+	}
+	g := holeGen(t, 46150)
+	g.stall = 30 * time.Millisecond
+	g.pacedLoop(4, 1e6, 150*time.Millisecond)
+	lost, sent := g.lost.Load(), g.seq.Load()
+	if lost < 8 || sent != lost+8 {
+		t.Errorf("%d sent, %d written off: want each window of 8 written off after a stall and a full one after it", sent, lost)
 	}
 }
 
