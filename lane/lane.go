@@ -28,18 +28,42 @@ func KeyOf(ap netip.AddrPort) Key {
 // and a load of it soon after stalls on store forwarding, where one made
 // in place is read as it was written.
 func (k *Key) Set(ap netip.AddrPort) {
-	// Copied as two 8-byte halves, as As16 writes its array: one 16-byte
-	// load of it would stall on those two stores.
-	a := ap.Addr().As16()
-	binary.LittleEndian.PutUint64(k.IP[0:8], binary.LittleEndian.Uint64(a[0:8]))
-	binary.LittleEndian.PutUint64(k.IP[8:16], binary.LittleEndian.Uint64(a[8:16]))
+	a := ap.Addr()
+	if a.Is4() {
+		// The address as two 8-byte words, its 4 bytes read from As4's
+		// array as one word: As16's array, written as two 8-byte words
+		// and moved whole as one 16-byte word, stalled that move on
+		// store forwarding (a load must lie within one earlier store).
+		v4 := a.As4()
+		binary.LittleEndian.PutUint64(k.IP[0:8], 0)
+		binary.LittleEndian.PutUint64(k.IP[8:16], mapped4|uint64(binary.LittleEndian.Uint32(v4[:]))<<32)
+	} else {
+		// Copied as two 8-byte halves, as As16 writes its array.
+		a16 := a.As16()
+		binary.LittleEndian.PutUint64(k.IP[0:8], binary.LittleEndian.Uint64(a16[0:8]))
+		binary.LittleEndian.PutUint64(k.IP[8:16], binary.LittleEndian.Uint64(a16[8:16]))
+	}
 	k.Port = ap.Port()
 }
 
+// mapped4 is bytes 8 to 15 of an IPv4-mapped address with its IPv4
+// address zero, read little-endian: ::ffff:0.0.0.0's 0, 0, 0xff, 0xff.
+const mapped4 = 0xffff0000
+
 // AddrPort returns the lane as a netip.AddrPort, with IPv4-mapped addresses
 // unmapped.
-func (k Key) AddrPort() netip.AddrPort {
-	return netip.AddrPortFrom(netip.AddrFrom16(k.IP).Unmap(), k.Port)
+func (k Key) AddrPort() netip.AddrPort { return AddrPortOf(&k) }
+
+// AddrPortOf is k.AddrPort, *k read in place by 4- and 8-byte words: a
+// Key copied (a value receiver's copy, or As16's array) is moved as
+// overlapping 16-byte words, and the loads after such a move stall on
+// store forwarding. The relay's send paths call it.
+func AddrPortOf(k *Key) netip.AddrPort {
+	lo := binary.LittleEndian.Uint64(k.IP[8:16])
+	if binary.LittleEndian.Uint64(k.IP[0:8]) == 0 && uint32(lo) == mapped4 {
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(k.IP[12:16])), k.Port)
+	}
+	return netip.AddrPortFrom(netip.AddrFrom16(k.IP), k.Port)
 }
 
 // IsValid reports whether k is a usable lane (not the zero Key).

@@ -295,3 +295,37 @@ func TestKeyShortIsEncodeShort(t *testing.T) {
 		}
 	}
 }
+
+// TestAddrPortOfIsUnmap: AddrPortOf, which reads a Key by words in place,
+// gives what netip's own AddrFrom16 and Unmap give for the Key's address:
+// for random addresses, IPv4-mapped ones, every near-miss of the mapped
+// prefix (one byte of it changed) and the zero Key.
+func TestAddrPortOfIsUnmap(t *testing.T) {
+	want := func(k *Key) netip.AddrPort {
+		return netip.AddrPortFrom(netip.AddrFrom16(k.IP).Unmap(), k.Port)
+	}
+	check := func(k Key) {
+		t.Helper()
+		if got := AddrPortOf(&k); got != want(&k) {
+			t.Fatalf("AddrPortOf(%x:%d) = %v, want %v", k.IP, k.Port, got, want(&k))
+		}
+		if got := k.AddrPort(); got != want(&k) {
+			t.Fatalf("(%x:%d).AddrPort() = %v, want %v", k.IP, k.Port, got, want(&k))
+		}
+	}
+	check(Key{})
+	rng := rand.New(rand.NewPCG(13, 17))
+	for i := 0; i < 3000; i++ {
+		var k Key
+		for j := range k.IP {
+			k.IP[j] = byte(rng.Uint32())
+		}
+		k.Port = uint16(rng.Uint32())
+		check(k)
+		k.IP = netip.AddrFrom4([4]byte(k.IP[12:16])).As16()
+		check(k)
+		near := k
+		near.IP[i%12] ^= byte(1 + rng.IntN(255))
+		check(near)
+	}
+}

@@ -182,7 +182,7 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, fromKey *lan
 			out.c.add(EventAmpThrottled, 1)
 			continue
 		}
-		out.add(buf, q.AddrPort())
+		out.add(buf, lane.AddrPortOf(q))
 		sent++
 		sentBytes += len(buf)
 		if fromShip && !r.link.device && len(reqs) == 1 {

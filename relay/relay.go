@@ -343,7 +343,7 @@ func (r *Relay) dropUnrouted(out *Reader, t *route.Targets) {
 // forward sends b, a datagram of kind k, on every target.
 func (r *Relay) forward(b []byte, k Kind, t *route.Targets, out *Reader) {
 	for i := 0; i < t.N; i++ {
-		out.add(b, t.Lanes[i].AddrPort())
+		out.add(b, lane.AddrPortOf(&t.Lanes[i]))
 	}
 	out.c.add(EventRequestsForwarded, 1)
 	out.act(ActionForwarded)

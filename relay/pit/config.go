@@ -255,6 +255,7 @@ type params struct {
 	// sourceCap or the reserve.
 	countEntries bool
 	seed         uint64 // seeds the source hash
+	seedA0       uint64 // mix(seed): the source hash's first round for an IPv4 source (shard.sourceHash)
 }
 
 // counted reports whether shards keep per-source counters.

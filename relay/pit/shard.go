@@ -211,7 +211,15 @@ func (s *shard) sourceSlot(r *lane.Key) uint32 {
 
 // sourceHash is the seeded hash of a source's words: seeded, so that an
 // attacker cannot choose addresses that collide.
-func (s *shard) sourceHash(a, b uint64) uint64 { return mix(mix(a^s.p.seed) ^ b) }
+// It is mix(mix(a ^ seed) ^ b), the inner round precomputed (seedA0) for
+// a == 0, every IPv4 source's first word.
+func (s *shard) sourceHash(a, b uint64) uint64 {
+	h := s.p.seedA0
+	if a != 0 {
+		h = mix(a ^ s.p.seed)
+	}
+	return mix(h ^ b)
+}
 
 // srcWords returns lane.Key.Source of k as two little-endian words, without
 // building the array: (0, the mapped address's low word) for IPv4, (the

@@ -1,6 +1,8 @@
 package pit
 
 import (
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -107,4 +109,45 @@ func TestSourceCapRestartFromAnotherPort(t *testing.T) {
 	wantAdd(t, tb, 1, port(a, 4242), later, VerdictForwardNew)
 	wantAdd(t, tb, 2, a, later, VerdictSourceCapped)
 	checkInvariants(t, tb)
+}
+
+// TestSourceHashIsTwoSeededRounds: sourceHash, whose first round is
+// precomputed for an IPv4 source (first word 0), is mix(mix(a ^ seed) ^
+// b) for every source, under random seeds; and an IPv4 source's slot
+// depends on the seed (tables under two seeds place 64 IPv4 sources
+// differently), so that no one can line sources up without it.
+func TestSourceHashIsTwoSeededRounds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 23))
+	for range 200 {
+		seed := rng.Uint64() | 1
+		tb, err := New(Config{Seed: seed, MaxEntriesPerSource: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &tb.shards[0]
+		for i := range 50 {
+			a, b := rng.Uint64(), rng.Uint64()
+			if i%2 == 0 {
+				a = 0
+			}
+			if got, want := s.sourceHash(a, b), mix(mix(a^seed)^b); got != want {
+				t.Fatalf("seed %#x: sourceHash(%#x, %#x) = %#x, want %#x", seed, a, b, got, want)
+			}
+		}
+	}
+	slots := func(seed uint64) []uint32 {
+		tb, err := New(Config{Seed: seed, MaxEntriesPerSource: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []uint32
+		for i := range 64 {
+			k := laneN(i + 1)
+			out = append(out, tb.shards[0].sourceSlot(&k))
+		}
+		return out
+	}
+	if slices.Equal(slots(1), slots(2)) {
+		t.Fatal("IPv4 sources take the same slots under two seeds")
+	}
 }

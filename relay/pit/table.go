@@ -54,6 +54,7 @@ func New(cfg Config) (*Table, error) {
 		}
 		p.seed = binary.LittleEndian.Uint64(seed[:])
 	}
+	p.seedA0 = mix(p.seed)
 	t := &Table{
 		shards:    make([]shard, cfg.Shards),
 		shardMask: uint64(cfg.Shards - 1),

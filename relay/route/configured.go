@@ -21,6 +21,10 @@ type configured struct {
 	ships  []confShip             // every ship of static and relays; nil when none
 	lanes  []confLane             // every lane of static and relays; nil when none
 	seed   uint64
+	// seedHi0 is lane.Mix64(seed): the ship hash's first round for a
+	// ship whose high word is 0, as every galaxy, star, planet and moon's
+	// is (a comet's is not), computed once.
+	seedHi0 uint64
 }
 
 // confShip is one ship's configured lanes, a slot of configured.ships.
@@ -42,7 +46,7 @@ type confLane struct {
 // keeps (the caller's copies, never written again; either may be nil),
 // indexed under seed.
 func newConfigured(static, relays map[lane.Ship]lane.Key, seed uint64) *configured {
-	c := &configured{static: static, relays: relays, seed: seed}
+	c := &configured{static: static, relays: relays, seed: seed, seedHi0: lane.Mix64(seed)}
 	n := len(static) + len(relays)
 	if n == 0 {
 		return c
@@ -69,11 +73,22 @@ func newConfigured(static, relays map[lane.Ship]lane.Key, seed uint64) *configur
 // ships must not be nil.
 func (c *configured) shipSlot(s lane.Ship) *confShip {
 	mask := uint64(len(c.ships) - 1)
-	for i := lane.Mix64(s.Lo^lane.Mix64(s.Hi^c.seed)) & mask; ; i = (i + 1) & mask {
+	for i := c.shipHash(s) & mask; ; i = (i + 1) & mask {
 		if e := &c.ships[i]; !e.used || e.ship == s {
 			return e
 		}
 	}
+}
+
+// shipHash is the seeded hash of s that places it in ships:
+// Mix64(s.Lo ^ Mix64(s.Hi ^ seed)), the inner round precomputed when s.Hi
+// is 0.
+func (c *configured) shipHash(s lane.Ship) uint64 {
+	h := c.seedHi0
+	if s.Hi != 0 {
+		h = lane.Mix64(s.Hi ^ c.seed)
+	}
+	return lane.Mix64(s.Lo ^ h)
 }
 
 // ship returns s's configured lanes, nil when s has none.

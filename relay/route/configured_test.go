@@ -213,3 +213,23 @@ func TestCommitSkippedOnlyWhenNothingChanges(t *testing.T) {
 		t.Fatalf("a plan through a sponsor tried as a forwarder does not touch the table: %+v", p)
 	}
 }
+
+// TestShipHashIsTwoSeededRounds: shipHash, whose first round is
+// precomputed for a ship whose high word is 0, is Mix64(s.Lo ^ Mix64(s.Hi
+// ^ seed)) for every ship, comets and the rest, under random seeds.
+func TestShipHashIsTwoSeededRounds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(29, 31))
+	for range 200 {
+		seed := rng.Uint64()
+		c := newConfigured(map[lane.Ship]lane.Key{{Lo: 1}: {Port: 1}}, nil, seed)
+		for i := range 50 {
+			s := lane.Ship{Lo: rng.Uint64(), Hi: rng.Uint64()}
+			if i%2 == 0 {
+				s.Hi = 0
+			}
+			if got, want := c.shipHash(s), lane.Mix64(s.Lo^lane.Mix64(s.Hi^seed)); got != want {
+				t.Fatalf("seed %#x: shipHash(%v) = %#x, want %#x", seed, s, got, want)
+			}
+		}
+	}
+}
