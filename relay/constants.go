@@ -33,10 +33,10 @@ const (
 	DefaultExpiryInterval = 100 * time.Millisecond
 
 	// laneMemoSlots is how many lanes a Reader remembers as found free by
-	// the budget (proven, no renewal due: amp.Budget.SpendFree), and as
-	// recorded by the lane clock, at the instant it decides at: a batch's
-	// further datagrams from or pages to one of them skip that table's
-	// look. Direct-mapped by a byte of the lane, one compare a look: the
+	// the budget (proven, no renewal due: amp.Budget.SpendFree), until
+	// their renewal falls due, and as recorded by the lane clock, at the
+	// instant it decides at: further pages to the first, and a batch's
+	// further datagrams from the second, skip that table's look. Direct-mapped by a byte of the lane, one compare a look: the
 	// lanes of a batch beyond it, or sharing a slot, are looked up as
 	// before. Not a cap: nothing is refused for it.
 	laneMemoSlots = 16

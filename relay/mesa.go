@@ -210,18 +210,19 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, fromKey *lan
 }
 
 // spend asks the amplification budget whether n bytes may be sent to
-// requester q at now, probing q when the budget says to, unless out found
-// q free at now already (Reader.free): then it is sent with no look.
+// requester q at now, probing q when the budget says to, unless out holds
+// q free at now (Reader.free: found free before, its renewal not yet due):
+// then it is sent with no look.
 func (r *Relay) spend(q *lane.Key, n int, now time.Duration, out *Reader) bool {
 	if out.free.has(q, now) {
 		return true
 	}
-	ok, probe, free := r.amp.SpendFree(*q, n, now)
+	ok, probe, freeUntil := r.amp.SpendFree(*q, n, now)
 	if probe {
 		r.probe(*q, now, out)
 	}
-	if free {
-		out.free.put(q, now)
+	if freeUntil > now {
+		out.free.put(q, freeUntil)
 	}
 	return ok
 }

@@ -171,14 +171,17 @@ func boolCount(b bool) uint64 {
 }
 
 // TestFreeLaneMemo: a Reader remembers a requester's lane as free (proven,
-// no renewal due: amp.Budget.SpendFree) at the instant it found it so, and
-// a further page to it then skips the budget. It remembers a lane the
-// budget paid for as not free, forgets at another instant, never
-// remembers a lane whose proof is due for renewal (which is probed), and
-// forgets all when used for another relay, whose budget it is not (nor
-// its lane clock: Reader.heard is forgotten too). Killed mutants: free.put
-// never or always called, the instant ignored, a renewal remembered,
-// bind's clearing of either memo dropped.
+// no renewal due: amp.Budget.SpendFree) from the instant it found it so
+// until its proof's renewal falls due (the proof's last quarter), and a
+// further page to it then skips the budget. It remembers a lane the
+// budget paid for as not free, still holds a free lane at later instants
+// before the renewal, forgets it at the renewal's first nanosecond, never
+// remembers a lane whose proof is due for renewal (which is probed, page
+// after page, until it answers), and forgets all when used for another
+// relay, whose budget it is not (nor its lane clock: Reader.heard is
+// forgotten too). Killed mutants: free.put never or always called, the
+// memo's end ignored or off by a nanosecond, a renewal remembered, bind's
+// clearing of either memo dropped.
 func TestFreeLaneMemo(t *testing.T) {
 	cfg := amp.Config{Rate: 1, Burst: 4000, ProbeAfter: noThresholdProbe, ProofLifetime: 8 * time.Second}
 	f := newFixture(t, func(c *relay.Config) { c.Amp = cfg })
@@ -211,18 +214,24 @@ func TestFreeLaneMemo(t *testing.T) {
 	if !f.out.FreeLane(alice, f.now) {
 		t.Fatal("bob's page made alice forget her freedom")
 	}
-	// Another instant: forgotten, until a page finds it again.
+	// Later instants before the renewal: still free, and her pages go
+	// with no probe.
+	proved := f.now // the proof was answered at this instant (proveLane)
+	renewAt := proved + cfg.ProofLifetime*3/4 + 1
 	f.now += time.Millisecond
-	if f.out.FreeLane(alice, f.now) {
-		t.Fatal("alice still free at another instant")
-	}
-	fetch(alice)
 	if !f.out.FreeLane(alice, f.now) {
-		t.Fatal("alice not free again at the new instant")
+		t.Fatal("alice forgotten at a later instant, her proof far from renewal")
+	}
+	if q, pages := probeTo(t, fetch(alice), alice); pages != 1 || q != nil {
+		t.Fatalf("a page to free alice later: %d sent, probe %v; want one, no probe", pages, q != nil)
+	}
+	if !f.out.FreeLane(alice, renewAt-1) || f.out.FreeLane(alice, renewAt) {
+		t.Fatalf("alice free at %v: %v, at %v: %v; want free to the nanosecond before her renewal, not at it",
+			renewAt-1, f.out.FreeLane(alice, renewAt-1), renewAt, f.out.FreeLane(alice, renewAt))
 	}
 	// The proof's last quarter: the page goes, with a probe to renew it,
 	// and alice is not remembered free (each page asks until renewed).
-	f.now += cfg.ProofLifetime * 7 / 8
+	f.now = proved + cfg.ProofLifetime*7/8
 	q, pages := probeTo(t, fetch(alice), alice)
 	if pages != 1 || q == nil || f.out.FreeLane(alice, f.now) {
 		t.Fatalf("a page in the proof's last quarter: %d sent, probe %v, free %v; want one sent, a probe, not free",

@@ -48,11 +48,12 @@ type Reader struct {
 	hasKey  bool
 
 	// free holds lanes the budget found free (amp.Budget.SpendFree:
-	// proven, no renewal due) at an instant. A live proof is never taken
-	// from its lane, so at that same instant it is still proven, and a
-	// page to it is sent without asking the budget (Relay.spend), as a
-	// proven lane takes nothing.
-	free laneMemo
+	// proven, no renewal due), each until the instant its renewal falls
+	// due. A live proof is never taken from its lane and only lengthens,
+	// so until then it is still proven, and a page to it is sent without
+	// asking the budget (Relay.spend), as a proven lane takes nothing;
+	// from then on the budget is asked again, and says to probe.
+	free laneUntilMemo
 	// heard holds lanes whose arrival at an instant the lane clock has
 	// recorded (Relay.arrived): recording it again at that instant would
 	// change nothing.
@@ -220,9 +221,13 @@ type laneMemo struct {
 	at    [laneMemoSlots]time.Duration
 }
 
-// slot is lane *k's slot: a byte of its address and of its port, so that
-// lanes of one host, or at one port across hosts, spread.
-func (*laneMemo) slot(k *lane.Key) int {
+// slot is lane *k's slot.
+func (*laneMemo) slot(k *lane.Key) int { return laneMemoSlot(k) }
+
+// laneMemoSlot is lane *k's slot in a laneMemo or laneUntilMemo: a byte of
+// its address and of its port, so that lanes of one host, or at one port
+// across hosts, spread.
+func laneMemoSlot(k *lane.Key) int {
 	return int(k.IP[15]^k.IP[14]^byte(k.Port)^byte(k.Port>>8)) & (laneMemoSlots - 1)
 }
 
@@ -240,6 +245,33 @@ func (m *laneMemo) put(k *lane.Key, now time.Duration) {
 
 // clear empties m.
 func (m *laneMemo) clear() { m.at = [laneMemoSlots]time.Duration{} }
+
+// laneUntilMemo remembers, for one Reader, lanes of which something holds
+// until an instant (what, its owner field says): lanes[i] at every
+// instant before until[i] (0: empty), i the lane's slot (laneMemoSlot).
+// Direct-mapped as laneMemo is: a lane displaces whichever shared its
+// slot, so a flood of lanes makes it forget and costs one compare a look.
+// A Reader's clock does not go back, so an instant before the one a lane
+// was put at is never asked.
+type laneUntilMemo struct {
+	lanes [laneMemoSlots]lane.Key
+	until [laneMemoSlots]time.Duration
+}
+
+// has reports whether m holds *k at now.
+func (m *laneUntilMemo) has(k *lane.Key, now time.Duration) bool {
+	i := laneMemoSlot(k)
+	return now < m.until[i] && m.lanes[i] == *k
+}
+
+// put makes m hold *k until until, in place of whatever its slot held.
+func (m *laneUntilMemo) put(k *lane.Key, until time.Duration) {
+	i := laneMemoSlot(k)
+	m.lanes[i], m.until[i] = *k, until
+}
+
+// clear empties m.
+func (m *laneUntilMemo) clear() { m.until = [laneMemoSlots]time.Duration{} }
 
 // scratchCopy returns a copy of b in a scratch buffer, growing the pool
 // when every buffer is in use.

@@ -99,8 +99,8 @@
 //     route, or refused by the budget), the duplicate-filter stripe again
 //     (undo). A proven lane takes no lock when its address's slot is up
 //     to date (amp's lock-free look), and a page to a lane its reader
-//     found free at the same instant (Reader.free: a batch's further
-//     pages to it) looks at no table at all; else its address stripe
+//     holds free (Reader.free: found free before, until its proof's
+//     renewal falls due) looks at no table at all; else its address stripe
 //     alone; a lane not proven, at an address that holds a proof, its
 //     address and network stripes;
 //     the proof stripe only when a writer interferes with the look; a

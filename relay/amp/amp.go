@@ -501,14 +501,14 @@ func (a *Budget) holdLocked(i uint64, s *ampSlot, ip [16]byte) {
 }
 
 // provenLockFree is Spend's lock-free look for lane k, whose address
-// hashes to h (hashFrom): held reports that it answers for Spend, and
-// renew whether k should be probed again; held false, the locked path
-// decides. It answers when, at one instant, k's address holds its slot
+// hashes to h (hashFrom): held reports that it answers for Spend (k is
+// proven at now), and until when k's proof ends; held false, the locked
+// path decides. It answers when, at one instant, k's address holds its slot
 // with a proof recorded past now and the slot is up to date at now (so
 // that the locked path's slotLocked would change nothing: last never goes
 // back), and at a later one k's proof is live (as the locked path looks
 // it up after unlocking). Probing must be on.
-func (a *Budget) provenLockFree(h uint64, k lane.Key, now time.Duration) (renew, held bool) {
+func (a *Budget) provenLockFree(h uint64, k lane.Key, now time.Duration) (until time.Duration, held bool) {
 	i := h & uint64(len(a.slots)-1)
 	j := a.stripeOf(i)
 	s := &a.slots[i]
@@ -518,14 +518,14 @@ func (a *Budget) provenLockFree(h uint64, k lane.Key, now time.Duration) (renew,
 	// passes it only for now < 0, and a lane is proven only once its
 	// slot is in use (markProven), so the proof table then refuses.
 	if last < now || time.Duration(s.proven.Load()) <= now {
-		return false, false
+		return 0, false
 	}
 	hi, lo := nativeHalves(k.IP)
 	if s.ipHalf(0).Load() != hi || s.ipHalf(1).Load() != lo || !a.versions.holds(j, was) {
-		return false, false
+		return 0, false
 	}
-	ok, renew, held := a.proofs.provenLockFreeOf(h, k, now)
-	return renew, held && ok
+	until, held = a.proofs.untilLockFreeOf(h, k)
+	return until, held && until > now
 }
 
 // Spend takes n bytes from the budgets of lane k's address and of its
@@ -538,31 +538,42 @@ func (a *Budget) Spend(k lane.Key, n int, now time.Duration) (ok, probe bool) {
 	return ok, probe
 }
 
-// SpendFree is Spend, and reports too whether k is free at now: proven,
-// its proof not due for renewal. A live proof is never taken from its lane
-// (startable), so k stays free at that instant whatever else happens: a
-// caller that sends to one lane many times at one instant (a batch of
-// pages) may skip its further spends, as a proven lane takes nothing.
-// (Spend itself may budget k again meanwhile: the mark of its proof in its
-// address's slot is lost when another address takes the slot.)
-func (a *Budget) SpendFree(k lane.Key, n int, now time.Duration) (ok, probe, free bool) {
+// SpendFree is Spend, and reports too until when k is free, if it is free
+// at now (freeUntil > now; 0 otherwise): proven, its proof not due for
+// renewal. A live proof is never taken from its lane (startable) and only
+// ever lengthens (answer), so k stays free until freeUntil, when its
+// proof's last quarter begins, whatever else happens: a caller that sends
+// to one lane many times (the pages of a download) may skip its further
+// spends until then, as a proven lane takes nothing, and asks again at
+// freeUntil, when the spend says to probe. (Spend itself may budget k
+// again meanwhile: the mark of its proof in its address's slot is lost
+// when another address takes the slot.)
+func (a *Budget) SpendFree(k lane.Key, n int, now time.Duration) (ok, probe bool, freeUntil time.Duration) {
 	if a == nil {
-		return true, false, false
+		return true, false, 0
 	}
 	hi, lo := halves(k.IP)
 	h := hashFrom(a.seed, a.mix0, hi, lo)
 	if a.proofs != nil {
-		if renew, held := a.provenLockFree(h, k, now); held {
-			return true, renew, !renew
+		if until, held := a.provenLockFree(h, k, now); held {
+			return a.provenSpend(until, now)
 		}
 	}
 	return a.spendLocked(h, hi, lo, k, n, now)
 }
 
+// provenSpend is SpendFree's answer for a lane proven at now until until.
+func (a *Budget) provenSpend(until, now time.Duration) (ok, probe bool, freeUntil time.Duration) {
+	if _, renew := a.proofs.standing(until, now); renew {
+		return true, true, 0
+	}
+	return true, false, a.proofs.freeUntil(until)
+}
+
 // spendLocked is SpendFree without its lock-free look, for k of halves hi
 // and lo (halves) hashing to h (hashFrom): what SpendFree answers whenever
 // the look does not.
-func (a *Budget) spendLocked(h, hi, lo uint64, k lane.Key, n int, now time.Duration) (ok, probe, free bool) {
+func (a *Budget) spendLocked(h, hi, lo uint64, k lane.Key, n int, now time.Duration) (ok, probe bool, freeUntil time.Duration) {
 	need := int64(n) * nanobytes
 	i := h & uint64(len(a.slots)-1)
 	mu := a.stripe(i)
@@ -574,15 +585,15 @@ func (a *Budget) spendLocked(h, hi, lo uint64, k lane.Key, n int, now time.Durat
 		// held (no call holds two locks); if a writer interferes, with
 		// its lock once this one's is released, and this slot brought up
 		// to date again.
-		ok, renew, held := a.proofs.provenLockFreeOf(h, k, now)
-		if held && ok {
+		until, held := a.proofs.untilLockFreeOf(h, k)
+		if held && until > now {
 			mu.Unlock()
-			return true, renew, !renew
+			return a.provenSpend(until, now)
 		}
 		if !held {
 			mu.Unlock()
-			if ok, renew := a.proofs.proven(k, now); ok {
-				return true, renew, !renew
+			if until := a.proofs.proofEnd(k); until > now {
+				return a.provenSpend(until, now)
 			}
 			mu.Lock()
 			lockTaken()
@@ -591,16 +602,16 @@ func (a *Budget) spendLocked(h, hi, lo uint64, k lane.Key, n int, now time.Durat
 	}
 	if s.tokens < need {
 		mu.Unlock()
-		return false, a.proofs != nil, false
+		return false, a.proofs != nil, 0
 	}
 	s.tokens -= need
 	probe = a.proofs != nil && s.tokens < a.addr.burst-a.probes
 	mu.Unlock()
 	if a.net == nil {
-		return true, probe, false
+		return true, probe, 0
 	}
 	if nhi, nlo := a.netHalves(hi, lo); a.net.takeHalves(nhi, nlo, need, now) {
-		return true, probe, false
+		return true, probe, 0
 	}
 	// The network's bucket is empty: the address's light allowance, or
 	// its tokens back.
@@ -610,11 +621,11 @@ func (a *Budget) spendLocked(h, hi, lo uint64, k lane.Key, n int, now time.Durat
 	if s.light >= need {
 		s.light -= need
 		mu.Unlock()
-		return true, probe, false
+		return true, probe, 0
 	}
 	s.tokens = min(a.addr.burst, s.tokens+need)
 	mu.Unlock()
-	return false, a.proofs != nil, false
+	return false, a.proofs != nil, 0
 }
 
 // Refund gives back n bytes a Spend for k took, for a send that did not
@@ -818,12 +829,18 @@ func holding(k lane.Key, set []proofSlot) *proofSlot {
 // whether the proof is in its last quarter (renew: k should be probed
 // again, so that a busy lane stays proven).
 func (t *proofTable) proven(k lane.Key, now time.Duration) (ok, renew bool) {
+	return t.standing(t.proofEnd(k), now)
+}
+
+// proofEnd returns when k's proof ends (0: k holds none), under its
+// lock.
+func (t *proofTable) proofEnd(k lane.Key) time.Duration {
 	set, mu, _ := t.ways(k)
 	mu.Lock()
 	lockTaken()
-	ok, renew = t.provenIn(k, set, now)
+	until := t.untilIn(k, set)
 	mu.Unlock()
-	return ok, renew
+	return until
 }
 
 // provenLockFree is proven without the lock: held reports that ok and
@@ -831,26 +848,51 @@ func (t *proofTable) proven(k lane.Key, now time.Duration) (ok, renew bool) {
 // (a writer changed a lane of k's slots meanwhile), they say nothing.
 func (t *proofTable) provenLockFree(k lane.Key, now time.Duration) (ok, renew, held bool) {
 	hi, lo := halves(k.IP)
-	return t.provenLockFreeOf(hashFrom(t.seed, t.mix0, hi, lo), k, now)
+	until, held := t.untilLockFreeOf(hashFrom(t.seed, t.mix0, hi, lo), k)
+	ok, renew = t.standing(until, now)
+	return ok, renew, held
 }
 
 // provenLockFreeOf is provenLockFree of k, whose address hashes to h
 // (waysOf).
 func (t *proofTable) provenLockFreeOf(h uint64, k lane.Key, now time.Duration) (ok, renew, held bool) {
-	set, _, j := t.waysOf(h, k.Port)
-	was := t.versions.read(j)
-	ok, renew = t.provenIn(k, set, now)
-	return ok, renew, t.versions.holds(j, was)
+	until, held := t.untilLockFreeOf(h, k)
+	ok, renew = t.standing(until, now)
+	return ok, renew, held
 }
 
-// provenIn is proven's answer from k's slots, set.
-func (t *proofTable) provenIn(k lane.Key, set []proofSlot, now time.Duration) (ok, renew bool) {
+// untilLockFreeOf is provenUntil without the lock, for k whose address
+// hashes to h (waysOf): held false (a writer changed a lane of k's slots
+// meanwhile), until says nothing.
+func (t *proofTable) untilLockFreeOf(h uint64, k lane.Key) (until time.Duration, held bool) {
+	set, _, j := t.waysOf(h, k.Port)
+	was := t.versions.read(j)
+	until = t.untilIn(k, set)
+	return until, t.versions.holds(j, was)
+}
+
+// untilIn returns when k's proof ends, from k's slots set (0: none).
+func (t *proofTable) untilIn(k lane.Key, set []proofSlot) time.Duration {
 	if s := holding(k, set); s != nil {
-		until := s.provenUntil()
-		ok = until > now
-		renew = ok && until-now < t.lifetime/4
+		return s.provenUntil()
 	}
+	return 0
+}
+
+// standing judges, at now, a proof that ends at until: ok, it is live;
+// renew, it is in its last quarter, and its lane is to be probed again
+// (so that a busy lane stays proven).
+func (t *proofTable) standing(until, now time.Duration) (ok, renew bool) {
+	ok = until > now
+	renew = ok && until-now < t.lifetime/4
 	return ok, renew
+}
+
+// freeUntil is the first instant at which a lane whose proof ends at until
+// is no longer free: standing's renew, until-now < lifetime/4, first holds
+// one nanosecond past until-lifetime/4.
+func (t *proofTable) freeUntil(until time.Duration) time.Duration {
+	return until - t.lifetime/4 + 1
 }
 
 // startable returns the slot of set k's probe may take at now: the one

@@ -117,17 +117,28 @@ func TestSpendLockFreeMatchesLocked(t *testing.T) {
 					lockFree++
 				}
 
-				okA, probeA, free := a.SpendFree(k, n, now)
+				okA, probeA, freeUntil := a.SpendFree(k, n, now)
 				okB, probeB := b.spendReference(k, n, now)
 				if okA != okB || probeA != probeB {
 					t.Fatalf("seed %d step %d: Spend(%v, %d) = %v, %v; reference %v, %v", seed, step, k, n, okA, probeA, okB, probeB)
 				}
-				if free {
+				switch {
+				case freeUntil > now:
 					if !okA || probeA {
 						t.Fatalf("seed %d step %d: free with Spend = %v, %v", seed, step, okA, probeA)
 					}
-					freeAt[k] = now
+					// Exact: free to its last nanosecond, and
+					// due for renewal at freeUntil.
+					if ok, renew := a.proofs.proven(k, freeUntil-1); !ok || renew {
+						t.Fatalf("seed %d step %d: free until %v, but at %v proven %v, renew %v", seed, step, freeUntil, freeUntil-1, ok, renew)
+					}
+					if ok, renew := a.proofs.proven(k, freeUntil); !ok || !renew {
+						t.Fatalf("seed %d step %d: free until %v, but then proven %v, renew %v", seed, step, freeUntil, ok, renew)
+					}
+					freeAt[k] = freeUntil
 					frees++
+				case freeUntil != 0:
+					t.Fatalf("seed %d step %d: free until %v, before now %v, and not 0", seed, step, freeUntil, now)
 				}
 			case r < 75:
 				n := rng.IntN(3000)
@@ -164,16 +175,19 @@ func TestSpendLockFreeMatchesLocked(t *testing.T) {
 				}
 			}
 			sameState(t, step, a, b)
-			// SpendFree's promise: a lane free at now stays proven,
-			// with no renewal due, at now, whatever else happened
-			// meanwhile (the proof table is the authority; an
-			// address slot lost to another address forgets its
-			// mark, and Spend then budgets the lane again).
-			for k, at := range freeAt {
-				if at != now {
+			// SpendFree's promise: a lane free until T stays proven,
+			// with no renewal due, at every instant before T,
+			// whatever else happened meanwhile (the proof table is
+			// the authority; an address slot lost to another
+			// address forgets its mark, and Spend then budgets the
+			// lane again); at T its renewal is due (or its proof
+			// was renewed), so a caller that asks again then is
+			// told to probe.
+			for k, until := range freeAt {
+				if now >= until {
 					delete(freeAt, k)
 				} else if ok, renew := a.proofs.proven(k, now); !ok || renew {
-					t.Fatalf("seed %d step %d: %v was free at %v, now proven %v, renew %v", seed, step, k, now, ok, renew)
+					t.Fatalf("seed %d step %d: %v was free until %v, now (%v) proven %v, renew %v", seed, step, k, until, now, ok, renew)
 				}
 			}
 		}
