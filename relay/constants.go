@@ -34,11 +34,12 @@ const (
 
 	// laneMemoSlots is how many lanes a Reader remembers as found free by
 	// the budget (proven, no renewal due: amp.Budget.SpendFree), until
-	// their renewal falls due, and as recorded by the lane clock, at the
+	// their renewal falls due, and as recorded by the lane clock, for the
 	// instant it decides at: further pages to the first, and a batch's
-	// further datagrams from the second, skip that table's look. Direct-mapped by a byte of the lane, one compare a look: the
-	// lanes of a batch beyond it, or sharing a slot, are looked up as
-	// before. Not a cap: nothing is refused for it.
+	// further datagrams from the second, skip that table's look.
+	// Direct-mapped by a byte of the lane, one compare a look: lanes beyond
+	// it, or sharing a slot, are looked up as before. Not a cap: nothing
+	// is refused for it.
 	laneMemoSlots = 16
 
 	// PrefetchMinIndexSlots is the pending table's index size

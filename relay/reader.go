@@ -55,9 +55,9 @@ type Reader struct {
 	// from then on the budget is asked again, and says to probe.
 	free laneUntilMemo
 	// heard holds lanes whose arrival at an instant the lane clock has
-	// recorded (Relay.arrived): recording it again at that instant would
-	// change nothing.
-	heard laneMemo
+	// recorded (Relay.arrived), until the next instant: recording it
+	// again at that instant would change nothing.
+	heard laneUntilMemo
 	// hop holds the last next-hop lane's form and standing (nextHop).
 	hop hopMemo
 
@@ -211,46 +211,19 @@ func (out *Reader) takeMug(b []byte) {
 	}
 }
 
-// laneMemo remembers, for one Reader, lanes of which something held at an
-// instant (what, its owner field says): lanes[i] at at[i]-1 (at 0: empty),
-// i the lane's slot (slot). Direct-mapped, laneMemoSlots slots: a lane
-// displaces whichever shared its slot, so a flood of lanes makes it forget
-// and costs one compare a look, nothing more.
-type laneMemo struct {
-	lanes [laneMemoSlots]lane.Key
-	at    [laneMemoSlots]time.Duration
-}
-
-// slot is lane *k's slot.
-func (*laneMemo) slot(k *lane.Key) int { return laneMemoSlot(k) }
-
-// laneMemoSlot is lane *k's slot in a laneMemo or laneUntilMemo: a byte of
-// its address and of its port, so that lanes of one host, or at one port
+// laneMemoSlot is lane *k's slot in a laneUntilMemo: a byte of its
+// address and of its port, so that lanes of one host, or at one port
 // across hosts, spread.
 func laneMemoSlot(k *lane.Key) int {
 	return int(k.IP[15]^k.IP[14]^byte(k.Port)^byte(k.Port>>8)) & (laneMemoSlots - 1)
 }
 
-// has reports whether m holds *k at now.
-func (m *laneMemo) has(k *lane.Key, now time.Duration) bool {
-	i := m.slot(k)
-	return m.at[i] == now+1 && m.lanes[i] == *k
-}
-
-// put makes m hold *k at now, in place of whatever its slot held.
-func (m *laneMemo) put(k *lane.Key, now time.Duration) {
-	i := m.slot(k)
-	m.lanes[i], m.at[i] = *k, now+1
-}
-
-// clear empties m.
-func (m *laneMemo) clear() { m.at = [laneMemoSlots]time.Duration{} }
-
 // laneUntilMemo remembers, for one Reader, lanes of which something holds
 // until an instant (what, its owner field says): lanes[i] at every
 // instant before until[i] (0: empty), i the lane's slot (laneMemoSlot).
-// Direct-mapped as laneMemo is: a lane displaces whichever shared its
-// slot, so a flood of lanes makes it forget and costs one compare a look.
+// Direct-mapped, laneMemoSlots slots: a lane displaces whichever shared
+// its slot, so a flood of lanes makes it forget and costs one compare a
+// look.
 // A Reader's clock does not go back, so an instant before the one a lane
 // was put at is never asked.
 type laneUntilMemo struct {

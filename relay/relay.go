@@ -277,7 +277,7 @@ func (r *Relay) arrived(k *lane.Key, now time.Duration, out *Reader) {
 		return
 	}
 	r.routes.Arrived(*k, now)
-	out.heard.put(k, now)
+	out.heard.put(k, now+1)
 }
 
 // Prefetch starts bringing into cache the pending-table slot Handle will

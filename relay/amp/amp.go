@@ -853,14 +853,6 @@ func (t *proofTable) provenLockFree(k lane.Key, now time.Duration) (ok, renew, h
 	return ok, renew, held
 }
 
-// provenLockFreeOf is provenLockFree of k, whose address hashes to h
-// (waysOf).
-func (t *proofTable) provenLockFreeOf(h uint64, k lane.Key, now time.Duration) (ok, renew, held bool) {
-	until, held := t.untilLockFreeOf(h, k)
-	ok, renew = t.standing(until, now)
-	return ok, renew, held
-}
-
 // untilLockFreeOf is provenUntil without the lock, for k whose address
 // hashes to h (waysOf): held false (a writer changed a lane of k's slots
 // meanwhile), until says nothing.
