@@ -118,8 +118,9 @@ func (r *Relay) forwardPath(f *fwd, a *scry.AmesPacket, out *Reader) {
 	}
 	// 5. Plan.
 	plan := &out.plan
-	lockTaken()
-	r.routes.PlanFor(plan, f.rcvr, &f.fromKey, f.sender, learn, f.now)
+	if !r.routes.PlanFor(plan, f.rcvr, &f.fromKey, f.sender, learn, f.now) {
+		lockTaken()
+	}
 	if plan.N == 0 {
 		r.abandon(f)
 		if plan.Sponsee && r.link.forwardsForSponsees() {

@@ -116,8 +116,15 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, fromKey *lan
 		return
 	case !fromShip:
 		obs.Signed, obs.Unverified = r.pageAuthority(b, p, fromKey, now, true, out)
-		lockTaken()
-		contested, disputed = r.routes.PageArrivedInto(&obs, now, &placed)
+		// A configured or pinned publisher's pages, with no route
+		// for it, teach the table nothing and are placed alike: the
+		// table's quiet answer to the first is reused (Reader.quiet).
+		if !out.quiet.answers(&obs, &placed, r.routes) {
+			lockTaken()
+			var stamp uint64
+			contested, disputed, stamp = r.routes.PageArrivedQuiet(&obs, now, &placed)
+			out.quiet.put(&obs, &placed, stamp)
+		}
 	}
 	out.c.add(EventPagesMatched, 1)
 	out.act(ActionAnswered)

@@ -80,11 +80,17 @@
 //     (Add: the admit), the route table (Commit, which records a poke's
 //     sender too); 2 when the commit would change nothing (a configured or
 //     pinned lane, no route for the receiver, no sender to learn:
-//     route.Plan.Touches); aggregated (not forwarded), the first 2;
+//     route.Plan.Touches); aggregated (not forwarded), the first 2; and
+//     the plan takes no lock when the Reader's last plan was for the same
+//     receiver, a configured or pinned lane alone with no route, and the
+//     route table's quiet epoch has not moved since (route.Table.PlanFor
+//     keeps it): 1 for such a request to a configured galaxy or a pinned
+//     sponsee;
 //   - a page to one requester, 4: a pending shard (TakeHeld), the route
-//     table (PageArrived), the requester's address stripe and its
-//     network's (Spend); 2 more for each further requester, none for the
-//     ship; 1 more, the route table (AppendLanesOf: our sponsors' lanes),
+//     table (PageArrived; none when the Reader holds the table's quiet
+//     answer for the publisher's hop-0 pages from that lane: Reader.quiet),
+//     the requester's address stripe and its network's (Spend); 2 more
+//     for each further requester, none for the ship; 1 more, the route table (AppendLanesOf: our sponsors' lanes),
 //     for a page whose next-hop does not name the publisher's own lane,
 //     and for a page from the ship, when we have sponsors. With --pki a
 //     page that may prove a lane adds the route table (Provable), the

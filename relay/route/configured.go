@@ -135,6 +135,7 @@ func (r *Table) SetStatic(lanes map[lane.Ship]lane.Key) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.conf.Store(newConfigured(m, r.conf.Load().relays, r.srcSeed))
+	r.quiet.Add(1)
 }
 
 // SetStaticLane sets or, with an invalid key, removes one configured lane.
@@ -153,6 +154,7 @@ func (r *Table) SetStaticLane(s lane.Ship, k lane.Key) {
 		delete(m, s)
 	}
 	r.conf.Store(newConfigured(m, cf.relays, r.srcSeed))
+	r.quiet.Add(1)
 }
 
 // SetRelays replaces the configured relays: ships whose lanes forward
@@ -164,6 +166,7 @@ func (r *Table) SetRelays(relays map[lane.Ship]lane.Key) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.conf.Store(newConfigured(r.conf.Load().static, m, r.srcSeed))
+	r.quiet.Add(1)
 }
 
 // Configured reports whether k is a lane the operator configured (SetStatic,
@@ -212,6 +215,7 @@ func (r *Table) Pin(s lane.Ship, k lane.Key) {
 		return
 	}
 	r.changes++
+	r.quiet.Add(1)
 	if ok {
 		// Changed in place, and made the most recent by Add: the pin
 		// is read in place on every request's and page's path
@@ -236,8 +240,10 @@ func (r *Table) RevertPin(s lane.Ship) {
 	case !ok || p.lane == p.prev:
 	case !p.prev.IsValid():
 		r.pins.Remove(s)
+		r.quiet.Add(1)
 	default:
 		r.changes++
+		r.quiet.Add(1)
 		p.lane = p.prev
 		r.pins.Add(s, p)
 		r.table.Remove(s)
@@ -293,7 +299,9 @@ func (r *Table) Placed(s lane.Ship) (lane.Key, bool) {
 func (r *Table) Unpin(s lane.Ship) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.pins.Remove(s)
+	if r.pins.Remove(s) {
+		r.quiet.Add(1)
+	}
 }
 
 // AppendLanesOf appends to dst the known lanes of ships: each one's static

@@ -141,11 +141,7 @@ func TestPageArrivedIntoIsPageArrived(t *testing.T) {
 		now += time.Duration(rng.IntN(int(2 * time.Second)))
 		switch op := rng.IntN(10); {
 		case op < 3:
-			from := froms[rng.IntN(len(froms)-1)]
-			a, b := byValue.Select(planet, from, now), inPlace.Select(planet, from, now)
-			if a != b {
-				t.Fatalf("step %d: the tables differ: Select %+v and %+v", step, a, b)
-			}
+			sameSelect(t, step, byValue, inPlace, planet, froms[rng.IntN(len(froms)-1)], now)
 		case op == 3:
 			k := froms[rng.IntN(3)]
 			byValue.Pin(planet, k)

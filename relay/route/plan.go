@@ -55,6 +55,10 @@ type Plan struct {
 	fwdOK [MaxTargets]bool
 	// routed: the receiver had a route when the plan was made.
 	routed bool
+	// quiet is the table's quiet stamp for the plan (see PlanFor), 0
+	// for none; quietLane its one lane.
+	quiet     uint64
+	quietLane lane.Key
 }
 
 // Touches reports whether committing p would change the table: the
@@ -115,11 +119,30 @@ func (r *Table) PlanInto(p *Plan, q Query, now time.Duration) {
 // place: a relay's request path, whose lane was itself written field by
 // field (a lane.Key moved whole, into a Query and again into the plan,
 // stalls the loads that follow on store forwarding).
-func (r *Table) PlanFor(p *Plan, rcvr lane.Ship, from *lane.Key, sender lane.Ship, learn bool, now time.Duration) {
+//
+// A plan for a receiver with no route whose configured or pinned lane
+// ends the walk (the first proven candidate does) is that lane alone,
+// whatever the request's lane (unless it is that lane: Looped) and
+// whenever it is made, until a route is created, a pin or the configured
+// lanes change, or the lane becomes this process's, each of which moves
+// the table's quiet epoch (PageArrivedQuiet). Such a plan carries the
+// epoch as its stamp, and planned again into the same p for the same
+// receiver, from another lane, while the stamp holds, it is kept as it
+// is (its query set anew) without the table's lock: kept reports that it
+// was.
+func (r *Table) PlanFor(p *Plan, rcvr lane.Ship, from *lane.Key, sender lane.Ship, learn bool, now time.Duration) (kept bool) {
+	if p.quiet != 0 && p.q.Rcvr == rcvr && p.quietLane != *from && r.quiet.Load() == p.quiet {
+		p.setQuery(rcvr, from, sender, learn)
+		// The targets as stamped, should a caller have changed them.
+		p.Lanes[0].IP, p.Lanes[0].Port = p.quietLane.IP, p.quietLane.Port
+		p.N, p.Looped, p.Sponsee = 1, false, false
+		return true
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p.setQuery(rcvr, from, sender, learn)
 	r.planQueryLocked(p, now)
+	return false
 }
 
 // setQuery makes p's query {Rcvr: rcvr, From: *from, Sender: sender,
@@ -187,7 +210,8 @@ func (r *Table) planQueryLocked(p *Plan, now time.Duration) {
 	// temporary and copied whole, and the copy stalls on the temporary's
 	// stores.
 	p.Targets = Targets{}
-	p.fwd, p.fwdOK, p.routed = [MaxTargets]lane.Ship{}, [MaxTargets]bool{}, false
+	p.fwd, p.fwdOK, p.routed, p.quiet = [MaxTargets]lane.Ship{}, [MaxTargets]bool{}, false, 0
+	p.quietLane.IP, p.quietLane.Port = [16]byte{}, 0
 	// q is read in place from p (see PageArrived: a copied lane.Key
 	// stalls the loads after it).
 	q := &p.q
@@ -264,6 +288,13 @@ func (r *Table) planQueryLocked(p *Plan, now time.Duration) {
 	var chal Candidate
 	v, routed := r.table.Peek(s)
 	p.routed = routed
+	// quiet: a configured or pinned lane ended the walk already, and
+	// there is no route; nothing below adds to the plan (see PlanFor).
+	// The epoch is read under mu, so no move of it is missed.
+	var quiet uint64
+	if done && !routed {
+		quiet = r.quiet.Load()
+	}
 	if routed && !done {
 		rt := v
 		if v.probesDue(now, &r.cfg) || v.settleDue(now, &r.cfg, r.clock) || v.expiryDue(now, &r.cfg, r.clock) {
@@ -328,6 +359,10 @@ func (r *Table) planQueryLocked(p *Plan, now time.Duration) {
 			p.setTarget(&cands[beside])
 		}
 		p.setTarget(&cands[good])
+		if quiet != 0 && p.N == 1 && !t.Looped {
+			p.quiet = quiet
+			p.quietLane.IP, p.quietLane.Port = p.Lanes[0].IP, p.Lanes[0].Port
+		}
 		return
 	}
 	to, m := r.cfg.Rubric.Choose(cands[:n], chal)

@@ -16,6 +16,7 @@ func (r *Table) AddSelf(k lane.Key) {
 	if !slices.Contains(old, k) {
 		keys := append(slices.Clip(old), k) // a copy: readers hold old
 		r.selfKeys.Store(&keys)
+		r.quiet.Add(1) // a plan's lane may be this process's now
 	}
 }
 

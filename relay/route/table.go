@@ -154,6 +154,14 @@ type Table struct {
 	// it by Configured.
 	conf atomic.Pointer[configured]
 
+	// quiet is the table's quiet epoch (PageArrivedQuiet): it moves, under
+	// mu, whenever a route is created, a pin is set, changed or removed,
+	// or the configured lanes are replaced, the only changes that can
+	// alter what a page from a configured or pinned ship with no route
+	// yields. Read without the lock. It starts at a random odd number
+	// below 2^63 (New), so it never wraps to 0, no stamp.
+	quiet atomic.Uint64
+
 	// cands and chain are planLocked's scratch, the candidates and the
 	// sponsorship chain of the plan being made: a local array passed to
 	// Config.Rubric (an interface) would be moved to the heap.
@@ -188,6 +196,13 @@ func New(self lane.Ship, sponsors *lane.Sponsors, cfg Config) (*Table, error) {
 	} else if _, err := rand.Read(seeds[:]); err != nil {
 		return nil, fmt.Errorf("routes: %w", err)
 	}
+	// The quiet epoch starts anywhere (never at 0, no stamp), whatever
+	// the seed: a stamp of one table is then no stamp of another, for a
+	// caller that plans into one Plan for several (PlanFor).
+	var epoch [8]byte
+	if _, err := rand.Read(epoch[:]); err != nil {
+		return nil, fmt.Errorf("routes: %w", err)
+	}
 	_, design := cfg.Rubric.(Design)
 	r := &Table{self: self, sponsors: sponsors, cfg: cfg, design: design,
 		clock:   newLaneClock(cfg.LaneClockSlots, binary.LittleEndian.Uint64(seeds[:8])),
@@ -197,6 +212,7 @@ func New(self lane.Ship, sponsors *lane.Sponsors, cfg Config) (*Table, error) {
 		r.srcCount = make([]uint32, cfg.SourceSlots)
 	}
 	r.conf.Store(newConfigured(nil, nil, r.srcSeed))
+	r.quiet.Store(binary.LittleEndian.Uint64(epoch[:])>>1 | 1)
 	r.pins, _ = simplelru.NewLRU[lane.Ship, *pin](MaxPins, nil)
 	r.selfKeys.Store(&[]lane.Key{})
 	r.selfPorts.Store(&[]uint16{})
@@ -354,6 +370,7 @@ func (r *Table) getLocked(s lane.Ship, create bool, src lane.Key) *route {
 	}
 	v.src = slot
 	r.table.Add(s, v)
+	r.quiet.Add(1)
 	return v
 }
 
@@ -610,6 +627,22 @@ func (r *Table) PageArrived(o PageObs, now time.Duration) (contested bool, place
 // whole is stored as two overlapping 16-byte halves, and the loads of it
 // that follow (a relay's next-hop) stall on them. It does not change *o.
 func (r *Table) PageArrivedInto(o *PageObs, now time.Duration, placed *lane.Key) (contested, disputed bool) {
+	contested, disputed, _ = r.PageArrivedQuiet(o, now, placed)
+	return contested, disputed
+}
+
+// PageArrivedQuiet is PageArrivedInto that also returns a quiet stamp,
+// nonzero when the call wrote nothing and its answer follows from o's
+// Publisher and From alone, the page being at hop 0: the publisher is
+// configured (ConfiguredWins) or pinned, has no route, and the page was
+// not relayed. Its answer is then false, false and placed the pin, or
+// else From if From is one of the publisher's configured lanes, else
+// none. While Quiet(stamp) holds, every further hop-0 page of that
+// publisher from that lane gets the same answer and changes nothing, at
+// any instant: only creating a route, a pin's change or new configured
+// lanes could change it, and each moves the epoch first. A caller
+// holding the stamp may reuse the answer without calling.
+func (r *Table) PageArrivedQuiet(o *PageObs, now time.Duration, placed *lane.Key) (contested, disputed bool, quiet uint64) {
 	placed.IP, placed.Port = [16]byte{}, 0
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -631,9 +664,15 @@ func (r *Table) PageArrivedInto(o *PageObs, now time.Duration, placed *lane.Key)
 	// hearing a page only ever adds from to s's lanes, so own stays true
 	// after heardOpenLocked, and is asked again below only when false.
 	own := o.Hop0 && ownLane(rt, from, cs, pk, pinned)
+	// configuredLocked(s), from the same lookups.
+	configured := pinned || r.cfg.ConfiguredWins && cs != nil
+	if configured && rt == nil && o.Hop0 && !o.Relayed {
+		// Nothing below writes (heardOpenLocked is not called for a
+		// configured ship, answeredConfLocked returns at once), and rt
+		// stays nil (it is remade only for an unconfigured ship).
+		quiet = r.quiet.Load()
+	}
 	if o.mayProve(rt) {
-		// configuredLocked(s), from the same lookups.
-		configured := pinned || r.cfg.ConfiguredWins && cs != nil
 		// cameTheWayLocked, with own already known.
 		// (heardLocked teaches nothing of a configured ship.)
 		if !configured && (own || (o.Hop0 && rt != nil && rt.chal.valid() && rt.chal.lane == *from && rt.chal.waiting != 0)) {
@@ -658,8 +697,13 @@ func (r *Table) PageArrivedInto(o *PageObs, now time.Duration, placed *lane.Key)
 	} else if rt != nil && rt.directProven() && r.directFreshLocked(rt, now) {
 		placed.IP, placed.Port = rt.direct.lane.IP, rt.direct.lane.Port
 	}
-	return contested, disputed
+	return contested, disputed, quiet
 }
+
+// Quiet reports whether stamp, from PageArrivedQuiet, still holds: no
+// route created, no pin changed and no configured lanes replaced since.
+// It takes no lock.
+func (r *Table) Quiet(stamp uint64) bool { return stamp != 0 && r.quiet.Load() == stamp }
 
 func (r *Table) answeredLocked(o PageObs, now time.Duration) {
 	r.answeredConfLocked(&o, now, r.configuredLocked(o.Publisher))
