@@ -154,12 +154,13 @@ type Table struct {
 	// it by Configured.
 	conf atomic.Pointer[configured]
 
-	// quiet is the table's quiet epoch (PageArrivedQuiet): it moves, under
-	// mu, whenever a route is created, a pin is set, changed or removed,
-	// or the configured lanes are replaced, the only changes that can
-	// alter what a page from a configured or pinned ship with no route
-	// yields. Read without the lock. It starts at a random odd number
-	// below 2^63 (New), so it never wraps to 0, no stamp.
+	// quiet is the table's quiet epoch (PageArrivedQuiet, PlanFor): it
+	// moves, under mu, whenever a route is created, a pin is set, changed
+	// or removed, the configured lanes or relays are replaced, or a lane
+	// becomes this process's (AddSelf), the only changes that can alter
+	// what a page from, or a plan for, a configured or pinned ship with
+	// no route yields. Read without the lock. It starts at a random odd
+	// number below 2^63 (New), so it never wraps to 0, no stamp.
 	quiet atomic.Uint64
 
 	// cands and chain are planLocked's scratch, the candidates and the
@@ -640,8 +641,8 @@ func (r *Table) PageArrivedInto(o *PageObs, now time.Duration, placed *lane.Key)
 // none. While Quiet(stamp) holds, every further hop-0 page of that
 // publisher from that lane gets the same answer and changes nothing, at
 // any instant: only creating a route, a pin's change or new configured
-// lanes could change it, and each moves the epoch first. A caller
-// holding the stamp may reuse the answer without calling.
+// lanes could change it, and each moves the epoch. A caller holding the
+// stamp may reuse the answer without calling.
 func (r *Table) PageArrivedQuiet(o *PageObs, now time.Duration, placed *lane.Key) (contested, disputed bool, quiet uint64) {
 	placed.IP, placed.Port = [16]byte{}, 0
 	r.mu.Lock()
@@ -701,8 +702,8 @@ func (r *Table) PageArrivedQuiet(o *PageObs, now time.Duration, placed *lane.Key
 }
 
 // Quiet reports whether stamp, from PageArrivedQuiet, still holds: no
-// route created, no pin changed and no configured lanes replaced since.
-// It takes no lock.
+// route created, no pin changed, no configured lanes or relays replaced
+// and no lane of this process added since. It takes no lock.
 func (r *Table) Quiet(stamp uint64) bool { return stamp != 0 && r.quiet.Load() == stamp }
 
 func (r *Table) answeredLocked(o PageObs, now time.Duration) {
