@@ -91,13 +91,13 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, fromKey *lan
 	// obs is what the route table learns from the page; Signed only when
 	// a verifier (--pki) checked the publisher's signature on it. Its
 	// Keys are written field by field and read in place, here and by the
-	// route table (PageArrivedInto), as request's are.
+	// route table (PageArrivedHeld), as request's are.
 	obs := route.PageObs{Publisher: publisher, Hop0: p.Header.Hops == 0, Relayed: p.Header.Hops > 0}
 	obs.From.IP, obs.From.Port = fromKey.IP, fromKey.Port
 	setNextHopKey(&obs.Next, p)
 	contested := false
 	// placed is where the route table places the publisher; disputed,
-	// that its lane is in dispute there (PageArrivedInto).
+	// that its lane is in dispute there (PageArrivedHeld).
 	var placed lane.Key
 	var disputed bool
 	switch {
@@ -118,12 +118,11 @@ func (r *Relay) page(b []byte, p *scry.Packet, from netip.AddrPort, fromKey *lan
 		obs.Signed, obs.Unverified = r.pageAuthority(b, p, fromKey, now, true, out)
 		// A configured or pinned publisher's pages, with no route
 		// for it, teach the table nothing and are placed alike: the
-		// table's quiet answer to the first is reused (Reader.quiet).
-		if !out.quiet.answers(&obs, &placed, r.routes) {
+		// table's quiet answer to the first is held (Reader.quiet).
+		var held bool
+		contested, disputed, held = r.routes.PageArrivedHeld(&obs, now, &placed, &out.quiet)
+		if !held {
 			lockTaken()
-			var stamp uint64
-			contested, disputed, stamp = r.routes.PageArrivedQuiet(&obs, now, &placed)
-			out.quiet.put(&obs, &placed, stamp)
 		}
 	}
 	out.c.add(EventPagesMatched, 1)

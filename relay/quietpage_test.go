@@ -10,13 +10,14 @@ import (
 )
 
 // TestQuietPageMemo: a Reader reuses the route table's answer to a
-// configured publisher's hop-0 page (Reader.quiet, route.Table.Quiet)
-// only for the same publisher, the same lane and the same relay, and only
-// while the table's configured lanes, pins and routes stand: a page from
-// the publisher's own lane names that lane, and a page from anywhere else,
-// or after the publisher's lane moved, or decided for another relay with
-// the same Reader, does not. Killed mutants: the memo's stamp, publisher
-// or lane compare dropped, bind not clearing it.
+// configured publisher's hop-0 page (Reader.quiet,
+// route.Table.PageArrivedHeld) only for the same publisher, the same lane
+// and the same relay, and only while the table's configured lanes, pins
+// and routes stand: a page from the publisher's own lane names that lane,
+// and a page from anywhere else, a relayed one, one after the publisher's
+// lane moved, or one decided for another relay with the same Reader, does
+// not. Killed mutants: the held answer's stamp, publisher, lane or hop-0
+// check dropped.
 func TestQuietPageMemo(t *testing.T) {
 	moved := netip.MustParseAddrPort("198.51.100.9:13338")
 	a := newFixture(t, nil)

@@ -60,12 +60,12 @@ type Reader struct {
 	heard laneUntilMemo
 	// hop holds the last next-hop lane's form and standing (nextHop).
 	hop hopMemo
-	// quiet holds the route table's last quiet answer to a page
-	// (route.Table.PageArrivedQuiet), reused for the publisher's further
-	// hop-0 pages from the same lane while its stamp holds. Another
-	// relay's table holds no stamp of this one's (each table's epoch
-	// starts at random), so bind need not clear it.
-	quiet quietPageMemo
+	// quiet holds the route table's last quiet answer to a page, reused
+	// for the publisher's further hop-0 pages from the same lane while
+	// its stamp holds (route.Table.PageArrivedHeld). Another relay's
+	// table holds no stamp of this one's (each table's epoch starts at
+	// random), so bind need not clear it.
+	quiet route.PageAnswer
 
 	// Mug prefixes MugBatch computed since Reset, in order; mugNext is the
 	// next to take, mug the current datagram's (zero: none, hashed whole).
@@ -251,45 +251,6 @@ func (m *laneUntilMemo) put(k *lane.Key, until time.Duration) {
 
 // clear empties m.
 func (m *laneUntilMemo) clear() { m.until = [laneMemoSlots]time.Duration{} }
-
-// quietPageMemo is one quiet answer of a route table to a page: a hop-0
-// page of publisher from lane from was placed at placed (the zero Key:
-// none), neither contested nor disputed, and changed nothing; stamp is
-// the table's quiet stamp for it (0: nothing held). The page path runs
-// a publisher's pages in runs (a batch's pages of one flow arrive
-// together), and for a configured or pinned publisher with no route the
-// table's answer, under its lock, is the same each time.
-type quietPageMemo struct {
-	publisher lane.Ship
-	from      lane.Key
-	placed    lane.Key
-	stamp     uint64
-}
-
-// answers reports whether m holds the table's answer to page o, and if
-// so sets *placed to it: o is a hop-0 page (the relay's pages at hop 0
-// are never Relayed) of m's publisher from m's lane, and routes has not
-// moved off m's stamp (route.Table.Quiet). The answer is then what
-// PageArrivedQuiet would return, contested and disputed false, and the
-// call, which would write nothing, is not made.
-func (m *quietPageMemo) answers(o *route.PageObs, placed *lane.Key, routes *route.Table) bool {
-	if m.stamp == 0 || !o.Hop0 || m.publisher != o.Publisher || m.from != o.From || !routes.Quiet(m.stamp) {
-		return false
-	}
-	placed.IP, placed.Port = m.placed.IP, m.placed.Port
-	return true
-}
-
-// put holds the answer to page o, placed at *placed, when stamp (its
-// quiet stamp) is one; a page with none leaves m as it was.
-func (m *quietPageMemo) put(o *route.PageObs, placed *lane.Key, stamp uint64) {
-	if stamp == 0 {
-		return
-	}
-	m.publisher, m.stamp = o.Publisher, stamp
-	m.from.IP, m.from.Port = o.From.IP, o.From.Port
-	m.placed.IP, m.placed.Port = placed.IP, placed.Port
-}
 
 // scratchCopy returns a copy of b in a scratch buffer, growing the pool
 // when every buffer is in use.

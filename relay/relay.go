@@ -88,10 +88,11 @@
 //     sponsee;
 //   - a page to one requester, 4: a pending shard (TakeHeld), the route
 //     table (PageArrived; none when the Reader holds the table's quiet
-//     answer for the publisher's hop-0 pages from that lane: Reader.quiet),
-//     the requester's address stripe and its network's (Spend); 2 more
-//     for each further requester, none for the ship; 1 more, the route table (AppendLanesOf: our sponsors' lanes),
-//     for a page whose next-hop does not name the publisher's own lane,
+//     answer for the publisher's hop-0 pages from that lane:
+//     route.Table.PageArrivedHeld), the requester's address stripe and
+//     its network's (Spend); 2 more for each further requester, none for
+//     the ship; 1 more, the route table (AppendLanesOf: our sponsors'
+//     lanes), for a page whose next-hop does not name the publisher's own lane,
 //     and for a page from the ship, when we have sponsors. With --pki a
 //     page that may prove a lane adds the route table (Provable), the
 //     signature budget and, for a comet, the verifier's;

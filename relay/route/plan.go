@@ -125,7 +125,7 @@ func (r *Table) PlanInto(p *Plan, q Query, now time.Duration) {
 // whatever the request's lane (unless it is that lane: Looped) and
 // whenever it is made, until a route is created, a pin or the configured
 // lanes change, or the lane becomes this process's, each of which moves
-// the table's quiet epoch (PageArrivedQuiet). Such a plan carries the
+// the table's quiet epoch (PageArrivedHeld). Such a plan carries the
 // epoch as its stamp, and planned again into the same p for the same
 // receiver, from another lane, while the stamp holds, it is kept as it
 // is (its query set anew) without the table's lock: kept reports that it

@@ -10,21 +10,10 @@ import (
 	"github.com/urbit-relay/relay/lane"
 )
 
-// quietMemo is a caller's hold on one quiet answer (as relay.Reader's):
-// the publisher and lane of a hop-0 page, where the table placed it, and
-// the stamp.
-type quietMemo struct {
-	s           lane.Ship
-	from, place lane.Key
-	stamp       uint64
-}
-
-// TestQuietAnswerHolds: a caller that reuses a quiet answer while its
-// stamp holds (Quiet), instead of calling PageArrivedQuiet, gets the
-// answer the call would give and leaves its table as the call would, and
-// a Plan planned into again (PlanFor) is the plan made afresh, kept or
-// not,
-// over a random run of pages (hop 0 and relayed, from configured, pinned,
+// TestQuietAnswerHolds: a caller holding a PageAnswer (PageArrivedHeld),
+// answered from it while its stamp holds, gets the answer the table would
+// give and leaves its table as asking would, and a Plan planned into
+// again (PlanFor) is the plan made afresh, kept or not, over a random run of pages (hop 0 and relayed, from configured, pinned,
 // learned and stranger's lanes), pins set, moved back and removed,
 // configured lanes and relays replaced, and requests and contacts that
 // make routes. Beside it a table that always calls. Kills: a change that
@@ -56,7 +45,7 @@ func testQuietAnswerHolds(t *testing.T, wins bool) {
 	pubs := []lane.Ship{nec, planet, marnec}
 	froms := []lane.Key{necKey, planetKey, marnecKey, hintKey, alice, {}}
 	statics := []lane.Key{necKey, planetKey, hintKey}
-	var m quietMemo
+	var m PageAnswer
 	// reused is planned into again and again (as a relay's Reader's
 	// plan), and compared with a plan made afresh by the other table.
 	var reused Plan
@@ -128,32 +117,41 @@ func testQuietAnswerHolds(t *testing.T, wins bool) {
 			// batch brings them.
 			from := froms[rng.IntN(len(froms))]
 			if m.stamp != 0 && rng.IntN(4) != 0 {
-				s, from = m.s, m.from
+				s, from = m.publisher, m.from
 			}
-			hop0 := rng.IntN(5) != 0
+			// Hop 0, relayed, and now and then neither or both (a
+			// caller's observations the relay never makes).
+			hop0, relayed := true, false
+			switch rng.IntN(10) {
+			case 0, 1:
+				hop0, relayed = false, true
+			case 2:
+				hop0 = false
+			case 3:
+				relayed = true
+			}
 			o := PageObs{Publisher: s, From: from, Next: froms[rng.IntN(len(froms))],
-				Hop0: hop0, Relayed: !hop0, Signed: rng.IntN(3) == 0, Unverified: rng.IntN(5) == 0}
+				Hop0: hop0, Relayed: relayed, Signed: rng.IntN(3) == 0, Unverified: rng.IntN(5) == 0}
 			var want lane.Key
 			wantC, wantD := calling.PageArrivedInto(&o, now, &want)
-			held := m.stamp != 0 && o.Hop0 && !o.Relayed && m.s == s && m.from == from
-			var got lane.Key
-			var gotC, gotD bool
-			if held && memoed.Quiet(m.stamp) {
-				got = m.place
+			before := m
+			got := garbageKey
+			gotC, gotD, held := memoed.PageArrivedHeld(&o, now, &got, &m)
+			sameHold := before.stamp != 0 && o.Hop0 && !o.Relayed && before.publisher == s && before.from == from
+			switch {
+			case held:
 				hits++
-			} else {
-				if held && m.place != want {
-					staleWrong++
+				if !sameHold || m != before {
+					t.Fatalf("step %d, %+v: held from %+v, now %+v", step, o, before, m)
 				}
-				var stamp uint64
-				gotC, gotD, stamp = memoed.PageArrivedQuiet(&o, now, &got)
+			case sameHold && before.placed != want:
+				staleWrong++
+			}
+			if !held {
 				calls++
-				if stamp != 0 {
-					if !o.Hop0 || o.Relayed || gotC || gotD {
-						t.Fatalf("step %d, %+v: stamp %d on an answer %v %v %v", step, o, stamp, gotC, got, gotD)
-					}
-					m = quietMemo{s: s, from: from, place: got, stamp: stamp}
-				}
+			}
+			if m != before && (!o.Hop0 || o.Relayed || gotC || gotD || m.placed != got || m.stamp == 0) {
+				t.Fatalf("step %d, %+v: held %+v for an answer %v %v %v", step, o, m, gotC, got, gotD)
 			}
 			if got != want || gotC != wantC || gotD != wantD {
 				t.Fatalf("step %d, %+v (held %v): answer %v %v %v, the table's %v %v %v",
@@ -188,9 +186,9 @@ func testQuietAnswerHolds(t *testing.T, wins bool) {
 func quietStamp(t *testing.T, rt *Table, s lane.Ship, from lane.Key) uint64 {
 	t.Helper()
 	o := PageObs{Publisher: s, From: from, Hop0: true}
-	_, _, stamp := rt.PageArrivedQuiet(&o, sec, new(lane.Key))
-	if stamp == 0 || !rt.Quiet(stamp) {
-		t.Fatalf("a hop-0 page of %v from %v: stamp %d, holding %v", s, from, stamp, rt.Quiet(stamp))
+	_, _, stamp := rt.pageArrivedQuiet(&o, sec, new(lane.Key))
+	if stamp == 0 || !rt.quietHolds(stamp) {
+		t.Fatalf("a hop-0 page of %v from %v: stamp %d, holding %v", s, from, stamp, rt.quietHolds(stamp))
 	}
 	return stamp
 }
@@ -243,7 +241,7 @@ func TestQuietEpochMoves(t *testing.T) {
 			t.Fatalf("%s: stamps %d and %d with nothing changed between", c.name, necStamp, planetStamp)
 		}
 		c.op(rt)
-		if held := rt.Quiet(necStamp); held == c.moves {
+		if held := rt.quietHolds(necStamp); held == c.moves {
 			t.Errorf("%s: the stamp holds %v, want %v", c.name, held, !c.moves)
 		}
 	}
@@ -257,7 +255,7 @@ func TestQuietEpochMoves(t *testing.T) {
 func TestQuietStampOnlyWhenQuiet(t *testing.T) {
 	rt := newWinsTable(t, true)
 	page := func(o PageObs) uint64 {
-		_, _, stamp := rt.PageArrivedQuiet(&o, sec, new(lane.Key))
+		_, _, stamp := rt.pageArrivedQuiet(&o, sec, new(lane.Key))
 		return stamp
 	}
 	plan := func(s lane.Ship, from lane.Key) Plan {
@@ -327,3 +325,6 @@ func sameSelect(t *testing.T, step int, a, b *Table, s lane.Ship, from lane.Key,
 		t.Fatalf("step %d: the tables differ: Select %+v and %+v", step, sa, sb)
 	}
 }
+
+// garbageKey is what a placed Key holds before a call that must write it.
+var garbageKey = lane.Key{IP: [16]byte{9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9}, Port: 9}

@@ -154,7 +154,7 @@ type Table struct {
 	// it by Configured.
 	conf atomic.Pointer[configured]
 
-	// quiet is the table's quiet epoch (PageArrivedQuiet, PlanFor): it
+	// quiet is the table's quiet epoch (PageArrivedHeld, PlanFor): it
 	// moves, under mu, whenever a route is created, a pin is set, changed
 	// or removed, the configured lanes or relays are replaced, or a lane
 	// becomes this process's (AddSelf), the only changes that can alter
@@ -628,11 +628,45 @@ func (r *Table) PageArrived(o PageObs, now time.Duration) (contested bool, place
 // whole is stored as two overlapping 16-byte halves, and the loads of it
 // that follow (a relay's next-hop) stall on them. It does not change *o.
 func (r *Table) PageArrivedInto(o *PageObs, now time.Duration, placed *lane.Key) (contested, disputed bool) {
-	contested, disputed, _ = r.PageArrivedQuiet(o, now, placed)
+	contested, disputed, _ = r.pageArrivedQuiet(o, now, placed)
 	return contested, disputed
 }
 
-// PageArrivedQuiet is PageArrivedInto that also returns a quiet stamp,
+// PageAnswer is a caller's hold on one quiet answer of the table to a
+// page (PageArrivedHeld): a hop-0 page of publisher from lane from was
+// placed at placed (the zero Key: none), neither contested nor
+// disputed, and changed nothing; stamp is the table's quiet stamp for it
+// (0: nothing held). The zero PageAnswer holds nothing. A relay's reader
+// keeps one: a batch's pages of one publisher come in runs.
+type PageAnswer struct {
+	publisher lane.Ship
+	from      lane.Key
+	placed    lane.Key
+	stamp     uint64
+}
+
+// PageArrivedHeld is PageArrivedInto for a caller holding m. If m holds
+// the table's quiet answer to o (a hop-0 page, not relayed, of m's
+// publisher from m's lane, m's stamp still holding), *placed is set from
+// it, contested and disputed are false, and held reports that the table
+// was not asked: the call would have written nothing and answered so.
+// Otherwise the table is asked, under its lock, and m keeps the answer if
+// it is quiet (a page with none leaves m as it was).
+func (r *Table) PageArrivedHeld(o *PageObs, now time.Duration, placed *lane.Key, m *PageAnswer) (contested, disputed, held bool) {
+	if o.Hop0 && !o.Relayed && m.publisher == o.Publisher && m.from == o.From && r.quietHolds(m.stamp) {
+		placed.IP, placed.Port = m.placed.IP, m.placed.Port
+		return false, false, true
+	}
+	contested, disputed, stamp := r.pageArrivedQuiet(o, now, placed)
+	if stamp != 0 {
+		m.publisher, m.stamp = o.Publisher, stamp
+		m.from.IP, m.from.Port = o.From.IP, o.From.Port
+		m.placed.IP, m.placed.Port = placed.IP, placed.Port
+	}
+	return contested, disputed, false
+}
+
+// pageArrivedQuiet is PageArrivedInto that also returns a quiet stamp,
 // nonzero when the call wrote nothing and its answer follows from o's
 // Publisher and From alone, the page being at hop 0: the publisher is
 // configured (ConfiguredWins) or pinned, has no route, and the page was
@@ -641,9 +675,9 @@ func (r *Table) PageArrivedInto(o *PageObs, now time.Duration, placed *lane.Key)
 // none. While Quiet(stamp) holds, every further hop-0 page of that
 // publisher from that lane gets the same answer and changes nothing, at
 // any instant: only creating a route, a pin's change or new configured
-// lanes could change it, and each moves the epoch. A caller holding the
-// stamp may reuse the answer without calling.
-func (r *Table) PageArrivedQuiet(o *PageObs, now time.Duration, placed *lane.Key) (contested, disputed bool, quiet uint64) {
+// lanes could change it, and each moves the epoch; PageArrivedHeld
+// reuses the answer so.
+func (r *Table) pageArrivedQuiet(o *PageObs, now time.Duration, placed *lane.Key) (contested, disputed bool, quiet uint64) {
 	placed.IP, placed.Port = [16]byte{}, 0
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -701,10 +735,10 @@ func (r *Table) PageArrivedQuiet(o *PageObs, now time.Duration, placed *lane.Key
 	return contested, disputed, quiet
 }
 
-// Quiet reports whether stamp, from PageArrivedQuiet, still holds: no
-// route created, no pin changed, no configured lanes or relays replaced
-// and no lane of this process added since. It takes no lock.
-func (r *Table) Quiet(stamp uint64) bool { return stamp != 0 && r.quiet.Load() == stamp }
+// quietHolds reports whether stamp, from pageArrivedQuiet, still holds:
+// no route created, no pin changed, no configured lanes or relays
+// replaced and no lane of this process added since. It takes no lock.
+func (r *Table) quietHolds(stamp uint64) bool { return stamp != 0 && r.quiet.Load() == stamp }
 
 func (r *Table) answeredLocked(o PageObs, now time.Duration) {
 	r.answeredConfLocked(&o, now, r.configuredLocked(o.Publisher))
